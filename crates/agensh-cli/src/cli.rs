@@ -1,0 +1,224 @@
+//! The command-line grammar (clap).
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// agensh runs an organization of coding agents toward one goal, with no central
+/// orchestrator: a hub holds the shared board, messages, event queues and workspace.
+#[derive(Parser, Debug)]
+#[command(name = "agensh", version, about, long_about = None)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: Global,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Options every client command takes.
+#[derive(Args, Debug, Clone)]
+pub struct Global {
+    /// The organization directory, where `.agensh/hub.json` says how to reach the hub.
+    #[arg(long, global = true, env = "AGENSH_DIR", default_value = ".")]
+    pub dir: PathBuf,
+    /// The hub's URL (overrides `.agensh/hub.json`).
+    #[arg(long, global = true, env = "AGENSH_HUB")]
+    pub hub: Option<String>,
+    /// Act as the worker that owns this token (else the admin token from hub.json).
+    #[arg(long, global = true, env = "AGENSH_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// With the admin token: act as this worker.
+    #[arg(long = "as", global = true, value_name = "ID")]
+    pub as_worker: Option<String>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Create an organization directory: agensh.toml and .agensh/.
+    Init(InitArgs),
+    /// Serve the organization's hub (REST under /api/v1, /healthz, /metrics).
+    Hub(HubArgs),
+    /// Add, list and inspect workers.
+    Workers(WorkersArgs),
+    /// The shared context board: post, read, grep, unfold, claims.
+    Board(BoardArgs),
+    /// Channels and direct messages.
+    Msg(MsgArgs),
+    /// Your event queue: list (optionally wait) and acknowledge.
+    Events(EventsArgs),
+    /// Send an operator notice to every worker or one (admin).
+    Notice(NoticeArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct InitArgs {
+    /// Directory to create (or an empty one to fill).
+    pub dir: PathBuf,
+    /// What the organization works toward.
+    #[arg(long)]
+    pub goal: String,
+}
+
+#[derive(Args, Debug)]
+pub struct HubArgs {
+    /// The organization directory.
+    #[arg(default_value = ".")]
+    pub dir: PathBuf,
+    /// Address to listen on (default from agensh.toml: 127.0.0.1:7420; port 0 picks a free one).
+    #[arg(long, env = "AGENSH_LISTEN")]
+    pub listen: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct WorkersArgs {
+    #[command(subcommand)]
+    pub command: WorkersCommand,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum WorkersCommand {
+    /// Create N workers (admin); prints the new ids one per line.
+    Add {
+        count: usize,
+        /// Print ids and tokens as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show every worker: status, live claims, last activity.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print a worker's secret token (admin), to connect a client or agent by hand.
+    Token { id: String },
+}
+
+#[derive(Args, Debug)]
+pub struct BoardArgs {
+    #[command(subcommand)]
+    pub command: BoardCommand,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum BoardCommand {
+    /// Append a record: OBSERVED, FACT, FAIL, CLAIM or PATCH_SUMMARY.
+    Post {
+        /// The record kind.
+        kind: String,
+        /// One line: at most 100 characters (PATCH_SUMMARY 300).
+        text: String,
+        /// The work item it belongs to (e.g. parser-errors).
+        #[arg(long)]
+        label: Option<String>,
+        /// A longer body, shown by `board unfold`.
+        #[arg(long)]
+        detail: Option<String>,
+        /// CLAIM only: files or directories you expect to touch.
+        #[arg(long, value_delimiter = ',')]
+        paths: Vec<String>,
+        /// CLAIM only: lease in seconds (default from agensh.toml).
+        #[arg(long)]
+        lease: Option<u64>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Records you have not read yet (recent view); `--all` for the whole recent view.
+    Read {
+        #[arg(long)]
+        all: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Search all history: words, "phrases", AND/OR/NOT, (), kind: author: label:.
+    Grep {
+        query: String,
+        #[arg(long)]
+        limit: Option<usize>,
+        /// Only records older than this id (paging).
+        #[arg(long)]
+        before: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// One record whole, with what superseded or invalidated it.
+    Unfold {
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Extend one of your claims.
+    Renew {
+        id: String,
+        /// New lease in seconds from now (default from agensh.toml).
+        #[arg(long)]
+        lease: Option<u64>,
+    },
+    /// End one of your claims.
+    Release { id: String },
+}
+
+#[derive(Args, Debug)]
+pub struct MsgArgs {
+    #[command(subcommand)]
+    pub command: MsgCommand,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum MsgCommand {
+    /// Post to a #channel or send a direct message to a worker.
+    Send {
+        /// `#channel` or a worker id.
+        to: String,
+        text: String,
+        /// Reply to message N (its thread).
+        #[arg(long)]
+        thread: Option<i64>,
+    },
+    /// Unread messages (marks them read); `--all` for recent history.
+    Read {
+        #[arg(long)]
+        all: bool,
+        /// Only this #channel or this worker's conversation with you.
+        #[arg(long)]
+        with: Option<String>,
+        #[arg(long)]
+        limit: Option<usize>,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Args, Debug)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct EventsArgs {
+    #[command(subcommand)]
+    pub command: Option<EventsCommand>,
+    /// Wait up to this many seconds for an event when none is pending (at most 60).
+    #[arg(long, default_value_t = 0)]
+    pub wait: u64,
+    /// Only events above this sequence number.
+    #[arg(long, default_value_t = 0)]
+    pub after: i64,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum EventsCommand {
+    /// Acknowledge events: the given sequence numbers, or every pending one.
+    Ack { seqs: Vec<i64> },
+}
+
+#[derive(Args, Debug)]
+pub struct NoticeArgs {
+    pub text: String,
+    /// Only this worker (default: everyone).
+    #[arg(long)]
+    pub to: Option<String>,
+    /// Deliver inside the current turn, not at its end.
+    #[arg(long)]
+    pub urgent: bool,
+    /// Send at most once per key.
+    #[arg(long)]
+    pub dedup_key: Option<String>,
+}

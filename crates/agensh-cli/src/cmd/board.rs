@@ -1,0 +1,158 @@
+//! `agensh board post|read|grep|unfold|renew|release`.
+
+use agensh_domain::record::{NewRecord, Record, RecordKind};
+use agensh_domain::view::ViewEntry;
+use anyhow::Result;
+
+use crate::cli::{BoardArgs, BoardCommand, Global};
+use crate::connect::client;
+use crate::output::{json, now_ms};
+
+pub async fn run(g: &Global, a: BoardArgs) -> Result<()> {
+    let c = client(g)?;
+    let now = now_ms();
+    match a.command {
+        BoardCommand::Post {
+            kind,
+            text,
+            label,
+            detail,
+            paths,
+            lease,
+            json: as_json,
+        } => {
+            let record = NewRecord {
+                kind: RecordKind::parse(&kind)?,
+                text,
+                label,
+                detail,
+                paths,
+                lease_secs: lease,
+            };
+            // Checked here too, so a bad record never leaves this machine.
+            record.validate()?;
+            let appended = c.post_record(&record).await?;
+            if as_json {
+                json(&appended);
+            } else {
+                println!("{}", appended.record.id);
+                for o in &appended.overlaps {
+                    let what = if o.same_label {
+                        format!("same label #{}", o.label.as_deref().unwrap_or(""))
+                    } else {
+                        format!("paths {}", o.paths.join(","))
+                    };
+                    eprintln!(
+                        "overlap: {} by {} ({what}): {} — settle it with `agensh msg send {} ...`",
+                        o.id, o.author, o.text, o.author
+                    );
+                }
+            }
+        }
+        BoardCommand::Read { all, json: as_json } => {
+            let entries = if all {
+                c.recent(None).await?
+            } else {
+                c.read_board().await?
+            };
+            if as_json {
+                json(&entries);
+            } else if entries.is_empty() {
+                eprintln!(
+                    "{}",
+                    if all {
+                        "the board is empty"
+                    } else {
+                        "nothing new on the board"
+                    }
+                );
+            } else {
+                for e in &entries {
+                    println!("{}", view_line(e, now));
+                }
+            }
+        }
+        BoardCommand::Grep {
+            query,
+            limit,
+            before,
+            json: as_json,
+        } => {
+            let found = c.grep(&query, limit, before.as_deref()).await?;
+            if as_json {
+                json(&found);
+            } else if found.is_empty() {
+                eprintln!("no records match");
+            } else {
+                for r in &found {
+                    println!("{}", r.line(now));
+                }
+            }
+        }
+        BoardCommand::Unfold { id, json: as_json } => {
+            let u = c.unfold(&id).await?;
+            if as_json {
+                json(&u);
+            } else {
+                print_whole(&u.record, now);
+                if let Some(s) = &u.superseded_by {
+                    println!("superseded by: {}", s.line(now));
+                }
+                if let Some(f) = &u.invalidated_by {
+                    println!("invalidated by: {}", f.line(now));
+                }
+            }
+        }
+        BoardCommand::Renew { id, lease } => {
+            let r = c.renew(&id, lease).await?;
+            let until = r
+                .lease
+                .map(|l| agensh_domain::time::rfc3339(l.expires_at))
+                .unwrap_or_default();
+            println!("{} renewed until {until}", r.id);
+        }
+        BoardCommand::Release { id } => {
+            let r = c.release(&id).await?;
+            println!("{} released", r.id);
+        }
+    }
+    Ok(())
+}
+
+fn view_line(e: &ViewEntry, now: i64) -> String {
+    let mut line = e.record.line(now);
+    if e.invalidated {
+        line.push_str(" [invalidated]");
+    }
+    line
+}
+
+fn print_whole(r: &Record, now: i64) {
+    println!(
+        "{} {} by {} at {}",
+        r.id,
+        r.kind,
+        r.author,
+        agensh_domain::time::rfc3339(r.created_at)
+    );
+    println!("text: {}", r.text);
+    if let Some(l) = &r.label {
+        println!("label: {l}");
+    }
+    if !r.paths.is_empty() {
+        println!("paths: {}", r.paths.join(", "));
+    }
+    if let Some(l) = &r.lease {
+        let state = if l.released_at.is_some() {
+            "released".to_string()
+        } else if l.is_live(now) {
+            format!("live until {}", agensh_domain::time::rfc3339(l.expires_at))
+        } else {
+            format!("expired at {}", agensh_domain::time::rfc3339(l.expires_at))
+        };
+        println!("lease: {state}");
+    }
+    if let Some(d) = &r.detail {
+        println!("detail:\n{d}");
+    }
+}

@@ -1,0 +1,52 @@
+//! `agensh msg send|read`.
+
+use agensh_client::MessageFilter;
+use agensh_domain::message::NewMessage;
+use anyhow::Result;
+
+use crate::cli::{Global, MsgArgs, MsgCommand};
+use crate::connect::client;
+use crate::output::{json, now_ms};
+
+pub async fn run(g: &Global, a: MsgArgs) -> Result<()> {
+    let c = client(g)?;
+    match a.command {
+        MsgCommand::Send { to, text, thread } => {
+            let m = NewMessage { to, text, thread };
+            m.validate()?;
+            let sent = c.send_message(&m).await?;
+            println!("M{}", sent.seq);
+        }
+        MsgCommand::Read {
+            all,
+            with,
+            limit,
+            json: as_json,
+        } => {
+            let f = MessageFilter { with, limit };
+            let msgs = if all {
+                c.message_history(&f).await?
+            } else {
+                c.read_messages(&f).await?
+            };
+            if as_json {
+                json(&msgs);
+            } else if msgs.is_empty() {
+                eprintln!(
+                    "{}",
+                    if all {
+                        "no messages"
+                    } else {
+                        "no unread messages"
+                    }
+                );
+            } else {
+                let now = now_ms();
+                for m in &msgs {
+                    println!("{}", m.line(now));
+                }
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,317 @@
+//! A typed client for the hub's REST API (`/api/v1`), used by the command line, the
+//! node and the tests. Every call acts as the identity of its token (or, with the admin
+//! token, as the worker named by [`Client::acting_as`]).
+
+use std::time::Duration;
+
+use agensh_domain::event::Event;
+use agensh_domain::message::{Message, NewMessage};
+use agensh_domain::record::{Appended, NewRecord, Record};
+use agensh_domain::view::ViewEntry;
+use agensh_domain::worker::{NewWorker, WorkerInfo, WorkerStatus};
+use agensh_domain::{Error, ErrorKind};
+pub use agensh_store::{QueueState, Unfolded};
+use reqwest::{Method, RequestBuilder, StatusCode};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+/// Header with which the admin acts as a worker.
+pub const AS_HEADER: &str = "x-agensh-as";
+
+/// Result of a client call: the hub's own error, or a transport failure described the same way.
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// A connection to one hub with one identity.
+#[derive(Clone)]
+pub struct Client {
+    base: String,
+    token: String,
+    acting_as: Option<String>,
+    http: reqwest::Client,
+}
+
+/// Who the hub says the caller is.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+pub struct WhoAmI {
+    pub id: String,
+    pub admin: bool,
+}
+
+/// Messages to read: the conversation and how many.
+#[derive(Debug, Clone, Default)]
+pub struct MessageFilter {
+    /// `#channel` or a worker id.
+    pub with: Option<String>,
+    pub limit: Option<usize>,
+}
+
+impl Client {
+    /// A client for the hub at `base` (e.g. `http://127.0.0.1:7420`) with `token`.
+    pub fn new(base: &str, token: &str) -> Self {
+        let http = reqwest::Client::builder()
+            .pool_idle_timeout(Duration::from_secs(30))
+            .build()
+            .expect("HTTP client builds");
+        Client {
+            base: base.trim_end_matches('/').to_string(),
+            token: token.to_string(),
+            acting_as: None,
+            http,
+        }
+    }
+
+    /// The same client acting as worker `id` (admin token only).
+    pub fn acting_as(mut self, id: Option<String>) -> Self {
+        self.acting_as = id;
+        self
+    }
+
+    /// The hub's base URL.
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
+    fn request(&self, method: Method, path: &str) -> RequestBuilder {
+        let mut r = self
+            .http
+            .request(method, format!("{}/api/v1{path}", self.base))
+            .bearer_auth(&self.token);
+        if let Some(id) = &self.acting_as {
+            r = r.header(AS_HEADER, id);
+        }
+        r
+    }
+
+    async fn send<T: DeserializeOwned>(&self, req: RequestBuilder) -> Result<T> {
+        let resp = req.send().await.map_err(|e| self.transport(e))?;
+        let status = resp.status();
+        let bytes = resp.bytes().await.map_err(|e| self.transport(e))?;
+        if status.is_success() {
+            return serde_json::from_slice(&bytes).map_err(|e| {
+                Error::internal(format!("the hub's answer was not understood ({e}) — are client and hub the same version?"))
+            });
+        }
+        #[derive(Deserialize)]
+        struct Body {
+            error: Inner,
+        }
+        #[derive(Deserialize)]
+        struct Inner {
+            code: String,
+            message: String,
+        }
+        let kind = kind_of(status);
+        Err(match serde_json::from_slice::<Body>(&bytes) {
+            Ok(b) => Error::new(kind, &b.error.code, b.error.message),
+            Err(_) => Error::new(kind, "http_error", format!("the hub answered {status}")),
+        })
+    }
+
+    fn transport(&self, e: reqwest::Error) -> Error {
+        Error::new(
+            ErrorKind::Internal,
+            "unreachable",
+            format!(
+                "cannot reach the hub at {}: {e} — is `agensh hub` running? (check --hub, AGENSH_HUB or .agensh/hub.json)",
+                self.base
+            ),
+        )
+    }
+
+    pub async fn whoami(&self) -> Result<WhoAmI> {
+        self.send(self.request(Method::GET, "/whoami")).await
+    }
+
+    /// Creates `count` workers (admin).
+    pub async fn add_workers(&self, count: usize) -> Result<Vec<NewWorker>> {
+        self.send(
+            self.request(Method::POST, "/workers")
+                .json(&json!({ "count": count })),
+        )
+        .await
+    }
+
+    pub async fn workers(&self) -> Result<Vec<WorkerInfo>> {
+        self.send(self.request(Method::GET, "/workers")).await
+    }
+
+    /// A worker's secret token (admin).
+    pub async fn worker_token(&self, id: &str) -> Result<NewWorker> {
+        self.send(self.request(Method::GET, &format!("/workers/{id}/token")))
+            .await
+    }
+
+    pub async fn set_status(&self, id: &str, status: WorkerStatus) -> Result<Value> {
+        self.send(
+            self.request(Method::PUT, &format!("/workers/{id}/status"))
+                .json(&json!({ "status": status })),
+        )
+        .await
+    }
+
+    pub async fn post_record(&self, record: &NewRecord) -> Result<Appended> {
+        self.send(self.request(Method::POST, "/board/records").json(record))
+            .await
+    }
+
+    /// The whole recent view.
+    pub async fn recent(&self, cap: Option<usize>) -> Result<Vec<ViewEntry>> {
+        let mut r = self.request(Method::GET, "/board/recent");
+        if let Some(c) = cap {
+            r = r.query(&[("cap", c)]);
+        }
+        self.send(r).await
+    }
+
+    /// The recent-view entries not read yet; marks them read.
+    pub async fn read_board(&self) -> Result<Vec<ViewEntry>> {
+        self.send(self.request(Method::POST, "/board/read")).await
+    }
+
+    pub async fn grep(
+        &self,
+        query: &str,
+        limit: Option<usize>,
+        before: Option<&str>,
+    ) -> Result<Vec<Record>> {
+        let mut q: Vec<(&str, String)> = vec![("q", query.to_string())];
+        if let Some(l) = limit {
+            q.push(("limit", l.to_string()));
+        }
+        if let Some(b) = before {
+            q.push(("before", b.to_string()));
+        }
+        self.send(self.request(Method::GET, "/board/grep").query(&q))
+            .await
+    }
+
+    pub async fn unfold(&self, id: &str) -> Result<Unfolded> {
+        self.send(self.request(Method::GET, &format!("/board/records/{}", encode(id))))
+            .await
+    }
+
+    pub async fn renew(&self, id: &str, lease_secs: Option<u64>) -> Result<Record> {
+        self.send(
+            self.request(Method::POST, &format!("/board/claims/{}/renew", encode(id)))
+                .json(&json!({ "lease_secs": lease_secs })),
+        )
+        .await
+    }
+
+    pub async fn release(&self, id: &str) -> Result<Record> {
+        self.send(self.request(
+            Method::POST,
+            &format!("/board/claims/{}/release", encode(id)),
+        ))
+        .await
+    }
+
+    pub async fn send_message(&self, m: &NewMessage) -> Result<Message> {
+        self.send(self.request(Method::POST, "/messages").json(m))
+            .await
+    }
+
+    /// Unread messages; marks them read.
+    pub async fn read_messages(&self, f: &MessageFilter) -> Result<Vec<Message>> {
+        self.send(
+            self.request(Method::POST, "/messages/read")
+                .query(&filter_query(f)),
+        )
+        .await
+    }
+
+    /// Recent messages, read or not.
+    pub async fn message_history(&self, f: &MessageFilter) -> Result<Vec<Message>> {
+        self.send(
+            self.request(Method::GET, "/messages")
+                .query(&filter_query(f)),
+        )
+        .await
+    }
+
+    /// Unacknowledged events above `after`; waits up to `wait` seconds for the first.
+    pub async fn events(&self, after: i64, wait: u64) -> Result<Vec<Event>> {
+        #[derive(Deserialize)]
+        struct Polled {
+            events: Vec<Event>,
+        }
+        let p: Polled = self
+            .send(
+                self.request(Method::GET, "/events")
+                    .query(&[("after", after), ("wait", wait as i64)])
+                    .timeout(Duration::from_secs(wait + 30)),
+            )
+            .await?;
+        Ok(p.events)
+    }
+
+    /// Acknowledges events; returns how many were newly acknowledged.
+    pub async fn ack(&self, seqs: &[i64]) -> Result<usize> {
+        #[derive(Deserialize)]
+        struct Acked {
+            acked: usize,
+        }
+        let a: Acked = self
+            .send(
+                self.request(Method::POST, "/events/ack")
+                    .json(&json!({ "seqs": seqs })),
+            )
+            .await?;
+        Ok(a.acked)
+    }
+
+    pub async fn queue_state(&self) -> Result<QueueState> {
+        self.send(self.request(Method::GET, "/events/state")).await
+    }
+
+    /// An operator notice to one worker or all (admin).
+    pub async fn notice(
+        &self,
+        text: &str,
+        to: Option<&str>,
+        urgent: bool,
+        dedup_key: Option<&str>,
+    ) -> Result<Value> {
+        self.send(self.request(Method::POST, "/events").json(&json!({
+            "text": text, "to": to, "urgent": urgent, "dedup_key": dedup_key
+        })))
+        .await
+    }
+}
+
+fn filter_query(f: &MessageFilter) -> Vec<(&'static str, String)> {
+    let mut q = Vec::new();
+    if let Some(w) = &f.with {
+        q.push(("with", w.clone()));
+    }
+    if let Some(l) = f.limit {
+        q.push(("limit", l.to_string()));
+    }
+    q
+}
+
+/// Keeps a user-given id from changing the request path.
+fn encode(id: &str) -> String {
+    id.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+fn kind_of(status: StatusCode) -> ErrorKind {
+    match status.as_u16() {
+        400 | 405 => ErrorKind::Invalid,
+        401 => ErrorKind::Unauthorized,
+        403 => ErrorKind::Forbidden,
+        404 => ErrorKind::NotFound,
+        409 => ErrorKind::Conflict,
+        413 => ErrorKind::TooLarge,
+        _ => ErrorKind::Internal,
+    }
+}

@@ -1,0 +1,190 @@
+//! `agensh.toml`: the organization's configuration, with every default written out.
+//!
+//! Precedence, applied by the callers: flags > environment (`AGENSH_*`) > this file > defaults.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+/// The whole configuration file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    pub organization: Organization,
+    #[serde(default)]
+    pub hub: HubConfig,
+    #[serde(default)]
+    pub board: BoardConfig,
+}
+
+/// `[organization]`: what the workers work toward.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Organization {
+    pub goal: String,
+}
+
+/// `[hub]`: where and how the hub serves.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HubConfig {
+    /// Address to listen on; loopback unless you mean to open it.
+    pub listen: String,
+    /// Largest request body accepted, in bytes.
+    pub body_limit: usize,
+    /// Longest long-poll wait a client may ask for, in seconds.
+    pub max_wait_secs: u64,
+}
+
+impl Default for HubConfig {
+    fn default() -> Self {
+        HubConfig {
+            listen: "127.0.0.1:7420".into(),
+            body_limit: 65_536,
+            max_wait_secs: 60,
+        }
+    }
+}
+
+/// `[board]`: the shared context board.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BoardConfig {
+    /// Most entries in the recent view.
+    pub view_cap: usize,
+    /// Default CLAIM lease, in seconds.
+    pub claim_lease_secs: u64,
+}
+
+impl Default for BoardConfig {
+    fn default() -> Self {
+        BoardConfig {
+            view_cap: crate::view::DEFAULT_CAP,
+            claim_lease_secs: 3_600,
+        }
+    }
+}
+
+impl Config {
+    /// A configuration with `goal` and every default.
+    pub fn with_goal(goal: &str) -> Self {
+        Config {
+            organization: Organization {
+                goal: goal.to_string(),
+            },
+            hub: HubConfig::default(),
+            board: BoardConfig::default(),
+        }
+    }
+
+    /// Parses `agensh.toml`; the error names the file's problem and how to fix it.
+    pub fn parse(text: &str) -> Result<Self> {
+        let c: Config = toml::from_str(text).map_err(|e| {
+            Error::invalid(
+                "bad_config",
+                format!("agensh.toml is not valid: {e}— fix the line named above (`agensh init` writes a commented example)"),
+            )
+        })?;
+        c.validate()?;
+        Ok(c)
+    }
+
+    /// Checks values that parse but make no sense.
+    pub fn validate(&self) -> Result<()> {
+        if self.organization.goal.trim().is_empty() {
+            return Err(Error::invalid(
+                "bad_config",
+                "agensh.toml: organization.goal is empty — say what the organization should build",
+            ));
+        }
+        if self.board.view_cap == 0 || self.board.view_cap > 100_000 {
+            return Err(Error::invalid(
+                "bad_config",
+                "agensh.toml: board.view_cap must be between 1 and 100000",
+            ));
+        }
+        crate::record::validate_lease(self.board.claim_lease_secs).map_err(|e| {
+            Error::invalid(
+                "bad_config",
+                format!("agensh.toml: board.claim_lease_secs: {}", e.message),
+            )
+        })?;
+        if self.hub.body_limit < 1024 || self.hub.body_limit > 64 << 20 {
+            return Err(Error::invalid(
+                "bad_config",
+                "agensh.toml: hub.body_limit must be between 1024 and 67108864 bytes",
+            ));
+        }
+        if self.hub.max_wait_secs == 0 || self.hub.max_wait_secs > 3_600 {
+            return Err(Error::invalid(
+                "bad_config",
+                "agensh.toml: hub.max_wait_secs must be between 1 and 3600",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The file `agensh init` writes: every setting with its default and a comment.
+    pub fn template(&self) -> String {
+        let goal = toml::Value::String(self.organization.goal.clone());
+        let listen = toml::Value::String(self.hub.listen.clone());
+        format!(
+            r#"# agensh organization configuration.
+# Precedence: command-line flags > environment (AGENSH_*) > this file > built-in defaults.
+
+[organization]
+# What every worker works toward. Each worker gets the same prompt but its ID.
+goal = {goal}
+
+[hub]
+# Address the hub listens on. Keep loopback unless nodes on other hosts must reach it.
+listen = {listen}
+# Largest request body the hub accepts, in bytes; larger ones get HTTP 413.
+body_limit = {body_limit}
+# Longest long-poll wait (`agensh events --wait`) a client may ask for, in seconds.
+max_wait_secs = {max_wait}
+
+[board]
+# Most entries in the board's recent view (`agensh board read --all`).
+view_cap = {view_cap}
+# Default lease of a CLAIM, in seconds; renew it while the work goes on.
+claim_lease_secs = {lease}
+"#,
+            body_limit = self.hub.body_limit,
+            max_wait = self.hub.max_wait_secs,
+            view_cap = self.board.view_cap,
+            lease = self.board.claim_lease_secs,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn template_parses_back_to_the_same_configuration() {
+        let c = Config::with_goal("build a \"calculator\"\nwith tests");
+        assert_eq!(Config::parse(&c.template()).unwrap(), c);
+    }
+
+    #[test]
+    fn missing_sections_take_their_defaults() {
+        let c = Config::parse("[organization]\ngoal = \"x\"\n").unwrap();
+        assert_eq!(c.board.view_cap, 2_000);
+        assert_eq!(c.board.claim_lease_secs, 3_600);
+    }
+
+    #[test]
+    fn unknown_keys_are_rejected() {
+        let e =
+            Config::parse("[organization]\ngoal = \"x\"\n[board]\nview_capp = 3\n").unwrap_err();
+        assert!(e.message.contains("view_capp"), "{}", e.message);
+    }
+
+    #[test]
+    fn out_of_range_values_are_rejected() {
+        let e = Config::parse("[organization]\ngoal = \"x\"\n[board]\nview_cap = 0\n").unwrap_err();
+        assert!(e.message.contains("view_cap"));
+    }
+}

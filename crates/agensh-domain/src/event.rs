@@ -1,0 +1,118 @@
+//! Events: what a worker must hear about, delivered through its durable queue.
+
+use serde::{Deserialize, Serialize};
+
+/// How soon an event must reach its worker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Priority {
+    /// Attached to the result of the worker's next organization tool call.
+    Urgent,
+    /// Delivered at the worker's next turn boundary.
+    Normal,
+}
+
+impl Priority {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Priority::Urgent => "urgent",
+            Priority::Normal => "normal",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "urgent" => Some(Priority::Urgent),
+            "normal" => Some(Priority::Normal),
+            _ => None,
+        }
+    }
+}
+
+/// Event kinds the hub emits.
+pub mod kinds {
+    /// A peer appended a board record (broadcast, urgent; shown as a digest).
+    pub const BOARD_RECORD: &str = "board.record";
+    /// A post to a channel (broadcast, normal).
+    pub const CHANNEL_POST: &str = "msg.channel";
+    /// A direct message (to one worker, urgent).
+    pub const DIRECT_MESSAGE: &str = "msg.dm";
+    /// A notice from an operator (broadcast or direct, normal).
+    pub const NOTICE: &str = "notice";
+}
+
+/// An event to enqueue. `target: None` is a broadcast, stored once for every worker.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NewEvent {
+    pub kind: String,
+    pub priority: Priority,
+    pub payload: serde_json::Value,
+    /// Events with the same key for the same target are stored once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dedup_key: Option<String>,
+    /// The worker whose action caused it; a worker does not hear its own broadcasts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// One worker, or none for everyone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+}
+
+/// A stored event, as a worker receives it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Event {
+    pub seq: i64,
+    pub kind: String,
+    pub priority: Priority,
+    pub payload: serde_json::Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dedup_key: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+    /// Unix ms.
+    pub created_at: i64,
+}
+
+impl Event {
+    /// Whether `worker` should receive this event.
+    pub fn is_for(&self, worker: &str) -> bool {
+        match &self.target {
+            Some(t) => t == worker,
+            None => self.source.as_deref() != Some(worker),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(source: Option<&str>, target: Option<&str>) -> Event {
+        Event {
+            seq: 1,
+            kind: kinds::NOTICE.into(),
+            priority: Priority::Normal,
+            payload: serde_json::Value::Null,
+            dedup_key: None,
+            source: source.map(Into::into),
+            target: target.map(Into::into),
+            created_at: 0,
+        }
+    }
+
+    #[test]
+    fn broadcasts_reach_everyone_but_their_source() {
+        let e = ev(Some("w01"), None);
+        assert!(e.is_for("w02"));
+        assert!(!e.is_for("w01"));
+    }
+
+    #[test]
+    fn direct_events_reach_only_their_target() {
+        let e = ev(Some("w01"), Some("w03"));
+        assert!(e.is_for("w03"));
+        assert!(!e.is_for("w02"));
+    }
+}

@@ -1,0 +1,18 @@
+//! Domain types of agensh, shared by the hub, the node and the command line.
+//!
+//! This crate does no IO: it holds the shapes of workers, board records, messages and
+//! events, the limits that every way in enforces, the grep query language, the recent-view
+//! rules of the board and the configuration file's schema.
+
+pub mod config;
+pub mod error;
+pub mod event;
+pub mod ids;
+pub mod message;
+pub mod query;
+pub mod record;
+pub mod time;
+pub mod view;
+pub mod worker;
+
+pub use error::{Error, ErrorKind, Result};

@@ -1,0 +1,549 @@
+//! Board records: the five kinds, their limits and validation.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::ids::{record_id, truncate_for_message};
+
+/// Text limit for FACT, OBSERVED, FAIL and CLAIM records.
+pub const TEXT_LIMIT: usize = 100;
+/// Text limit for PATCH_SUMMARY records.
+pub const PATCH_SUMMARY_LIMIT: usize = 300;
+/// Label limit, in characters.
+pub const LABEL_LIMIT: usize = 64;
+/// Detail limit, in characters.
+pub const DETAIL_LIMIT: usize = 8_000;
+/// Most paths one claim may list.
+pub const PATHS_LIMIT: usize = 64;
+/// Longest path a claim may list, in characters.
+pub const PATH_LIMIT: usize = 256;
+/// Longest claim lease, in seconds (one day); renew for longer work.
+pub const MAX_LEASE_SECS: u64 = 86_400;
+
+/// The kind of a board record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum RecordKind {
+    Observed,
+    Fact,
+    Fail,
+    Claim,
+    PatchSummary,
+}
+
+impl RecordKind {
+    pub const ALL: [RecordKind; 5] = [
+        RecordKind::Observed,
+        RecordKind::Fact,
+        RecordKind::Fail,
+        RecordKind::Claim,
+        RecordKind::PatchSummary,
+    ];
+
+    /// The kind's name as written on the board (`PATCH_SUMMARY`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RecordKind::Observed => "OBSERVED",
+            RecordKind::Fact => "FACT",
+            RecordKind::Fail => "FAIL",
+            RecordKind::Claim => "CLAIM",
+            RecordKind::PatchSummary => "PATCH_SUMMARY",
+        }
+    }
+
+    /// Parses a kind name, case-insensitively.
+    pub fn parse(s: &str) -> Result<Self> {
+        let upper = s.to_ascii_uppercase();
+        RecordKind::ALL
+            .into_iter()
+            .find(|k| k.as_str() == upper)
+            .ok_or_else(|| {
+                Error::invalid(
+                    "unknown_kind",
+                    format!(
+                        "unknown record kind \"{}\" — use one of OBSERVED, FACT, FAIL, CLAIM, PATCH_SUMMARY",
+                        truncate_for_message(s)
+                    ),
+                )
+            })
+    }
+
+    /// The most characters `text` may have for this kind.
+    pub fn text_limit(self) -> usize {
+        match self {
+            RecordKind::PatchSummary => PATCH_SUMMARY_LIMIT,
+            _ => TEXT_LIMIT,
+        }
+    }
+}
+
+impl std::fmt::Display for RecordKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A record as a client submits it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NewRecord {
+    pub kind: RecordKind,
+    pub text: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+    /// Files or directories a CLAIM expects to touch (CLAIM only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub paths: Vec<String>,
+    /// Lease of a CLAIM in seconds; the hub's default when absent (CLAIM only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_secs: Option<u64>,
+}
+
+impl NewRecord {
+    /// A record with only kind and text.
+    pub fn new(kind: RecordKind, text: impl Into<String>) -> Self {
+        NewRecord {
+            kind,
+            text: text.into(),
+            label: None,
+            detail: None,
+            paths: Vec::new(),
+            lease_secs: None,
+        }
+    }
+
+    /// Checks every limit; the error says which one broke and what to do.
+    pub fn validate(&self) -> Result<()> {
+        let text = self.text.trim();
+        if text.is_empty() {
+            return Err(Error::invalid(
+                "empty_text",
+                format!(
+                    "{} text is empty — say in one line what you found, did or claim",
+                    self.kind
+                ),
+            ));
+        }
+        let n = self.text.chars().count();
+        let limit = self.kind.text_limit();
+        if n > limit {
+            return Err(Error::invalid(
+                "text_too_long",
+                format!(
+                    "{} text is {n} characters; the limit is {limit} — shorten it or move the rest to detail (--detail)",
+                    self.kind
+                ),
+            ));
+        }
+        if self.text.chars().any(char::is_control) {
+            return Err(Error::invalid(
+                "text_control_chars",
+                format!(
+                    "{} text contains a line break or control character — keep text to one line and put longer content in detail (--detail)",
+                    self.kind
+                ),
+            ));
+        }
+        if let Some(label) = &self.label {
+            validate_label(label)?;
+        }
+        if let Some(detail) = &self.detail {
+            let n = detail.chars().count();
+            if n > DETAIL_LIMIT {
+                return Err(Error::invalid(
+                    "detail_too_long",
+                    format!(
+                        "detail is {n} characters; the limit is {DETAIL_LIMIT} — keep the essentials and point to a file in the repository for the rest"
+                    ),
+                ));
+            }
+        }
+        if self.kind != RecordKind::Claim {
+            if !self.paths.is_empty() {
+                return Err(Error::invalid(
+                    "paths_not_claim",
+                    format!(
+                        "paths belong to CLAIM records only — drop them from this {}",
+                        self.kind
+                    ),
+                ));
+            }
+            if self.lease_secs.is_some() {
+                return Err(Error::invalid(
+                    "lease_not_claim",
+                    format!(
+                        "a lease belongs to CLAIM records only — drop it from this {}",
+                        self.kind
+                    ),
+                ));
+            }
+        }
+        if self.paths.len() > PATHS_LIMIT {
+            return Err(Error::invalid(
+                "too_many_paths",
+                format!(
+                    "the claim lists {} paths; the limit is {PATHS_LIMIT} — claim a directory instead of its files",
+                    self.paths.len()
+                ),
+            ));
+        }
+        for p in &self.paths {
+            validate_path(p)?;
+        }
+        if let Some(lease) = self.lease_secs {
+            validate_lease(lease)?;
+        }
+        Ok(())
+    }
+}
+
+/// Checks a lease length in seconds.
+pub fn validate_lease(lease: u64) -> Result<()> {
+    if lease == 0 || lease > MAX_LEASE_SECS {
+        return Err(Error::invalid(
+            "bad_lease",
+            format!(
+                "a lease of {lease} s is out of range; use 1 to {MAX_LEASE_SECS} s and renew the claim while you work"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Checks a label: at most 64 characters of letters, digits and `-_./:#`.
+pub fn validate_label(label: &str) -> Result<()> {
+    let n = label.chars().count();
+    if n == 0 {
+        return Err(Error::invalid(
+            "empty_label",
+            "label is empty — leave it out, or name the work item (e.g. parser-errors)",
+        ));
+    }
+    if n > LABEL_LIMIT {
+        return Err(Error::invalid(
+            "label_too_long",
+            format!(
+                "label is {n} characters; the limit is {LABEL_LIMIT} — use a short name for the work item (e.g. parser-errors)"
+            ),
+        ));
+    }
+    if let Some(c) = label
+        .chars()
+        .find(|c| !(c.is_alphanumeric() || "-_./:#".contains(*c)))
+    {
+        return Err(Error::invalid(
+            "bad_label",
+            format!(
+                "label \"{}\" contains {c:?} — use letters, digits and - _ . / : # only",
+                truncate_for_message(label)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Checks a claimed path: relative, inside the repository, printable.
+pub fn validate_path(p: &str) -> Result<()> {
+    let bad = |why: &str| {
+        Err(Error::invalid(
+            "bad_path",
+            format!(
+                "path \"{}\" {why} — give paths relative to the repository root, like src/parser.rs or docs/",
+                truncate_for_message(p)
+            ),
+        ))
+    };
+    if p.is_empty() {
+        return bad("is empty");
+    }
+    if p.chars().count() > PATH_LIMIT {
+        return bad("is longer than 256 characters");
+    }
+    if p.chars().any(char::is_control) {
+        return bad("contains a control character");
+    }
+    if p.starts_with('/') || p.starts_with('\\') {
+        return bad("is absolute");
+    }
+    if p.split(['/', '\\']).any(|seg| seg == "..") {
+        return bad("leaves the repository with ..");
+    }
+    Ok(())
+}
+
+/// Whether two claimed paths touch the same files: equal, or one is a directory holding the other.
+pub fn paths_overlap(a: &str, b: &str) -> bool {
+    let a = a.trim_end_matches('/');
+    let b = b.trim_end_matches('/');
+    a == b
+        || a.is_empty()
+        || b.is_empty()
+        || b.strip_prefix(a).is_some_and(|r| r.starts_with('/'))
+        || a.strip_prefix(b).is_some_and(|r| r.starts_with('/'))
+}
+
+/// The lease state of a CLAIM record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lease {
+    /// When the lease ends (Unix ms) unless renewed.
+    pub expires_at: i64,
+    /// When the author released the claim (Unix ms), if they did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub released_at: Option<i64>,
+}
+
+impl Lease {
+    /// A claim is live while its lease runs and it is not released.
+    pub fn is_live(&self, now: i64) -> bool {
+        self.released_at.is_none() && self.expires_at > now
+    }
+}
+
+/// A record as stored: append-only, never edited.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Record {
+    /// Sequence number; the short id is `G{seq}`.
+    pub seq: i64,
+    pub id: String,
+    pub kind: RecordKind,
+    pub author: String,
+    pub text: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub paths: Vec<String>,
+    /// Unix ms.
+    pub created_at: i64,
+    /// CLAIM records only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease: Option<Lease>,
+}
+
+impl Record {
+    /// Builds a stored record from its parts (the id is derived from `seq`).
+    pub fn from_new(
+        seq: i64,
+        author: &str,
+        new: NewRecord,
+        created_at: i64,
+        lease: Option<Lease>,
+    ) -> Self {
+        Record {
+            seq,
+            id: record_id(seq),
+            kind: new.kind,
+            author: author.to_string(),
+            text: new.text,
+            label: new.label,
+            detail: new.detail,
+            paths: new.paths,
+            created_at,
+            lease,
+        }
+    }
+
+    /// One compact line, as the board shows it: `G12 [w03/FACT +12m] text (label)`.
+    pub fn line(&self, now: i64) -> String {
+        let mut s = format!(
+            "{} [{}/{} {}] {}",
+            self.id,
+            self.author,
+            self.kind,
+            crate::time::age(self.created_at, now),
+            self.text
+        );
+        if let Some(l) = &self.label {
+            s.push_str(&format!(" #{l}"));
+        }
+        if !self.paths.is_empty() {
+            s.push_str(&format!(" paths={}", self.paths.join(",")));
+        }
+        if self.detail.is_some() {
+            s.push_str(" (+detail)");
+        }
+        s
+    }
+}
+
+/// Another worker's live claim that overlaps a new claim.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClaimOverlap {
+    pub id: String,
+    pub author: String,
+    pub text: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+    /// The overlapping claim's paths that touch the new claim's paths.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub paths: Vec<String>,
+    /// True when the overlap is the same label.
+    pub same_label: bool,
+    pub expires_at: i64,
+}
+
+/// The answer to appending a record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Appended {
+    pub record: Record,
+    /// For a CLAIM: other workers' live claims on the same label or paths.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub overlaps: Vec<ClaimOverlap>,
+}
+
+/// Finds the live claims in `live` (by other authors) that overlap `claim`.
+pub fn overlaps_of(claim: &Record, live: &[Record]) -> Vec<ClaimOverlap> {
+    live.iter()
+        .filter(|c| c.author != claim.author && c.seq != claim.seq)
+        .filter_map(|c| {
+            let same_label = claim.label.is_some() && c.label == claim.label;
+            let paths: Vec<String> = c
+                .paths
+                .iter()
+                .filter(|p| claim.paths.iter().any(|q| paths_overlap(p, q)))
+                .cloned()
+                .collect();
+            (same_label || !paths.is_empty()).then(|| ClaimOverlap {
+                id: c.id.clone(),
+                author: c.author.clone(),
+                text: c.text.clone(),
+                label: c.label.clone(),
+                paths,
+                same_label,
+                expires_at: c.lease.as_ref().map_or(0, |l| l.expires_at),
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn claim(seq: i64, author: &str, label: Option<&str>, paths: &[&str]) -> Record {
+        let mut n = NewRecord::new(RecordKind::Claim, "x");
+        n.label = label.map(str::to_string);
+        n.paths = paths.iter().map(|p| p.to_string()).collect();
+        Record::from_new(
+            seq,
+            author,
+            n,
+            0,
+            Some(Lease {
+                expires_at: 10,
+                released_at: None,
+            }),
+        )
+    }
+
+    #[test]
+    fn fact_over_100_characters_is_rejected_with_advice() {
+        let e = NewRecord::new(RecordKind::Fact, "x".repeat(143))
+            .validate()
+            .unwrap_err();
+        assert_eq!(
+            e.message,
+            "FACT text is 143 characters; the limit is 100 — shorten it or move the rest to detail (--detail)"
+        );
+    }
+
+    #[test]
+    fn patch_summary_may_have_300_characters() {
+        assert!(NewRecord::new(RecordKind::PatchSummary, "é".repeat(300))
+            .validate()
+            .is_ok());
+        assert!(NewRecord::new(RecordKind::PatchSummary, "é".repeat(301))
+            .validate()
+            .is_err());
+    }
+
+    #[test]
+    fn limits_count_characters_not_bytes() {
+        assert!(NewRecord::new(RecordKind::Fact, "é".repeat(100))
+            .validate()
+            .is_ok());
+    }
+
+    #[test]
+    fn empty_and_multiline_text_are_rejected() {
+        assert_eq!(
+            NewRecord::new(RecordKind::Fact, "  ")
+                .validate()
+                .unwrap_err()
+                .code,
+            "empty_text"
+        );
+        assert_eq!(
+            NewRecord::new(RecordKind::Fact, "a\nb")
+                .validate()
+                .unwrap_err()
+                .code,
+            "text_control_chars"
+        );
+    }
+
+    #[test]
+    fn kind_names_parse_case_insensitively_and_unknown_ones_fail() {
+        assert_eq!(
+            RecordKind::parse("patch_summary").unwrap(),
+            RecordKind::PatchSummary
+        );
+        let e = RecordKind::parse("TRIED").unwrap_err();
+        assert!(e
+            .message
+            .contains("use one of OBSERVED, FACT, FAIL, CLAIM, PATCH_SUMMARY"));
+    }
+
+    #[test]
+    fn labels_are_short_and_plain() {
+        assert!(validate_label("parser-v2").is_ok());
+        assert_eq!(
+            validate_label(&"a".repeat(65)).unwrap_err().code,
+            "label_too_long"
+        );
+        assert_eq!(validate_label("a b").unwrap_err().code, "bad_label");
+    }
+
+    #[test]
+    fn paths_must_stay_inside_the_repository() {
+        assert!(validate_path("src/main.rs").is_ok());
+        assert!(validate_path("/etc/passwd").is_err());
+        assert!(validate_path("src/../../x").is_err());
+    }
+
+    #[test]
+    fn only_claims_take_paths_and_leases() {
+        let mut n = NewRecord::new(RecordKind::Fact, "x");
+        n.paths = vec!["src".into()];
+        assert_eq!(n.validate().unwrap_err().code, "paths_not_claim");
+    }
+
+    #[test]
+    fn a_directory_overlaps_the_files_inside_it() {
+        assert!(paths_overlap("src/", "src/main.rs"));
+        assert!(paths_overlap("src/main.rs", "src"));
+        assert!(paths_overlap("a.rs", "a.rs"));
+        assert!(!paths_overlap("src/a.rs", "src/ab.rs"));
+        assert!(!paths_overlap("src2", "src/a.rs"));
+    }
+
+    #[test]
+    fn overlaps_name_other_authors_on_the_same_label_or_paths() {
+        let new = claim(10, "w02", Some("parser"), &["src/parse.rs"]);
+        let live = vec![
+            claim(1, "w01", Some("parser"), &[]),
+            claim(2, "w03", None, &["src/"]),
+            claim(3, "w04", Some("lexer"), &["src/lex.rs"]),
+            claim(4, "w02", Some("parser"), &[]),
+        ];
+        let o = overlaps_of(&new, &live);
+        assert_eq!(o.len(), 2);
+        assert_eq!((o[0].author.as_str(), o[0].same_label), ("w01", true));
+        assert_eq!(
+            (o[1].author.as_str(), o[1].paths.clone()),
+            ("w03", vec!["src/".to_string()])
+        );
+    }
+}

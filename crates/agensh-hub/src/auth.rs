@@ -1,0 +1,123 @@
+//! Who is calling: a worker by its token, or the admin (optionally acting as a worker).
+
+use agensh_domain::ids::{validate_worker_id, ADMIN};
+use agensh_domain::{Error, ErrorKind};
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
+
+use crate::error::ApiError;
+use crate::state::AppState;
+
+/// Header with which the admin acts as a worker.
+pub const AS_HEADER: &str = "x-agensh-as";
+
+/// The authenticated caller of a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    /// The identity the request acts as: a worker id, or `admin`.
+    pub id: String,
+    /// Whether the request carries the admin token.
+    pub admin: bool,
+}
+
+impl Caller {
+    /// Fails unless the caller holds the admin token.
+    pub fn require_admin(&self) -> Result<(), ApiError> {
+        if self.admin {
+            Ok(())
+        } else {
+            Err(ApiError(Error::forbidden(
+                "admin_only",
+                "only the admin may do this — use the admin token from .agensh/hub.json",
+            )))
+        }
+    }
+
+    /// The worker this request acts as; the admin must name one with `--as`.
+    pub fn worker(&self) -> Result<&str, ApiError> {
+        if self.id == ADMIN {
+            Err(ApiError(Error::invalid(
+                "needs_worker",
+                "the admin has no queue, cursor or claims of its own — act as a worker with --as w01 (header X-Agensh-As)",
+            )))
+        } else {
+            Ok(&self.id)
+        }
+    }
+}
+
+fn unauthorized(message: &str) -> ApiError {
+    ApiError(Error::new(ErrorKind::Unauthorized, "unauthorized", message))
+}
+
+impl FromRequestParts<AppState> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let header = parts
+            .headers
+            .get(axum::http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .ok_or_else(|| {
+                unauthorized("no token — send Authorization: Bearer <token> (AGENSH_TOKEN, or the admin token from .agensh/hub.json)")
+            })?;
+        let token = header
+            .strip_prefix("Bearer ")
+            .ok_or_else(|| unauthorized("the Authorization header must be \"Bearer <token>\""))?
+            .trim();
+        let as_worker = parts
+            .headers
+            .get(AS_HEADER)
+            .map(|v| v.to_str().unwrap_or("").to_string());
+        let caller = if constant_time_eq(token.as_bytes(), state.admin_token.as_bytes()) {
+            match as_worker {
+                None => Caller {
+                    id: ADMIN.to_string(),
+                    admin: true,
+                },
+                Some(id) => {
+                    validate_worker_id(&id)?;
+                    let known = state
+                        .tokens
+                        .read()
+                        .expect("tokens lock")
+                        .values()
+                        .any(|w| *w == id);
+                    if !known {
+                        return Err(ApiError(Error::not_found(
+                            "unknown_worker",
+                            format!("there is no worker \"{id}\" to act as — `agensh workers list` shows the workers"),
+                        )));
+                    }
+                    Caller { id, admin: true }
+                }
+            }
+        } else {
+            let id = state
+                .tokens
+                .read()
+                .expect("tokens lock")
+                .get(token)
+                .cloned()
+                .ok_or_else(|| unauthorized("the token is not valid for this hub — check AGENSH_TOKEN or `agensh workers token ID`"))?;
+            if let Some(other) = as_worker {
+                if other != id {
+                    return Err(ApiError(Error::forbidden(
+                        "impersonation",
+                        format!("a worker token can only act as its own worker ({id}), not as {other} — drop --as"),
+                    )));
+                }
+            }
+            Caller { id, admin: false }
+        };
+        if caller.id != ADMIN {
+            state.touch(&caller.id);
+        }
+        Ok(caller)
+    }
+}
+
+/// Compares secrets without leaking where they differ through timing.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}

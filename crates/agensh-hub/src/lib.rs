@@ -1,0 +1,209 @@
+//! The agensh hub: owns the organization's shared state and serves it.
+//!
+//! REST+JSON under `/api/v1` (see docs/API.md), `/healthz`, and `/metrics` in the
+//! Prometheus text format. The store behind it is any [`agensh_store::Store`].
+
+pub mod auth;
+pub mod error;
+pub mod metrics;
+pub mod routes;
+pub mod state;
+
+use std::collections::HashMap;
+use std::future::IntoFuture;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use agensh_domain::config::Config;
+use agensh_domain::Error;
+use agensh_store::Store;
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+
+use crate::metrics::{inc, Metrics};
+use crate::state::{AppState, Inner};
+
+/// The state directory inside an organization directory.
+pub const STATE_DIR: &str = ".agensh";
+/// The store file inside the state directory.
+pub const STORE_FILE: &str = "store.sqlite";
+/// Where a running hub tells clients how to reach it.
+pub const HUB_JSON: &str = "hub.json";
+
+/// What `.agensh/hub.json` holds (mode 0600: it carries the admin token).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HubInfo {
+    pub url: String,
+    pub admin_token: String,
+    pub pid: u32,
+}
+
+/// A hub serving in the background of this process.
+pub struct RunningHub {
+    /// Base URL, e.g. `http://127.0.0.1:7420`.
+    pub url: String,
+    pub admin_token: String,
+    pub addr: SocketAddr,
+    state: AppState,
+    stop: watch::Sender<bool>,
+    server: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl RunningHub {
+    /// Stops accepting requests, answers waiting long-polls, flushes activity and
+    /// waits for the server to finish.
+    pub async fn shutdown(self) {
+        let _ = self.stop.send(true);
+        let _ = self.server.await;
+        self.state.flush_activity().await;
+    }
+
+    /// The store the hub serves.
+    pub fn store(&self) -> Arc<dyn Store> {
+        self.state.store.clone()
+    }
+}
+
+/// Starts a hub on `listen` over `store` with `config`.
+pub async fn start(
+    store: Arc<dyn Store>,
+    config: Config,
+    listen: &str,
+) -> Result<RunningHub, Error> {
+    let admin_token = store.admin_token().await?;
+    let tokens: HashMap<String, String> = store
+        .worker_tokens()
+        .await?
+        .into_iter()
+        .map(|(id, token)| (token, id))
+        .collect();
+    let listener = tokio::net::TcpListener::bind(listen).await.map_err(|e| {
+        Error::invalid(
+            "cannot_listen",
+            format!("cannot listen on {listen}: {e} — pick another address with --listen (port 0 picks a free one)"),
+        )
+    })?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| Error::internal(format!("no local address: {e}")))?;
+    let (stop, stop_rx) = watch::channel(false);
+    let body_limit = config.hub.body_limit;
+    let state = AppState {
+        inner: Arc::new(Inner {
+            store,
+            config,
+            admin_token: admin_token.clone(),
+            tokens: RwLock::new(tokens),
+            activity: Mutex::new(HashMap::new()),
+            metrics: Metrics::default(),
+            shutdown: stop_rx.clone(),
+        }),
+    };
+    let app = router(state.clone(), body_limit);
+    let server = tokio::spawn(
+        axum::serve(listener, app)
+            .with_graceful_shutdown(state::stopped(stop_rx.clone()))
+            .into_future(),
+    );
+    let flusher = state.clone();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(2));
+        let stop = state::stopped(stop_rx);
+        tokio::pin!(stop);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => flusher.flush_activity().await,
+                _ = &mut stop => break,
+            }
+        }
+    });
+    tracing::info!("hub listening on http://{addr}");
+    Ok(RunningHub {
+        url: format!("http://{addr}"),
+        admin_token,
+        addr,
+        state,
+        stop,
+        server,
+    })
+}
+
+/// The hub's whole HTTP surface.
+pub fn router(state: AppState, body_limit: usize) -> Router {
+    Router::new()
+        .nest("/api/v1", routes::api())
+        .route("/healthz", get(healthz))
+        .route("/metrics", get(metrics_text))
+        .fallback(error::not_found)
+        .method_not_allowed_fallback(error::method_not_allowed)
+        .layer(axum::extract::DefaultBodyLimit::max(body_limit))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), observe))
+        .with_state(state)
+}
+
+/// Counts and logs every request: method, path, status, time. Never headers (tokens).
+async fn observe(State(s): State<AppState>, req: Request, next: Next) -> Response {
+    let method = req.method().clone();
+    let path = req.uri().path().to_string();
+    let started = std::time::Instant::now();
+    let resp = next.run(req).await;
+    let status = resp.status();
+    inc(&s.metrics.requests);
+    if status.is_client_error() {
+        inc(&s.metrics.client_errors);
+    } else if status.is_server_error() {
+        inc(&s.metrics.server_errors);
+    }
+    tracing::debug!(%method, %path, status = status.as_u16(), micros = started.elapsed().as_micros() as u64, "request");
+    resp
+}
+
+async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+async fn metrics_text(State(s): State<AppState>) -> Response {
+    let workers = s.tokens.read().expect("tokens lock").len();
+    let body = s.metrics.render(workers, metrics::resident_bytes());
+    ([("content-type", "text/plain; version=0.0.4")], body).into_response()
+}
+
+/// The state directory of the organization at `dir`.
+pub fn state_dir(dir: &Path) -> PathBuf {
+    dir.join(STATE_DIR)
+}
+
+/// Writes `.agensh/hub.json` with mode 0600.
+pub fn write_hub_info(dir: &Path, info: &HubInfo) -> std::io::Result<()> {
+    use std::io::Write;
+    let path = state_dir(dir).join(HUB_JSON);
+    let tmp = path.with_extension("json.tmp");
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.mode(0o600);
+    }
+    let mut f = opts.open(&tmp)?;
+    f.write_all(
+        serde_json::to_string_pretty(info)
+            .expect("hub info serializes")
+            .as_bytes(),
+    )?;
+    f.sync_all()?;
+    std::fs::rename(tmp, path)
+}
+
+/// Reads `.agensh/hub.json` of the organization at `dir`.
+pub fn read_hub_info(dir: &Path) -> std::io::Result<HubInfo> {
+    let text = std::fs::read_to_string(state_dir(dir).join(HUB_JSON))?;
+    serde_json::from_str(&text).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+}

@@ -1,0 +1,148 @@
+//! The shared context board: append, read, grep, unfold, claims.
+
+use agensh_domain::ids::parse_record_id;
+use agensh_domain::query;
+use agensh_domain::record::{Appended, NewRecord, Record};
+use agensh_domain::view::ViewEntry;
+use agensh_domain::Error;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::Json;
+use serde::Deserialize;
+
+use crate::auth::Caller;
+use crate::error::{ApiJson, ApiQuery, ApiResult};
+use crate::metrics::inc;
+use crate::state::{now_ms, AppState};
+
+/// Most records one grep returns.
+pub const GREP_LIMIT: usize = 500;
+
+pub async fn append(
+    State(s): State<AppState>,
+    caller: Caller,
+    ApiJson(record): ApiJson<NewRecord>,
+) -> ApiResult<(StatusCode, Json<Appended>)> {
+    record.validate()?;
+    let appended = s
+        .store
+        .append_record(
+            &caller.id,
+            record,
+            now_ms(),
+            s.config.board.claim_lease_secs,
+        )
+        .await?;
+    inc(&s.metrics.records_appended);
+    Ok((StatusCode::CREATED, Json(appended)))
+}
+
+#[derive(Deserialize)]
+pub struct CapQuery {
+    cap: Option<usize>,
+}
+
+fn cap(s: &AppState, asked: Option<usize>) -> ApiResult<usize> {
+    let max = s.config.board.view_cap;
+    match asked {
+        None => Ok(max),
+        Some(n) if n >= 1 && n <= max => Ok(n),
+        Some(n) => Err(Error::invalid(
+            "bad_cap",
+            format!("cap {n} is out of range — ask for 1 to {max} entries (board.view_cap)"),
+        )
+        .into()),
+    }
+}
+
+pub async fn recent(
+    State(s): State<AppState>,
+    _caller: Caller,
+    ApiQuery(q): ApiQuery<CapQuery>,
+) -> ApiResult<Json<Vec<ViewEntry>>> {
+    let cap = cap(&s, q.cap)?;
+    Ok(Json(s.store.recent_view(now_ms(), cap).await?))
+}
+
+pub async fn read_unread(
+    State(s): State<AppState>,
+    caller: Caller,
+    ApiQuery(q): ApiQuery<CapQuery>,
+) -> ApiResult<Json<Vec<ViewEntry>>> {
+    let cap = cap(&s, q.cap)?;
+    Ok(Json(
+        s.store
+            .board_unread(caller.worker()?, now_ms(), cap)
+            .await?,
+    ))
+}
+
+#[derive(Deserialize)]
+pub struct GrepQuery {
+    q: String,
+    limit: Option<usize>,
+    before: Option<String>,
+}
+
+pub async fn grep(
+    State(s): State<AppState>,
+    _caller: Caller,
+    ApiQuery(q): ApiQuery<GrepQuery>,
+) -> ApiResult<Json<Vec<Record>>> {
+    let parsed = query::parse(&q.q).map_err(|e| Error::invalid("bad_query", e.message))?;
+    let limit = match q.limit {
+        None => 50,
+        Some(n) if (1..=GREP_LIMIT).contains(&n) => n,
+        Some(n) => {
+            return Err(Error::invalid(
+                "bad_limit",
+                format!("limit {n} is out of range — ask for 1 to {GREP_LIMIT} records and page with before"),
+            )
+            .into())
+        }
+    };
+    let before = q.before.as_deref().map(parse_record_id).transpose()?;
+    inc(&s.metrics.greps);
+    Ok(Json(s.store.grep(&parsed, before, limit).await?))
+}
+
+pub async fn unfold(
+    State(s): State<AppState>,
+    _caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<Json<agensh_store::Unfolded>> {
+    Ok(Json(s.store.unfold(parse_record_id(&id)?).await?))
+}
+
+#[derive(Deserialize, Default)]
+pub struct RenewBody {
+    lease_secs: Option<u64>,
+}
+
+pub async fn renew(
+    State(s): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    ApiJson(body): ApiJson<RenewBody>,
+) -> ApiResult<Json<Record>> {
+    let lease = body.lease_secs.unwrap_or(s.config.board.claim_lease_secs);
+    let seq = parse_record_id(&id)?;
+    Ok(Json(
+        s.store
+            .renew_claim(caller.worker()?, seq, lease, now_ms())
+            .await?,
+    ))
+}
+
+pub async fn release(
+    State(s): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Record>> {
+    let seq = parse_record_id(&id)?;
+    Ok(Json(
+        s.store
+            .release_claim(caller.worker()?, seq, now_ms())
+            .await?,
+    ))
+}

@@ -1,0 +1,92 @@
+//! Channels and direct messages.
+
+use agensh_domain::message::{Message, NewMessage, Target};
+use agensh_domain::Error;
+use agensh_store::MessageQuery;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::Json;
+use serde::Deserialize;
+
+use crate::auth::Caller;
+use crate::error::{ApiJson, ApiQuery, ApiResult};
+use crate::metrics::inc;
+use crate::state::{now_ms, AppState};
+
+/// Most messages one read returns.
+pub const READ_LIMIT: usize = 1_000;
+
+pub async fn send(
+    State(s): State<AppState>,
+    caller: Caller,
+    ApiJson(m): ApiJson<NewMessage>,
+) -> ApiResult<(StatusCode, Json<Message>)> {
+    if let Target::Worker(w) = m.validate()? {
+        if w == caller.id {
+            return Err(Error::invalid(
+                "message_to_self",
+                "that is a direct message to yourself — post to a #channel or message another worker",
+            )
+            .into());
+        }
+    }
+    let msg = s.store.post_message(&caller.id, m, now_ms()).await?;
+    inc(&s.metrics.messages_posted);
+    Ok((StatusCode::CREATED, Json(msg)))
+}
+
+#[derive(Deserialize, Default)]
+pub struct ReadQuery {
+    /// `#channel` or a worker id: only that conversation.
+    with: Option<String>,
+    limit: Option<usize>,
+}
+
+fn message_query(q: ReadQuery, unread: bool) -> ApiResult<MessageQuery> {
+    if let Some(w) = &q.with {
+        Target::parse(w)?;
+    }
+    let limit = match q.limit {
+        None => 100,
+        Some(n) if (1..=READ_LIMIT).contains(&n) => n,
+        Some(n) => {
+            return Err(Error::invalid(
+                "bad_limit",
+                format!("limit {n} is out of range — ask for 1 to {READ_LIMIT} messages"),
+            )
+            .into())
+        }
+    };
+    Ok(MessageQuery {
+        unread,
+        with: q.with,
+        limit,
+    })
+}
+
+/// Recent messages visible to the caller (does not mark anything read).
+pub async fn history(
+    State(s): State<AppState>,
+    caller: Caller,
+    ApiQuery(q): ApiQuery<ReadQuery>,
+) -> ApiResult<Json<Vec<Message>>> {
+    Ok(Json(
+        s.store
+            .read_messages(&caller.id, message_query(q, false)?)
+            .await?,
+    ))
+}
+
+/// Unread messages for the calling worker; marks them read.
+pub async fn read_unread(
+    State(s): State<AppState>,
+    caller: Caller,
+    ApiQuery(q): ApiQuery<ReadQuery>,
+) -> ApiResult<Json<Vec<Message>>> {
+    let worker = caller.worker()?;
+    Ok(Json(
+        s.store
+            .read_messages(worker, message_query(q, true)?)
+            .await?,
+    ))
+}

@@ -1,0 +1,32 @@
+//! REST+JSON handlers under `/api/v1`, one file per area.
+
+pub mod board;
+pub mod events;
+pub mod messages;
+pub mod workers;
+
+use axum::routing::{get, post, put};
+use axum::Router;
+
+use crate::state::AppState;
+
+/// The `/api/v1` routes.
+pub fn api() -> Router<AppState> {
+    Router::new()
+        .route("/whoami", get(workers::whoami))
+        .route("/workers", get(workers::list).post(workers::add))
+        .route("/workers/{id}/token", get(workers::token))
+        .route("/workers/{id}/status", put(workers::set_status))
+        .route("/board/records", post(board::append))
+        .route("/board/records/{id}", get(board::unfold))
+        .route("/board/recent", get(board::recent))
+        .route("/board/read", post(board::read_unread))
+        .route("/board/grep", get(board::grep))
+        .route("/board/claims/{id}/renew", post(board::renew))
+        .route("/board/claims/{id}/release", post(board::release))
+        .route("/messages", get(messages::history).post(messages::send))
+        .route("/messages/read", post(messages::read_unread))
+        .route("/events", get(events::poll).post(events::notice))
+        .route("/events/ack", post(events::ack))
+        .route("/events/state", get(events::state))
+}

@@ -1,0 +1,90 @@
+//! The worker registry.
+
+use agensh_domain::ids::validate_worker_id;
+use agensh_domain::worker::{NewWorker, WorkerInfo, WorkerStatus};
+use agensh_domain::Error;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::Json;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::auth::Caller;
+use crate::error::{ApiJson, ApiResult};
+use crate::state::{now_ms, AppState};
+
+pub async fn whoami(caller: Caller) -> Json<Value> {
+    Json(json!({ "id": caller.id, "admin": caller.admin }))
+}
+
+#[derive(Deserialize)]
+pub struct AddBody {
+    count: usize,
+}
+
+pub async fn add(
+    State(s): State<AppState>,
+    caller: Caller,
+    ApiJson(body): ApiJson<AddBody>,
+) -> ApiResult<(StatusCode, Json<Vec<NewWorker>>)> {
+    caller.require_admin()?;
+    let added = s.store.add_workers(body.count, now_ms()).await?;
+    let mut tokens = s.tokens.write().expect("tokens lock");
+    for w in &added {
+        tokens.insert(w.token.clone(), w.id.clone());
+    }
+    Ok((StatusCode::CREATED, Json(added)))
+}
+
+pub async fn list(State(s): State<AppState>, _caller: Caller) -> ApiResult<Json<Vec<WorkerInfo>>> {
+    s.flush_activity().await;
+    Ok(Json(s.store.list_workers(now_ms()).await?))
+}
+
+pub async fn token(
+    State(s): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<Json<NewWorker>> {
+    caller.require_admin()?;
+    validate_worker_id(&id)?;
+    let tokens = s.tokens.read().expect("tokens lock");
+    let token = tokens
+        .iter()
+        .find(|(_, w)| **w == id)
+        .map(|(t, _)| t.clone())
+        .ok_or_else(|| {
+            Error::not_found(
+                "unknown_worker",
+                format!("there is no worker \"{id}\" — `agensh workers list` shows the workers"),
+            )
+        })?;
+    Ok(Json(NewWorker { id, token }))
+}
+
+#[derive(Deserialize)]
+pub struct StatusBody {
+    status: String,
+}
+
+pub async fn set_status(
+    State(s): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    ApiJson(body): ApiJson<StatusBody>,
+) -> ApiResult<Json<Value>> {
+    validate_worker_id(&id)?;
+    if !caller.admin && caller.id != id {
+        return Err(Error::forbidden(
+            "impersonation",
+            format!(
+                "a worker may set only its own status ({}), not {id}'s",
+                caller.id
+            ),
+        )
+        .into());
+    }
+    let status = WorkerStatus::parse(&body.status)?;
+    s.store.set_worker_status(&id, status).await?;
+    Ok(Json(json!({ "id": id, "status": status })))
+}

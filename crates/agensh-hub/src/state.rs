@@ -1,0 +1,79 @@
+//! Shared state of a running hub.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, RwLock};
+
+use agensh_domain::config::Config;
+use agensh_store::Store;
+use tokio::sync::watch;
+
+use crate::metrics::Metrics;
+
+/// Everything a handler needs; cloned cheaply into each request.
+#[derive(Clone)]
+pub struct AppState {
+    pub inner: Arc<Inner>,
+}
+
+pub struct Inner {
+    pub store: Arc<dyn Store>,
+    pub config: Config,
+    pub admin_token: String,
+    /// token → worker id, loaded at start and kept current by `workers add`.
+    pub tokens: RwLock<HashMap<String, String>>,
+    /// Last request time per worker, flushed to the store in batches.
+    pub activity: Mutex<HashMap<String, i64>>,
+    pub metrics: Metrics,
+    /// Turns true when the hub is shutting down; long-polls return at once.
+    pub shutdown: watch::Receiver<bool>,
+}
+
+impl std::ops::Deref for AppState {
+    type Target = Inner;
+    fn deref(&self) -> &Inner {
+        &self.inner
+    }
+}
+
+/// Unix milliseconds now.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+impl Inner {
+    /// Notes that `worker` made a request now.
+    pub fn touch(&self, worker: &str) {
+        self.activity
+            .lock()
+            .expect("activity lock")
+            .insert(worker.to_string(), now_ms());
+    }
+
+    /// Writes the noted activity to the store.
+    pub async fn flush_activity(&self) {
+        let batch: Vec<(String, i64)> = self
+            .activity
+            .lock()
+            .expect("activity lock")
+            .drain()
+            .collect();
+        if !batch.is_empty() {
+            if let Err(e) = self.store.touch_workers(batch).await {
+                tracing::warn!("could not record worker activity: {e}");
+            }
+        }
+    }
+}
+
+/// Resolves once `stop` turns true (or its sender is gone).
+pub async fn stopped(mut stop: watch::Receiver<bool>) {
+    loop {
+        let now_stopped = *stop.borrow_and_update();
+        if now_stopped || stop.changed().await.is_err() {
+            return;
+        }
+    }
+}

@@ -1,0 +1,118 @@
+//! The hub's durable store.
+//!
+//! [`Store`] is the interface the hub talks to; [`sqlite::SqliteStore`] is the embedded
+//! implementation (one file, WAL, FTS5). Every method that changes state returns only
+//! after the change is durable, and publishes the events it created to
+//! [`Store::subscribe`] after they are committed, never before.
+
+use std::sync::Arc;
+
+use agensh_domain::event::{Event, NewEvent};
+use agensh_domain::message::{Message, NewMessage};
+use agensh_domain::query::Query;
+use agensh_domain::record::{Appended, NewRecord, Record};
+use agensh_domain::view::ViewEntry;
+use agensh_domain::worker::{NewWorker, WorkerInfo, WorkerStatus};
+use agensh_domain::Result;
+use serde::{Deserialize, Serialize};
+use tokio::sync::broadcast;
+
+pub mod sqlite;
+
+pub use sqlite::SqliteStore;
+
+/// A record with what happened to it later, as `board unfold` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Unfolded {
+    pub record: Record,
+    /// The newer PATCH_SUMMARY of the same author and label that replaced it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub superseded_by: Option<Record>,
+    /// The FAIL of the same author and label that invalidated it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub invalidated_by: Option<Record>,
+}
+
+/// Which messages `read_messages` returns.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MessageQuery {
+    /// Only messages the reader has not read yet (and mark them read).
+    pub unread: bool,
+    /// Only this channel (`#name`) or this worker's direct conversation.
+    pub with: Option<String>,
+    /// At most this many, newest last.
+    pub limit: usize,
+}
+
+/// A worker's event queue as the hub reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueState {
+    pub worker: String,
+    /// Every event at or below this sequence number is acknowledged.
+    pub cursor: i64,
+    /// Events above the cursor acknowledged out of order.
+    pub acked_above_cursor: usize,
+}
+
+/// The store interface; SQLite today, PostgreSQL behind the same trait later.
+#[async_trait::async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// The admin token, created on first use and kept for the life of the store.
+    async fn admin_token(&self) -> Result<String>;
+
+    /// Creates `count` workers with fresh ids and secret tokens.
+    async fn add_workers(&self, count: usize, now: i64) -> Result<Vec<NewWorker>>;
+    /// Every worker's (id, token), for the hub's authentication cache.
+    async fn worker_tokens(&self) -> Result<Vec<(String, String)>>;
+    /// Workers with status, live claims and last activity, in id order.
+    async fn list_workers(&self, now: i64) -> Result<Vec<WorkerInfo>>;
+    /// Sets a worker's status.
+    async fn set_worker_status(&self, id: &str, status: WorkerStatus) -> Result<()>;
+    /// Records last-activity times (batched by the hub).
+    async fn touch_workers(&self, activity: Vec<(String, i64)>) -> Result<()>;
+
+    /// Appends a validated record. A CLAIM gets a lease (`default_lease_secs` unless it
+    /// asks for one) and the answer lists other authors' overlapping live claims.
+    async fn append_record(
+        &self,
+        author: &str,
+        record: NewRecord,
+        now: i64,
+        default_lease_secs: u64,
+    ) -> Result<Appended>;
+    /// The recent view, newest first, at most `cap` entries.
+    async fn recent_view(&self, now: i64, cap: usize) -> Result<Vec<ViewEntry>>;
+    /// The recent-view entries `worker` has not read yet; marks them read.
+    async fn board_unread(&self, worker: &str, now: i64, cap: usize) -> Result<Vec<ViewEntry>>;
+    /// Records matching `query` over all history, newest first, below `before` if given.
+    async fn grep(&self, query: &Query, before: Option<i64>, limit: usize) -> Result<Vec<Record>>;
+    /// One record whole, with what superseded or invalidated it.
+    async fn unfold(&self, seq: i64) -> Result<Unfolded>;
+    /// Extends `worker`'s live claim `seq` to `lease_secs` from now.
+    async fn renew_claim(
+        &self,
+        worker: &str,
+        seq: i64,
+        lease_secs: u64,
+        now: i64,
+    ) -> Result<Record>;
+    /// Ends `worker`'s live claim `seq`.
+    async fn release_claim(&self, worker: &str, seq: i64, now: i64) -> Result<Record>;
+
+    /// Stores a validated message and queues its event.
+    async fn post_message(&self, from: &str, message: NewMessage, now: i64) -> Result<Message>;
+    /// Messages visible to `reader` (channels, and its direct messages), oldest first.
+    async fn read_messages(&self, reader: &str, query: MessageQuery) -> Result<Vec<Message>>;
+
+    /// Queues an event; `None` when an event with the same dedup key was queued before.
+    async fn enqueue(&self, event: NewEvent, now: i64) -> Result<Option<Event>>;
+    /// `worker`'s unacknowledged events with `seq > after`, oldest first.
+    async fn pending_events(&self, worker: &str, after: i64, limit: usize) -> Result<Vec<Event>>;
+    /// Acknowledges events of `worker`; returns how many were newly acknowledged.
+    async fn ack_events(&self, worker: &str, seqs: Vec<i64>) -> Result<usize>;
+    /// The state of `worker`'s queue.
+    async fn queue_state(&self, worker: &str) -> Result<QueueState>;
+
+    /// Events committed from now on, in commit order.
+    fn subscribe(&self) -> broadcast::Receiver<Arc<Event>>;
+}

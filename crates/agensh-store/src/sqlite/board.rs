@@ -1,0 +1,334 @@
+//! Board records: append, claims and their leases, the recent view, grep and unfold.
+
+use agensh_domain::event::{kinds, NewEvent, Priority};
+use agensh_domain::ids::record_id;
+use agensh_domain::query::{kind_token, label_token};
+use agensh_domain::record::{
+    overlaps_of, validate_lease, Appended, Lease, NewRecord, Record, RecordKind,
+};
+use agensh_domain::view::{RecentView, ViewEntry};
+use agensh_domain::{Error, Result};
+use rusqlite::{params, Connection, OptionalExtension, Row};
+
+use super::conn::{sql_err, WriteCtx};
+use super::events;
+
+/// Most history rows one recent view reads before it stops looking further back.
+const VIEW_SCAN_LIMIT: usize = 50_000;
+/// Rows read per page while building a view.
+const VIEW_PAGE: usize = 1_000;
+
+const RECORD_COLUMNS: &str = "r.seq, r.kind, r.author, r.text, r.label, r.detail, r.paths, r.created_at, c.expires_at, c.released_at";
+
+fn row_to_record(row: &Row<'_>) -> rusqlite::Result<Record> {
+    let seq: i64 = row.get(0)?;
+    let kind: String = row.get(1)?;
+    let paths: Option<String> = row.get(6)?;
+    let expires_at: Option<i64> = row.get(8)?;
+    Ok(Record {
+        seq,
+        id: record_id(seq),
+        kind: RecordKind::parse(&kind).unwrap_or(RecordKind::Observed),
+        author: row.get(2)?,
+        text: row.get(3)?,
+        label: row.get(4)?,
+        detail: row.get(5)?,
+        paths: paths
+            .and_then(|p| serde_json::from_str(&p).ok())
+            .unwrap_or_default(),
+        created_at: row.get(7)?,
+        lease: expires_at.map(|expires_at| Lease {
+            expires_at,
+            released_at: row.get(9).ok().flatten(),
+        }),
+    })
+}
+
+fn query_records(
+    conn: &Connection,
+    sql: &str,
+    params: impl rusqlite::Params,
+) -> Result<Vec<Record>> {
+    let mut stmt = conn.prepare_cached(sql).map_err(sql_err)?;
+    let rows = stmt.query_map(params, row_to_record).map_err(sql_err)?;
+    rows.collect::<rusqlite::Result<_>>().map_err(sql_err)
+}
+
+/// One record by sequence number, or a not-found error that says where to look.
+pub fn get(conn: &Connection, seq: i64) -> Result<Record> {
+    let sql = format!("SELECT {RECORD_COLUMNS} FROM records r LEFT JOIN claims c ON c.seq = r.seq WHERE r.seq = ?1");
+    query_records(conn, &sql, [seq])?.pop().ok_or_else(|| {
+        Error::not_found(
+            "unknown_record",
+            format!(
+                "there is no record {} — `agensh board grep` finds records by content",
+                record_id(seq)
+            ),
+        )
+    })
+}
+
+pub fn append(
+    ctx: &mut WriteCtx<'_>,
+    author: &str,
+    new: NewRecord,
+    now: i64,
+    default_lease_secs: u64,
+) -> Result<Appended> {
+    new.validate()?;
+    let conn = ctx.conn;
+    let paths = (!new.paths.is_empty())
+        .then(|| serde_json::to_string(&new.paths).expect("paths serialize"));
+    conn.prepare_cached(
+        "INSERT INTO records(kind, author, text, label, detail, paths, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    )
+    .and_then(|mut s| {
+        s.execute(params![new.kind.as_str(), author, new.text, new.label, new.detail, paths, now])
+    })
+    .map_err(sql_err)?;
+    let seq = conn.last_insert_rowid();
+    conn.prepare_cached(
+        "INSERT INTO records_fts(rowid, text, detail, kind, author, label) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )
+    .and_then(|mut s| {
+        s.execute(params![
+            seq,
+            new.text,
+            new.detail.as_deref().unwrap_or(""),
+            kind_token(new.kind.as_str()).unwrap_or(""),
+            author.to_ascii_lowercase(),
+            new.label.as_deref().map(label_token).unwrap_or_default(),
+        ])
+    })
+    .map_err(sql_err)?;
+
+    let lease = if new.kind == RecordKind::Claim {
+        let secs = new.lease_secs.unwrap_or(default_lease_secs);
+        let expires_at = now + (secs as i64) * 1000;
+        conn.prepare_cached("INSERT INTO claims(seq, author, expires_at) VALUES (?1, ?2, ?3)")
+            .and_then(|mut s| s.execute(params![seq, author, expires_at]))
+            .map_err(sql_err)?;
+        Some(Lease {
+            expires_at,
+            released_at: None,
+        })
+    } else {
+        None
+    };
+    let record = Record::from_new(seq, author, new, now, lease);
+    let overlaps = if record.kind == RecordKind::Claim {
+        overlaps_of(&record, &live_claims(conn, now)?)
+    } else {
+        Vec::new()
+    };
+
+    let event = NewEvent {
+        kind: kinds::BOARD_RECORD.into(),
+        priority: Priority::Urgent,
+        payload: serde_json::json!({
+            "id": record.id,
+            "kind": record.kind,
+            "author": record.author,
+            "text": record.text,
+            "label": record.label,
+        }),
+        dedup_key: Some(format!("board:{}", record.id)),
+        source: Some(author.to_string()),
+        target: None,
+    };
+    if let Some(e) = events::insert(conn, &event, now)? {
+        ctx.emitted.push(e);
+    }
+    Ok(Appended { record, overlaps })
+}
+
+/// Claims whose lease runs, not released, whose author is not dead; oldest first.
+pub fn live_claims(conn: &Connection, now: i64) -> Result<Vec<Record>> {
+    let sql = format!(
+        "SELECT {RECORD_COLUMNS} FROM claims c JOIN records r ON r.seq = c.seq \
+         LEFT JOIN workers w ON w.id = c.author \
+         WHERE c.released_at IS NULL AND c.expires_at > ?1 AND ifnull(w.status, '') != 'dead' \
+         ORDER BY c.seq"
+    );
+    query_records(conn, &sql, [now])
+}
+
+/// The recent view over records with `seq > after` (0 for the whole history).
+pub fn recent_view(conn: &Connection, now: i64, cap: usize, after: i64) -> Result<Vec<ViewEntry>> {
+    let mut view = RecentView::new(cap);
+    let sql = format!(
+        "SELECT {RECORD_COLUMNS} FROM records r LEFT JOIN claims c ON c.seq = r.seq \
+         WHERE r.seq < ?1 AND r.seq > ?2 AND r.kind != 'CLAIM' ORDER BY r.seq DESC LIMIT ?3"
+    );
+    let mut below = i64::MAX;
+    let mut scanned = 0;
+    while !view.is_full() && scanned < VIEW_SCAN_LIMIT {
+        let page = query_records(conn, &sql, params![below, after, VIEW_PAGE as i64])?;
+        let n = page.len();
+        for r in page {
+            below = r.seq;
+            view.push(r);
+        }
+        scanned += n;
+        if n < VIEW_PAGE {
+            break;
+        }
+    }
+    let claims = live_claims(conn, now)?
+        .into_iter()
+        .filter(|c| c.seq > after)
+        .collect();
+    Ok(view.finish(claims))
+}
+
+/// A worker's board cursor and the newest record sequence number now.
+pub fn unread_bounds(conn: &Connection, worker: &str) -> Result<(i64, i64)> {
+    let cursor: Option<i64> = conn
+        .query_row(
+            "SELECT board_cursor FROM workers WHERE id = ?1",
+            [worker],
+            |r| r.get(0),
+        )
+        .optional()
+        .map_err(sql_err)?;
+    let cursor = cursor.ok_or_else(|| super::workers::unknown_worker(worker))?;
+    let top: i64 = conn
+        .query_row("SELECT ifnull(max(seq), 0) FROM records", [], |r| r.get(0))
+        .map_err(sql_err)?;
+    Ok((cursor, top))
+}
+
+pub fn set_board_cursor(conn: &Connection, worker: &str, top: i64) -> Result<()> {
+    conn.execute(
+        "UPDATE workers SET board_cursor = max(board_cursor, ?2) WHERE id = ?1",
+        params![worker, top],
+    )
+    .map_err(sql_err)?;
+    Ok(())
+}
+
+pub fn grep(
+    conn: &Connection,
+    fts: &str,
+    before: Option<i64>,
+    limit: usize,
+) -> Result<Vec<Record>> {
+    let sql = format!(
+        "SELECT {RECORD_COLUMNS} FROM records_fts f JOIN records r ON r.seq = f.rowid \
+         LEFT JOIN claims c ON c.seq = r.seq \
+         WHERE records_fts MATCH ?1 AND f.rowid < ?2 ORDER BY f.rowid DESC LIMIT ?3"
+    );
+    query_records(
+        conn,
+        &sql,
+        params![fts, before.unwrap_or(i64::MAX), limit as i64],
+    )
+    .map_err(|e| {
+        Error::invalid(
+            "bad_query",
+            format!(
+                "the search could not run ({}) — simplify the query",
+                e.message
+            ),
+        )
+    })
+}
+
+pub fn unfold(conn: &Connection, seq: i64) -> Result<crate::Unfolded> {
+    let record = get(conn, seq)?;
+    let (mut superseded_by, mut invalidated_by) = (None, None);
+    if record.kind == RecordKind::PatchSummary {
+        if let Some(label) = &record.label {
+            let sql = format!(
+                "SELECT {RECORD_COLUMNS} FROM records r LEFT JOIN claims c ON c.seq = r.seq \
+                 WHERE r.author = ?1 AND r.label = ?2 AND r.seq > ?3 AND r.kind = ?4 ORDER BY r.seq LIMIT 1"
+            );
+            superseded_by = query_records(
+                conn,
+                &sql,
+                params![record.author, label, seq, "PATCH_SUMMARY"],
+            )?
+            .pop();
+            let fail = query_records(conn, &sql, params![record.author, label, seq, "FAIL"])?.pop();
+            invalidated_by = fail.filter(|f| superseded_by.as_ref().is_none_or(|s| f.seq < s.seq));
+        }
+    }
+    Ok(crate::Unfolded {
+        record,
+        superseded_by,
+        invalidated_by,
+    })
+}
+
+/// Loads `worker`'s own live claim `seq`, or says why it cannot be changed.
+fn own_live_claim(conn: &Connection, worker: &str, seq: i64, now: i64) -> Result<Record> {
+    let r = get(conn, seq)?;
+    let lease = match (&r.kind, &r.lease) {
+        (RecordKind::Claim, Some(l)) => l.clone(),
+        _ => {
+            return Err(Error::invalid(
+                "not_a_claim",
+                format!(
+                    "{} is a {}, not a CLAIM — pass the id of one of your claims",
+                    r.id, r.kind
+                ),
+            ))
+        }
+    };
+    if r.author != worker {
+        return Err(Error::forbidden(
+            "not_your_claim",
+            format!(
+                "{} is {}'s claim — you can only renew or release your own; message {} if you need the work",
+                r.id, r.author, r.author
+            ),
+        ));
+    }
+    if lease.released_at.is_some() {
+        return Err(Error::conflict(
+            "claim_released",
+            format!(
+                "{} was already released — post a new CLAIM to take the work again",
+                r.id
+            ),
+        ));
+    }
+    if lease.expires_at <= now {
+        return Err(Error::conflict(
+            "claim_expired",
+            format!(
+                "{} expired at {} — post a new CLAIM (others may have claimed the work since)",
+                r.id,
+                agensh_domain::time::rfc3339(lease.expires_at)
+            ),
+        ));
+    }
+    Ok(r)
+}
+
+pub fn renew(
+    conn: &Connection,
+    worker: &str,
+    seq: i64,
+    lease_secs: u64,
+    now: i64,
+) -> Result<Record> {
+    validate_lease(lease_secs)?;
+    own_live_claim(conn, worker, seq, now)?;
+    conn.execute(
+        "UPDATE claims SET expires_at = ?2 WHERE seq = ?1",
+        params![seq, now + lease_secs as i64 * 1000],
+    )
+    .map_err(sql_err)?;
+    get(conn, seq)
+}
+
+pub fn release(conn: &Connection, worker: &str, seq: i64, now: i64) -> Result<Record> {
+    own_live_claim(conn, worker, seq, now)?;
+    conn.execute(
+        "UPDATE claims SET released_at = ?2 WHERE seq = ?1",
+        params![seq, now],
+    )
+    .map_err(sql_err)?;
+    get(conn, seq)
+}

@@ -1,0 +1,180 @@
+//! Connections: one writer thread that commits in groups, and a pool of readers.
+//!
+//! All writes go through one thread. It takes every job waiting in its queue, runs each
+//! inside its own savepoint of one transaction, commits once (one fsync for the group),
+//! and only then answers each caller and publishes the events the jobs emitted. So each
+//! write is durable before it is acknowledged, and many concurrent writers share the
+//! cost of the sync.
+
+use std::path::Path;
+use std::sync::{mpsc, Arc, Mutex};
+
+use agensh_domain::event::Event;
+use agensh_domain::{Error, Result};
+use rusqlite::Connection;
+use tokio::sync::{broadcast, oneshot};
+
+/// Most jobs committed in one transaction.
+const MAX_GROUP: usize = 512;
+
+/// What a write job sees: the connection inside the group's transaction, and where to
+/// put the events it creates (published after the commit).
+pub struct WriteCtx<'a> {
+    pub conn: &'a Connection,
+    pub emitted: Vec<Event>,
+}
+
+type Completion = Box<dyn FnOnce(Result<()>, &broadcast::Sender<Arc<Event>>) + Send>;
+type Job = Box<dyn FnOnce(&Connection) -> Completion + Send>;
+
+/// The writer thread's queue and the reader pool.
+pub struct Db {
+    jobs: Mutex<mpsc::Sender<Job>>,
+    readers: Mutex<Vec<Connection>>,
+    path: std::path::PathBuf,
+}
+
+pub(crate) fn sql_err(e: rusqlite::Error) -> Error {
+    Error::internal(format!("store error: {e}"))
+}
+
+fn open_conn(path: &Path) -> Result<Connection> {
+    let conn = Connection::open(path).map_err(|e| {
+        Error::internal(format!(
+            "cannot open the store at {}: {e} — check the directory exists and is writable",
+            path.display()
+        ))
+    })?;
+    conn.busy_timeout(std::time::Duration::from_secs(10))
+        .map_err(sql_err)?;
+    conn.execute_batch(
+        "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON; PRAGMA temp_store=MEMORY;",
+    )
+    .map_err(sql_err)?;
+    Ok(conn)
+}
+
+impl Db {
+    /// Opens (creating if needed) the database at `path`, applies `schema`, and starts
+    /// the writer thread.
+    pub fn open(path: &Path, schema: &str, events: broadcast::Sender<Arc<Event>>) -> Result<Self> {
+        let writer = open_conn(path)?;
+        writer.execute_batch(schema).map_err(sql_err)?;
+        let (tx, rx) = mpsc::channel::<Job>();
+        std::thread::Builder::new()
+            .name("agensh-store-writer".into())
+            .spawn(move || writer_loop(writer, rx, events))
+            .map_err(|e| Error::internal(format!("cannot start the store writer: {e}")))?;
+        Ok(Db {
+            jobs: Mutex::new(tx),
+            readers: Mutex::new(Vec::new()),
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// Runs `f` in the writer's transaction; returns after the commit.
+    pub async fn write<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut WriteCtx<'_>) -> Result<T> + Send + 'static,
+    {
+        let (tx, rx) = oneshot::channel::<Result<T>>();
+        let job: Job = Box::new(move |conn: &Connection| {
+            let mut ctx = WriteCtx {
+                conn,
+                emitted: Vec::new(),
+            };
+            let result = match conn.execute_batch("SAVEPOINT job") {
+                Err(e) => Err(sql_err(e)),
+                Ok(()) => {
+                    let r = f(&mut ctx);
+                    let end = if r.is_ok() {
+                        "RELEASE job"
+                    } else {
+                        "ROLLBACK TO job; RELEASE job"
+                    };
+                    match conn.execute_batch(end) {
+                        Ok(()) => r,
+                        Err(e) => Err(sql_err(e)),
+                    }
+                }
+            };
+            let emitted = if result.is_ok() {
+                ctx.emitted
+            } else {
+                Vec::new()
+            };
+            Box::new(
+                move |commit: Result<()>, bus: &broadcast::Sender<Arc<Event>>| {
+                    let answer = commit.and(result);
+                    if answer.is_ok() {
+                        for e in emitted {
+                            let _ = bus.send(Arc::new(e));
+                        }
+                    }
+                    let _ = tx.send(answer);
+                },
+            )
+        });
+        self.jobs
+            .lock()
+            .expect("writer queue lock")
+            .send(job)
+            .map_err(|_| Error::internal("the store writer has stopped"))?;
+        rx.await
+            .map_err(|_| Error::internal("the store writer stopped before answering"))?
+    }
+
+    /// Runs `f` on a reader connection on the blocking pool.
+    pub async fn read<T, F>(self: &Arc<Self>, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
+    {
+        let db = self.clone();
+        tokio::task::spawn_blocking(move || {
+            let conn = db.readers.lock().expect("reader pool lock").pop();
+            let conn = match conn {
+                Some(c) => c,
+                None => open_conn(&db.path)?,
+            };
+            let r = f(&conn);
+            db.readers.lock().expect("reader pool lock").push(conn);
+            r
+        })
+        .await
+        .map_err(|e| Error::internal(format!("store reader failed: {e}")))?
+    }
+}
+
+fn writer_loop(mut conn: Connection, rx: mpsc::Receiver<Job>, bus: broadcast::Sender<Arc<Event>>) {
+    while let Ok(first) = rx.recv() {
+        let mut group = vec![first];
+        while group.len() < MAX_GROUP {
+            match rx.try_recv() {
+                Ok(j) => group.push(j),
+                Err(_) => break,
+            }
+        }
+        let tx = match conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate) {
+            Ok(tx) => tx,
+            Err(e) => {
+                let err = sql_err(e);
+                for job in group {
+                    // The job never ran; answer it with the error.
+                    drop(job);
+                    tracing::error!("store: cannot begin a transaction: {err}");
+                }
+                continue;
+            }
+        };
+        let completions: Vec<Completion> = group.into_iter().map(|job| job(&tx)).collect();
+        let commit = tx.commit().map_err(sql_err);
+        if let Err(e) = &commit {
+            tracing::error!("store: commit failed: {e}");
+        }
+        for c in completions {
+            c(commit.clone(), &bus);
+        }
+    }
+}

@@ -1,0 +1,126 @@
+//! Channel posts and direct messages.
+
+use agensh_domain::event::{kinds, NewEvent, Priority};
+use agensh_domain::ids::ADMIN;
+use agensh_domain::message::{Message, NewMessage, Target};
+use agensh_domain::{Error, Result};
+use rusqlite::{params, Connection, OptionalExtension, Row};
+
+use super::conn::{sql_err, WriteCtx};
+use super::{events, workers};
+use crate::MessageQuery;
+
+fn row_to_message(row: &Row<'_>) -> rusqlite::Result<Message> {
+    Ok(Message {
+        seq: row.get(0)?,
+        from: row.get(1)?,
+        to: row.get(2)?,
+        text: row.get(3)?,
+        thread: row.get(4)?,
+        created_at: row.get(5)?,
+    })
+}
+
+pub fn post(ctx: &mut WriteCtx<'_>, from: &str, m: NewMessage, now: i64) -> Result<Message> {
+    let target = m.validate()?;
+    let conn = ctx.conn;
+    if let Target::Worker(id) = &target {
+        workers::ensure_exists(conn, id)?;
+    }
+    if let Some(t) = m.thread {
+        let found: Option<i64> = conn
+            .query_row("SELECT 1 FROM messages WHERE seq = ?1", [t], |r| r.get(0))
+            .optional()
+            .map_err(sql_err)?;
+        if found.is_none() {
+            return Err(Error::invalid(
+                "unknown_thread",
+                format!("there is no message M{t} to reply to — check the id with `agensh msg read --all`"),
+            ));
+        }
+    }
+    conn.prepare_cached(
+        "INSERT INTO messages(sender, target, text, thread, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+    )
+    .and_then(|mut s| s.execute(params![from, target.as_str(), m.text, m.thread, now]))
+    .map_err(sql_err)?;
+    let msg = Message {
+        seq: conn.last_insert_rowid(),
+        from: from.to_string(),
+        to: target.as_str().to_string(),
+        text: m.text,
+        thread: m.thread,
+        created_at: now,
+    };
+    let (kind, priority, to) = match &target {
+        Target::Channel(_) => (kinds::CHANNEL_POST, Priority::Normal, None),
+        Target::Worker(w) => (kinds::DIRECT_MESSAGE, Priority::Urgent, Some(w.clone())),
+    };
+    let event = NewEvent {
+        kind: kind.into(),
+        priority,
+        payload: serde_json::to_value(&msg).expect("message serializes"),
+        dedup_key: Some(format!("msg:M{}", msg.seq)),
+        source: Some(from.to_string()),
+        target: to,
+    };
+    if let Some(e) = events::insert(conn, &event, now)? {
+        ctx.emitted.push(e);
+    }
+    Ok(msg)
+}
+
+/// Messages visible to `reader`, oldest first; with `unread`, only new ones, marked read.
+pub fn read(conn: &Connection, reader: &str, q: &MessageQuery) -> Result<Vec<Message>> {
+    let admin = reader == ADMIN;
+    let cursor: i64 = if q.unread && !admin {
+        conn.query_row(
+            "SELECT msg_cursor FROM workers WHERE id = ?1",
+            [reader],
+            |r| r.get(0),
+        )
+        .optional()
+        .map_err(sql_err)?
+        .ok_or_else(|| workers::unknown_worker(reader))?
+    } else {
+        0
+    };
+    let mut filter = String::from("1 = 1");
+    if !admin {
+        filter.push_str(" AND (substr(target, 1, 1) = '#' OR target = ?2 OR sender = ?2)");
+    }
+    if q.unread {
+        filter.push_str(" AND seq > ?1 AND sender != ?2");
+    }
+    match &q.with {
+        Some(w) if w.starts_with('#') => filter.push_str(" AND target = ?3"),
+        Some(_) if admin => filter.push_str(" AND (target = ?3 OR sender = ?3)"),
+        Some(_) => {
+            filter.push_str(" AND ((target = ?3 AND sender = ?2) OR (target = ?2 AND sender = ?3))")
+        }
+        None => filter.push_str(" AND ?3 IS NULL"),
+    }
+    // Unread: oldest first from the cursor. Otherwise: the newest `limit`, shown oldest first.
+    let order = if q.unread { "ASC" } else { "DESC" };
+    let sql = format!(
+        "SELECT seq, sender, target, text, thread, created_at FROM messages WHERE {filter} ORDER BY seq {order} LIMIT ?4"
+    );
+    let mut stmt = conn.prepare_cached(&sql).map_err(sql_err)?;
+    let rows = stmt
+        .query_map(
+            params![cursor, reader, q.with, q.limit as i64],
+            row_to_message,
+        )
+        .map_err(sql_err)?;
+    let mut out: Vec<Message> = rows.collect::<rusqlite::Result<_>>().map_err(sql_err)?;
+    if !q.unread {
+        out.reverse();
+    } else if let (Some(last), false) = (out.last(), admin) {
+        conn.execute(
+            "UPDATE workers SET msg_cursor = max(msg_cursor, ?2) WHERE id = ?1",
+            params![reader, last.seq],
+        )
+        .map_err(sql_err)?;
+    }
+    Ok(out)
+}

@@ -1,0 +1,198 @@
+//! The embedded store: one SQLite file in WAL mode, FTS5 for grep.
+
+mod board;
+mod conn;
+mod events;
+mod messages;
+mod workers;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use agensh_domain::event::{Event, NewEvent};
+use agensh_domain::message::{Message, NewMessage};
+use agensh_domain::query::Query;
+use agensh_domain::record::{Appended, NewRecord, Record};
+use agensh_domain::view::ViewEntry;
+use agensh_domain::worker::{NewWorker, WorkerInfo, WorkerStatus};
+use agensh_domain::Result;
+use tokio::sync::broadcast;
+
+use crate::{MessageQuery, QueueState, Store, Unfolded};
+use conn::Db;
+
+/// How many committed events a slow subscriber may fall behind before it must re-read.
+const BUS_CAPACITY: usize = 8_192;
+
+/// The SQLite implementation of [`Store`].
+pub struct SqliteStore {
+    db: Arc<Db>,
+    bus: broadcast::Sender<Arc<Event>>,
+}
+
+impl SqliteStore {
+    /// Opens or creates the store file at `path`.
+    pub fn open(path: &Path) -> Result<Self> {
+        let (bus, _) = broadcast::channel(BUS_CAPACITY);
+        let db = Db::open(path, include_str!("schema.sql"), bus.clone())?;
+        Ok(SqliteStore {
+            db: Arc::new(db),
+            bus,
+        })
+    }
+}
+
+#[async_trait::async_trait]
+impl Store for SqliteStore {
+    async fn admin_token(&self) -> Result<String> {
+        self.db.write(|ctx| workers::admin_token(ctx.conn)).await
+    }
+
+    async fn add_workers(&self, count: usize, now: i64) -> Result<Vec<NewWorker>> {
+        self.db
+            .write(move |ctx| workers::add(ctx.conn, count, now))
+            .await
+    }
+
+    async fn worker_tokens(&self) -> Result<Vec<(String, String)>> {
+        self.db.read(workers::tokens).await
+    }
+
+    async fn list_workers(&self, now: i64) -> Result<Vec<WorkerInfo>> {
+        self.db.read(move |c| workers::list(c, now)).await
+    }
+
+    async fn set_worker_status(&self, id: &str, status: WorkerStatus) -> Result<()> {
+        let id = id.to_string();
+        self.db
+            .write(move |ctx| workers::set_status(ctx.conn, &id, status))
+            .await
+    }
+
+    async fn touch_workers(&self, activity: Vec<(String, i64)>) -> Result<()> {
+        self.db
+            .write(move |ctx| workers::touch(ctx.conn, &activity))
+            .await
+    }
+
+    async fn append_record(
+        &self,
+        author: &str,
+        record: NewRecord,
+        now: i64,
+        default_lease_secs: u64,
+    ) -> Result<Appended> {
+        let author = author.to_string();
+        self.db
+            .write(move |ctx| board::append(ctx, &author, record, now, default_lease_secs))
+            .await
+    }
+
+    async fn recent_view(&self, now: i64, cap: usize) -> Result<Vec<ViewEntry>> {
+        self.db
+            .read(move |c| board::recent_view(c, now, cap, 0))
+            .await
+    }
+
+    async fn board_unread(&self, worker: &str, now: i64, cap: usize) -> Result<Vec<ViewEntry>> {
+        let w = worker.to_string();
+        let (cursor, top) = self.db.read(move |c| board::unread_bounds(c, &w)).await?;
+        let w = worker.to_string();
+        let entries = self
+            .db
+            .read(move |c| board::recent_view(c, now, cap, cursor))
+            .await?
+            .into_iter()
+            .filter(|e| e.record.author != w)
+            .collect();
+        let w = worker.to_string();
+        self.db
+            .write(move |ctx| board::set_board_cursor(ctx.conn, &w, top))
+            .await?;
+        Ok(entries)
+    }
+
+    async fn grep(&self, query: &Query, before: Option<i64>, limit: usize) -> Result<Vec<Record>> {
+        let fts = query.to_fts5();
+        self.db
+            .read(move |c| board::grep(c, &fts, before, limit))
+            .await
+    }
+
+    async fn unfold(&self, seq: i64) -> Result<Unfolded> {
+        self.db.read(move |c| board::unfold(c, seq)).await
+    }
+
+    async fn renew_claim(
+        &self,
+        worker: &str,
+        seq: i64,
+        lease_secs: u64,
+        now: i64,
+    ) -> Result<Record> {
+        let w = worker.to_string();
+        self.db
+            .write(move |ctx| board::renew(ctx.conn, &w, seq, lease_secs, now))
+            .await
+    }
+
+    async fn release_claim(&self, worker: &str, seq: i64, now: i64) -> Result<Record> {
+        let w = worker.to_string();
+        self.db
+            .write(move |ctx| board::release(ctx.conn, &w, seq, now))
+            .await
+    }
+
+    async fn post_message(&self, from: &str, message: NewMessage, now: i64) -> Result<Message> {
+        let from = from.to_string();
+        self.db
+            .write(move |ctx| messages::post(ctx, &from, message, now))
+            .await
+    }
+
+    async fn read_messages(&self, reader: &str, query: MessageQuery) -> Result<Vec<Message>> {
+        let r = reader.to_string();
+        if query.unread {
+            self.db
+                .write(move |ctx| messages::read(ctx.conn, &r, &query))
+                .await
+        } else {
+            self.db.read(move |c| messages::read(c, &r, &query)).await
+        }
+    }
+
+    async fn enqueue(&self, event: NewEvent, now: i64) -> Result<Option<Event>> {
+        self.db
+            .write(move |ctx| {
+                let e = events::insert(ctx.conn, &event, now)?;
+                if let Some(e) = &e {
+                    ctx.emitted.push(e.clone());
+                }
+                Ok(e)
+            })
+            .await
+    }
+
+    async fn pending_events(&self, worker: &str, after: i64, limit: usize) -> Result<Vec<Event>> {
+        let w = worker.to_string();
+        self.db
+            .read(move |c| events::pending(c, &w, after, limit))
+            .await
+    }
+
+    async fn ack_events(&self, worker: &str, seqs: Vec<i64>) -> Result<usize> {
+        let w = worker.to_string();
+        self.db
+            .write(move |ctx| events::ack(ctx.conn, &w, &seqs))
+            .await
+    }
+
+    async fn queue_state(&self, worker: &str) -> Result<QueueState> {
+        let w = worker.to_string();
+        self.db.read(move |c| events::queue_state(c, &w)).await
+    }
+
+    fn subscribe(&self) -> broadcast::Receiver<Arc<Event>> {
+        self.bus.subscribe()
+    }
+}

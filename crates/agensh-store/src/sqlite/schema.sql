@@ -1,0 +1,74 @@
+CREATE TABLE IF NOT EXISTS meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS workers (
+    id            TEXT PRIMARY KEY,
+    num           INTEGER NOT NULL UNIQUE,
+    token         TEXT NOT NULL UNIQUE,
+    status        TEXT NOT NULL,
+    created_at    INTEGER NOT NULL,
+    last_activity INTEGER,
+    board_cursor  INTEGER NOT NULL DEFAULT 0,
+    msg_cursor    INTEGER NOT NULL DEFAULT 0,
+    event_cursor  INTEGER NOT NULL DEFAULT 0
+);
+
+CREATE TABLE IF NOT EXISTS records (
+    seq        INTEGER PRIMARY KEY AUTOINCREMENT,
+    kind       TEXT NOT NULL,
+    author     TEXT NOT NULL,
+    text       TEXT NOT NULL,
+    label      TEXT,
+    detail     TEXT,
+    paths      TEXT,
+    created_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS records_by_author_label ON records(author, label, seq);
+
+-- Full-text index over all history; rows are never deleted (the board is append-only).
+CREATE VIRTUAL TABLE IF NOT EXISTS records_fts USING fts5(
+    text, detail, kind, author, label, content=''
+);
+
+CREATE TABLE IF NOT EXISTS claims (
+    seq         INTEGER PRIMARY KEY REFERENCES records(seq),
+    author      TEXT NOT NULL,
+    expires_at  INTEGER NOT NULL,
+    released_at INTEGER
+);
+CREATE INDEX IF NOT EXISTS claims_live ON claims(released_at, expires_at);
+
+CREATE TABLE IF NOT EXISTS messages (
+    seq        INTEGER PRIMARY KEY AUTOINCREMENT,
+    sender     TEXT NOT NULL,
+    target     TEXT NOT NULL,
+    text       TEXT NOT NULL,
+    thread     INTEGER,
+    created_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS messages_by_target ON messages(target, seq);
+CREATE INDEX IF NOT EXISTS messages_by_sender ON messages(sender, seq);
+
+-- One row per event. A broadcast has target NULL and is stored once for every worker;
+-- each worker reads through its own cursor (workers.event_cursor) plus the acks above it.
+CREATE TABLE IF NOT EXISTS events (
+    seq        INTEGER PRIMARY KEY AUTOINCREMENT,
+    kind       TEXT NOT NULL,
+    priority   TEXT NOT NULL,
+    payload    TEXT NOT NULL,
+    dedup_key  TEXT,
+    source     TEXT,
+    target     TEXT,
+    created_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS events_by_target ON events(target, seq);
+CREATE UNIQUE INDEX IF NOT EXISTS events_dedup ON events(ifnull(target, '*'), dedup_key)
+    WHERE dedup_key IS NOT NULL;
+
+CREATE TABLE IF NOT EXISTS event_acks (
+    worker TEXT NOT NULL,
+    seq    INTEGER NOT NULL,
+    PRIMARY KEY (worker, seq)
+) WITHOUT ROWID;
