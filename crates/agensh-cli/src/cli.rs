@@ -183,6 +183,9 @@ pub enum MsgCommand {
         with: Option<String>,
         #[arg(long)]
         limit: Option<usize>,
+        /// With --all: only messages older than this number (paging).
+        #[arg(long)]
+        before: Option<i64>,
         #[arg(long)]
         json: bool,
     },

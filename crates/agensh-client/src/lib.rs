@@ -44,6 +44,8 @@ pub struct MessageFilter {
     /// `#channel` or a worker id.
     pub with: Option<String>,
     pub limit: Option<usize>,
+    /// Only messages older than this sequence number.
+    pub before: Option<i64>,
 }
 
 impl Client {
@@ -287,6 +289,9 @@ fn filter_query(f: &MessageFilter) -> Vec<(&'static str, String)> {
     }
     if let Some(l) = f.limit {
         q.push(("limit", l.to_string()));
+    }
+    if let Some(b) = f.before {
+        q.push(("before", b.to_string()));
     }
     q
 }

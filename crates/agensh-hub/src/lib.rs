@@ -84,7 +84,7 @@ pub async fn start(
         .into_iter()
         .map(|(id, token)| (token, id))
         .collect();
-    let listener = tokio::net::TcpListener::bind(listen).await.map_err(|e| {
+    let listener = bind(listen).await.map_err(|e| {
         Error::invalid(
             "cannot_listen",
             format!("cannot listen on {listen}: {e} — pick another address with --listen (port 0 picks a free one)"),
@@ -133,6 +133,27 @@ pub async fn start(
         stop,
         server,
     })
+}
+
+/// Binds `listen` with a backlog deep enough for 1,024 workers connecting at once.
+async fn bind(listen: &str) -> std::io::Result<tokio::net::TcpListener> {
+    let addr = tokio::net::lookup_host(listen)
+        .await?
+        .next()
+        .ok_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                "the address resolves to nothing",
+            )
+        })?;
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(4096)
 }
 
 /// The hub's whole HTTP surface.

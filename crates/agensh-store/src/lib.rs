@@ -42,6 +42,8 @@ pub struct MessageQuery {
     pub with: Option<String>,
     /// At most this many, newest last.
     pub limit: usize,
+    /// Only messages older than this sequence number (paging back through history).
+    pub before: Option<i64>,
 }
 
 /// A worker's event queue as the hub reports it.

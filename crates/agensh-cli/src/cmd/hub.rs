@@ -11,6 +11,7 @@ use crate::cmd::init::load_config;
 
 pub async fn run(a: HubArgs) -> Result<()> {
     let config = load_config(&a.dir)?;
+    raise_open_file_limit();
     if let Ok(info) = read_hub_info(&a.dir) {
         if process_alive(info.pid) && info.pid != std::process::id() {
             bail!(
@@ -56,4 +57,23 @@ pub async fn wait_for_stop_signal() {
 
 fn process_alive(pid: u32) -> bool {
     std::path::Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// Lifts the soft limit on open files to the hard limit: every waiting worker holds a
+/// connection, and 1,024 workers need more than the common default of 1,024 files.
+fn raise_open_file_limit() {
+    #[cfg(unix)]
+    // SAFETY: getrlimit/setrlimit only read and write the struct we pass.
+    unsafe {
+        let mut lim = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                tracing::warn!("could not raise the open-file limit; more than about 1,000 connected workers may fail");
+            }
+        }
+    }
 }

@@ -21,9 +21,14 @@ pub async fn run(g: &Global, a: MsgArgs) -> Result<()> {
             all,
             with,
             limit,
+            before,
             json: as_json,
         } => {
-            let f = MessageFilter { with, limit };
+            let f = MessageFilter {
+                with,
+                limit,
+                before,
+            };
             let msgs = if all {
                 c.message_history(&f).await?
             } else {

@@ -2,7 +2,7 @@
 
 use agensh_domain::ids::parse_record_id;
 use agensh_domain::query;
-use agensh_domain::record::{Appended, NewRecord, Record};
+use agensh_domain::record::{Appended, NewRecord, Record, RecordKind};
 use agensh_domain::view::ViewEntry;
 use agensh_domain::Error;
 use axum::extract::{Path, State};
@@ -21,8 +21,9 @@ pub const GREP_LIMIT: usize = 500;
 pub async fn append(
     State(s): State<AppState>,
     caller: Caller,
-    ApiJson(record): ApiJson<NewRecord>,
+    ApiJson(body): ApiJson<serde_json::Value>,
 ) -> ApiResult<(StatusCode, Json<Appended>)> {
+    let record = new_record(body)?;
     record.validate()?;
     let appended = s
         .store
@@ -35,6 +36,26 @@ pub async fn append(
         .await?;
     inc(&s.metrics.records_appended);
     Ok((StatusCode::CREATED, Json(appended)))
+}
+
+/// Reads a record from its JSON body. The kind is checked with [`RecordKind::parse`], so an
+/// unknown kind gets the `unknown_kind` error that names the valid kinds (plain serde would
+/// answer a generic `bad_body`) and a kind in any case is accepted, as the parser allows.
+fn new_record(mut body: serde_json::Value) -> ApiResult<NewRecord> {
+    let kind = match body.get("kind") {
+        Some(serde_json::Value::String(k)) => Some(RecordKind::parse(k)?),
+        _ => None,
+    };
+    if let Some(k) = kind {
+        body["kind"] = serde_json::Value::String(k.as_str().to_string());
+    }
+    serde_json::from_value(body).map_err(|e| {
+        Error::invalid(
+            "bad_body",
+            format!("the request body was not understood: {e} — see docs/API.md for the fields"),
+        )
+        .into()
+    })
 }
 
 #[derive(Deserialize)]

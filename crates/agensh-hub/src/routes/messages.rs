@@ -40,6 +40,8 @@ pub struct ReadQuery {
     /// `#channel` or a worker id: only that conversation.
     with: Option<String>,
     limit: Option<usize>,
+    /// Only messages older than this sequence number.
+    before: Option<i64>,
 }
 
 fn message_query(q: ReadQuery, unread: bool) -> ApiResult<MessageQuery> {
@@ -61,6 +63,7 @@ fn message_query(q: ReadQuery, unread: bool) -> ApiResult<MessageQuery> {
         unread,
         with: q.with,
         limit,
+        before: q.before,
     })
 }
 

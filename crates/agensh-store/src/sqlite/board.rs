@@ -153,14 +153,20 @@ pub fn live_claims(conn: &Connection, now: i64) -> Result<Vec<Record>> {
     query_records(conn, &sql, [now])
 }
 
-/// The recent view over records with `seq > after` (0 for the whole history).
-pub fn recent_view(conn: &Connection, now: i64, cap: usize, after: i64) -> Result<Vec<ViewEntry>> {
+/// The recent view over records with `after < seq <= upto` (`0, i64::MAX` for all history).
+pub fn recent_view(
+    conn: &Connection,
+    now: i64,
+    cap: usize,
+    after: i64,
+    upto: i64,
+) -> Result<Vec<ViewEntry>> {
     let mut view = RecentView::new(cap);
     let sql = format!(
         "SELECT {RECORD_COLUMNS} FROM records r LEFT JOIN claims c ON c.seq = r.seq \
          WHERE r.seq < ?1 AND r.seq > ?2 AND r.kind != 'CLAIM' ORDER BY r.seq DESC LIMIT ?3"
     );
-    let mut below = i64::MAX;
+    let mut below = upto.saturating_add(1);
     let mut scanned = 0;
     while !view.is_full() && scanned < VIEW_SCAN_LIMIT {
         let page = query_records(conn, &sql, params![below, after, VIEW_PAGE as i64])?;
@@ -176,7 +182,7 @@ pub fn recent_view(conn: &Connection, now: i64, cap: usize, after: i64) -> Resul
     }
     let claims = live_claims(conn, now)?
         .into_iter()
-        .filter(|c| c.seq > after)
+        .filter(|c| c.seq > after && c.seq <= upto)
         .collect();
     Ok(view.finish(claims))
 }

@@ -164,12 +164,14 @@ pub fn ack(conn: &Connection, worker: &str, seqs: &[i64]) -> Result<usize> {
                     .and_then(|mut s| s.execute(params![worker, seq]))
                     .map_err(sql_err)?;
             }
-            _ => return Err(Error::invalid(
-                "not_your_event",
-                format!(
+            _ => {
+                return Err(Error::invalid(
+                    "not_your_event",
+                    format!(
                     "event {seq} is not in {worker}'s queue — acknowledge only events you received"
                 ),
-            )),
+                ))
+            }
         }
     }
     advance_cursor(conn, worker, c)?;

@@ -92,6 +92,9 @@ pub fn read(conn: &Connection, reader: &str, q: &MessageQuery) -> Result<Vec<Mes
     if q.unread {
         filter.push_str(" AND seq > ?1 AND sender != ?2");
     }
+    if q.before.is_some() {
+        filter.push_str(" AND seq < ?5");
+    }
     match &q.with {
         Some(w) if w.starts_with('#') => filter.push_str(" AND target = ?3"),
         Some(_) if admin => filter.push_str(" AND (target = ?3 OR sender = ?3)"),
@@ -99,6 +102,9 @@ pub fn read(conn: &Connection, reader: &str, q: &MessageQuery) -> Result<Vec<Mes
             filter.push_str(" AND ((target = ?3 AND sender = ?2) OR (target = ?2 AND sender = ?3))")
         }
         None => filter.push_str(" AND ?3 IS NULL"),
+    }
+    if q.before.is_none() {
+        filter.push_str(" AND ?5 IS NULL");
     }
     // Unread: oldest first from the cursor. Otherwise: the newest `limit`, shown oldest first.
     let order = if q.unread { "ASC" } else { "DESC" };
@@ -108,7 +114,7 @@ pub fn read(conn: &Connection, reader: &str, q: &MessageQuery) -> Result<Vec<Mes
     let mut stmt = conn.prepare_cached(&sql).map_err(sql_err)?;
     let rows = stmt
         .query_map(
-            params![cursor, reader, q.with, q.limit as i64],
+            params![cursor, reader, q.with, q.limit as i64, q.before],
             row_to_message,
         )
         .map_err(sql_err)?;

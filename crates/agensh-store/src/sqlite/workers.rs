@@ -54,9 +54,14 @@ pub fn add(conn: &Connection, count: usize, now: i64) -> Result<Vec<NewWorker>> 
     let existing: i64 = conn
         .query_row("SELECT ifnull(max(num), 0) FROM workers", [], |r| r.get(0))
         .map_err(sql_err)?;
+    // A new worker's queue starts now: earlier broadcasts are history (the board and
+    // the message history still show them), not events it must handle.
+    let last_event: i64 = conn
+        .query_row("SELECT ifnull(max(seq), 0) FROM events", [], |r| r.get(0))
+        .map_err(sql_err)?;
     let mut stmt = conn
         .prepare_cached(
-            "INSERT INTO workers(id, num, token, status, created_at) VALUES (?1, ?2, ?3, 'stopped', ?4)",
+            "INSERT INTO workers(id, num, token, status, created_at, event_cursor) VALUES (?1, ?2, ?3, 'stopped', ?4, ?5)",
         )
         .map_err(sql_err)?;
     let mut out = Vec::with_capacity(count);
@@ -65,7 +70,7 @@ pub fn add(conn: &Connection, count: usize, now: i64) -> Result<Vec<NewWorker>> 
         .enumerate()
     {
         let token = new_token("agw_")?;
-        stmt.execute(params![id, existing + 1 + i as i64, token, now])
+        stmt.execute(params![id, existing + 1 + i as i64, token, now, last_event])
             .map_err(sql_err)?;
         out.push(NewWorker { id, token });
     }

@@ -1,0 +1,33 @@
+//! `agensh-bench`: benchmarks anyone can rerun. Each prints a table (or `--json`) and
+//! the figures quoted in docs/PERFORMANCE.md come from here.
+//!
+//! Run: `cargo run --release -p agensh-bench -- hub` (builds `agensh` first:
+//! `cargo build --release -p agensh`).
+
+mod hub;
+mod stats;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "agensh-bench", about = "Rerunnable agensh benchmarks")]
+struct Cli {
+    #[command(subcommand)]
+    bench: Bench,
+}
+
+#[derive(Subcommand)]
+enum Bench {
+    /// The hub: appends/s, wake of all long-polls, grep over a large history, memory.
+    Hub(hub::Args),
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    match cli.bench {
+        Bench::Hub(a) => rt.block_on(hub::run(a)),
+    }
+}

@@ -1,0 +1,181 @@
+//! The command line as a person uses it, against a real hub process.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+
+use common::{agensh, new_org, run_in, HubProcess};
+
+fn stdout(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn init_writes_a_commented_config_and_a_private_state_directory() {
+    let (_tmp, dir) = new_org("build a calculator");
+    let toml = std::fs::read_to_string(dir.join("agensh.toml")).unwrap();
+    assert!(toml.contains("goal = \"build a calculator\""));
+    assert!(toml.contains("claim_lease_secs = 3600"));
+    assert!(toml.contains("view_cap = 2000"));
+    let mode = std::fs::metadata(dir.join(".agensh"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o700);
+    assert!(dir.join(".agensh/store.sqlite").exists());
+}
+
+#[test]
+fn init_refuses_an_existing_organization() {
+    let (_tmp, dir) = new_org("x");
+    let out = agensh()
+        .args(["init", dir.to_str().unwrap(), "--goal", "y"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("already exists"), "{}", stderr(&out));
+}
+
+#[test]
+fn hub_refuses_a_directory_that_is_not_an_organization() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = run_in(tmp.path(), &["hub", "."]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("agensh init"), "{}", stderr(&out));
+}
+
+#[test]
+fn hub_json_is_private_and_removed_on_sigterm() {
+    let (_tmp, dir) = new_org("x");
+    let hub = HubProcess::start(&dir);
+    let path = dir.join(".agensh/hub.json");
+    assert_eq!(
+        std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    let status = hub.terminate();
+    assert!(status.success(), "hub exited with {status}");
+    assert!(!path.exists());
+}
+
+#[test]
+fn workers_add_prints_new_ids_one_per_line() {
+    let (_tmp, dir) = new_org("x");
+    let _hub = HubProcess::start(&dir);
+    let out = run_in(&dir, &["workers", "add", "3"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "w01\nw02\nw03\n");
+}
+
+#[test]
+fn a_person_can_act_as_a_worker_with_its_token() {
+    let (_tmp, dir) = new_org("x");
+    let _hub = HubProcess::start(&dir);
+    run_in(&dir, &["workers", "add", "2"]);
+    let token = stdout(&run_in(&dir, &["workers", "token", "w02"]))
+        .trim()
+        .to_string();
+    assert!(token.starts_with("agw_"));
+    let out = agensh()
+        .current_dir(&dir)
+        .env("AGENSH_TOKEN", &token)
+        .args([
+            "board",
+            "post",
+            "FACT",
+            "tests live in tests/",
+            "--label",
+            "layout",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let id = stdout(&out).trim().to_string();
+    let shown = stdout(&run_in(&dir, &["board", "unfold", &id]));
+    assert!(shown.contains("by w02"), "{shown}");
+}
+
+#[test]
+fn a_worker_token_cannot_act_as_another_worker() {
+    let (_tmp, dir) = new_org("x");
+    let _hub = HubProcess::start(&dir);
+    run_in(&dir, &["workers", "add", "2"]);
+    let token = stdout(&run_in(&dir, &["workers", "token", "w01"]))
+        .trim()
+        .to_string();
+    let out = agensh()
+        .current_dir(&dir)
+        .env("AGENSH_TOKEN", &token)
+        .args(["--as", "w02", "msg", "send", "#general", "hi"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("can only act as its own worker"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn a_rejected_record_prints_the_advice_and_exits_1() {
+    let (_tmp, dir) = new_org("x");
+    let _hub = HubProcess::start(&dir);
+    let long = "x".repeat(143);
+    let out = run_in(&dir, &["board", "post", "FACT", &long]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("FACT text is 143 characters; the limit is 100 — shorten it or move the rest to detail (--detail)"),
+        "{}",
+        stderr(&out)
+    );
+    let grep = run_in(&dir, &["board", "grep", "kind:FACT", "--json"]);
+    assert_eq!(stdout(&grep).trim(), "[]");
+}
+
+#[test]
+fn an_unreachable_hub_exits_3_with_advice() {
+    let (_tmp, dir) = new_org("x");
+    let out = run_in(
+        &dir,
+        &[
+            "--hub",
+            "http://127.0.0.1:9",
+            "--token",
+            "agw_x",
+            "board",
+            "read",
+            "--all",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(3));
+    assert!(
+        stderr(&out).contains("is `agensh hub` running?"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn events_ack_acknowledges_what_events_showed() {
+    let (_tmp, dir) = new_org("x");
+    let _hub = HubProcess::start(&dir);
+    run_in(&dir, &["workers", "add", "2"]);
+    run_in(
+        &dir,
+        &["--as", "w01", "msg", "send", "w02", "please review G1"],
+    );
+    let shown = stdout(&run_in(&dir, &["--as", "w02", "events"]));
+    assert!(
+        shown.contains("msg.dm") && shown.contains("urgent"),
+        "{shown}"
+    );
+    let acked = run_in(&dir, &["--as", "w02", "events", "ack"]);
+    assert_eq!(stdout(&acked).trim(), "acknowledged 1 event(s)");
+    let after = run_in(&dir, &["--as", "w02", "events", "--json"]);
+    assert_eq!(stdout(&after).trim(), "[]");
+}

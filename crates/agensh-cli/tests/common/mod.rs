@@ -1,0 +1,114 @@
+//! Helpers for tests that run the real `agensh` binary as separate processes.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use agensh_hub::HubInfo;
+
+/// The binary under test.
+pub fn agensh() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_agensh"));
+    c.env_remove("AGENSH_TOKEN")
+        .env_remove("AGENSH_HUB")
+        .env_remove("AGENSH_DIR")
+        .env_remove("AGENSH_LISTEN")
+        .stdin(Stdio::null());
+    c
+}
+
+/// Runs `agensh ARGS` in `dir` and returns its output.
+pub fn run_in(dir: &Path, args: &[&str]) -> Output {
+    agensh()
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .expect("agensh runs")
+}
+
+/// An organization directory in a temporary folder, created with `agensh init`.
+pub fn new_org(goal: &str) -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("org");
+    let out = agensh()
+        .args(["init", dir.to_str().unwrap(), "--goal", goal])
+        .output()
+        .expect("init runs");
+    assert!(
+        out.status.success(),
+        "init failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (tmp, dir)
+}
+
+/// A hub process serving `dir` on a free loopback port; killed when dropped.
+pub struct HubProcess {
+    pub child: Child,
+    pub info: HubInfo,
+}
+
+impl HubProcess {
+    /// Starts `agensh hub DIR` and waits until it has written its hub.json.
+    pub fn start(dir: &Path) -> HubProcess {
+        let mut child = agensh()
+            .args(["hub", dir.to_str().unwrap(), "--listen", "127.0.0.1:0"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("hub starts");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let info = loop {
+            match agensh_hub::read_hub_info(dir) {
+                Ok(info) if info.pid == child.id() => break Some(info),
+                _ if Instant::now() >= deadline => break None,
+                _ => std::thread::sleep(Duration::from_millis(20)),
+            }
+        };
+        match info {
+            Some(info) => HubProcess { child, info },
+            None => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("hub did not write hub.json in time");
+            }
+        }
+    }
+
+    /// SIGKILL, as a crash would.
+    pub fn kill_9(mut self) {
+        self.child.kill().expect("kill -9");
+        self.child.wait().expect("reaped");
+    }
+
+    /// SIGTERM, as an operator would; returns the exit status.
+    pub fn terminate(mut self) -> std::process::ExitStatus {
+        let pid = self.child.id() as i32;
+        let status = Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(status.success());
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(s) = self.child.try_wait().expect("wait") {
+                return s;
+            }
+            assert!(Instant::now() < deadline, "hub did not stop on SIGTERM");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn admin(&self) -> agensh_client::Client {
+        agensh_client::Client::new(&self.info.url, &self.info.admin_token)
+    }
+}
+
+impl Drop for HubProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
