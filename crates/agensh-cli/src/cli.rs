@@ -196,7 +196,7 @@ pub enum MsgCommand {
 pub struct EventsArgs {
     #[command(subcommand)]
     pub command: Option<EventsCommand>,
-    /// Wait up to this many seconds for an event when none is pending (at most 60).
+    /// Wait up to this many seconds for an event when none is pending (at most hub.max_wait_secs, 60 by default).
     #[arg(long, default_value_t = 0)]
     pub wait: u64,
     /// Only events above this sequence number.

@@ -37,7 +37,7 @@ pub mod kinds {
     pub const CHANNEL_POST: &str = "msg.channel";
     /// A direct message (to one worker, urgent).
     pub const DIRECT_MESSAGE: &str = "msg.dm";
-    /// A notice from an operator (broadcast or direct, normal).
+    /// A notice from an operator (broadcast or direct; normal unless sent as urgent).
     pub const NOTICE: &str = "notice";
 }
 

@@ -8,7 +8,8 @@ pub const ADMIN: &str = "admin";
 /// The ids for `count` new workers after `existing` ones, e.g. `w01`..`w08`.
 ///
 /// Numbers are at least two digits wide and as wide as the largest number needs, so
-/// 1,024 workers are `w0001`..`w1024` and sort the same as text and as numbers.
+/// 1,024 workers added at once are `w0001`..`w1024`. Ids of earlier workers keep their
+/// width, so list workers by number (the store does), not by text.
 pub fn new_worker_ids(existing: usize, count: usize) -> Vec<String> {
     let last = existing + count;
     let width = last.to_string().len().max(2);

@@ -49,6 +49,9 @@ pub const MAX_NESTING: usize = 8;
 /// Matches every record: the left operand of a `NOT` that has no positive part.
 const UNIVERSE: &str = r#"kind : ("fact" OR "observed" OR "fail" OR "claim" OR "patchsummary")"#;
 
+/// The kind tokens, in the order [`UNIVERSE`] lists them.
+const KINDS: [&str; 5] = ["fact", "observed", "fail", "claim", "patchsummary"];
+
 /// Restricts words and phrases to the free-text columns.
 const TEXT_COLUMNS: &str = "{text detail}";
 
@@ -160,6 +163,14 @@ pub fn parse(input: &str) -> Result<Query, QueryError> {
 impl Query {
     /// The FTS5 `MATCH` expression for this query (see the module documentation).
     pub fn to_fts5(&self) -> String {
+        // A query about kinds alone (`NOT kind:FACT`, `kind:FAIL OR kind:CLAIM`) becomes the
+        // list of kinds it matches: FTS5 answers that at once, while subtracting from the
+        // universe walks every record of the subtracted kinds.
+        if !matches!(self, Query::Kind(_)) {
+            if let Some(kinds) = self.kind_set() {
+                return kinds_expression(&kinds);
+            }
+        }
         match self {
             Query::Word { text, prefix } => {
                 let star = if *prefix { " *" } else { "" };
@@ -259,6 +270,52 @@ fn filter_value(v: &str) -> String {
 /// An FTS5 string literal: `s` in double quotes with every inner `"` doubled.
 fn fts5_string(s: &str) -> String {
     format!("\"{}\"", s.replace('"', "\"\""))
+}
+
+/// The exact set of kinds `q` matches, when `q` is made of kind filters only.
+impl Query {
+    fn kind_set(&self) -> Option<Vec<&'static str>> {
+        let all = || KINDS.to_vec();
+        match self {
+            Query::Kind(k) => Some(vec![*k]),
+            Query::Not(inner) => {
+                let inner = inner.kind_set()?;
+                Some(all().into_iter().filter(|k| !inner.contains(k)).collect())
+            }
+            Query::Or(children) => {
+                let mut set = Vec::new();
+                for c in children {
+                    set.extend(c.kind_set()?);
+                }
+                Some(all().into_iter().filter(|k| set.contains(k)).collect())
+            }
+            Query::And(children) => {
+                let mut set = all();
+                for c in children {
+                    let s = c.kind_set()?;
+                    set.retain(|k| s.contains(k));
+                }
+                Some(set)
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Matches records of exactly `kinds` (nothing when empty).
+fn kinds_expression(kinds: &[&str]) -> String {
+    match kinds {
+        [] => format!("({UNIVERSE}) NOT ({UNIVERSE})"),
+        [only] => format!("kind : {}", fts5_string(only)),
+        _ => format!(
+            "kind : ({})",
+            kinds
+                .iter()
+                .map(|k| fts5_string(k))
+                .collect::<Vec<_>>()
+                .join(" OR ")
+        ),
+    }
 }
 
 fn join_parenthesized<'a>(items: impl Iterator<Item = &'a Query>, op: &str) -> String {
@@ -951,8 +1008,25 @@ mod tests {
     #[test]
     fn fts5_lone_not_uses_universe() {
         assert_eq!(
+            fts("NOT parser"),
+            format!(r#"{U} NOT ({{text detail}} : "parser")"#)
+        );
+    }
+
+    #[test]
+    fn fts5_kind_only_queries_become_the_list_of_matching_kinds() {
+        assert_eq!(
             fts("NOT kind:CLAIM"),
-            format!(r#"{U} NOT (kind : "claim")"#)
+            r#"kind : ("fact" OR "observed" OR "fail" OR "patchsummary")"#
+        );
+        assert_eq!(
+            fts("kind:FAIL OR kind:CLAIM"),
+            r#"kind : ("fail" OR "claim")"#
+        );
+        assert_eq!(fts("kind:FAIL kind:CLAIM"), format!("{U} NOT {U}"));
+        assert_eq!(
+            fts("-kind:FACT -kind:OBSERVED -kind:FAIL -kind:CLAIM"),
+            r#"kind : "patchsummary""#
         );
     }
 
@@ -982,7 +1056,7 @@ mod tests {
 
     #[test]
     fn fts5_empty_vectors_are_total() {
-        assert_eq!(Query::And(vec![]).to_fts5(), format!("{U}"));
+        assert_eq!(Query::And(vec![]).to_fts5(), UNIVERSE);
         assert_eq!(Query::Or(vec![]).to_fts5(), format!("{U} NOT {U}"));
     }
 

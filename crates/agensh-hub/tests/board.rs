@@ -413,3 +413,36 @@ async fn unfolding_an_unknown_record_is_404() {
     let e = expect_err(w.unfold("G42").await, ErrorKind::NotFound, "unknown_record");
     assert!(e.message.contains("board grep"), "{}", e.message);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn board_read_fills_its_cap_with_peers_records_not_own_ones() {
+    let mut config = config();
+    config.board.view_cap = 3;
+    let hub = TestHub::with_config(config).await;
+    let ws = hub.workers(2).await;
+    let mut peer_ids = Vec::new();
+    for i in 0..3 {
+        let r = rec(RecordKind::Fact, &format!("peer {i}"));
+        peer_ids.push(ws[0].post_record(&r).await.unwrap().record.id);
+    }
+    for i in 0..3 {
+        ws[1]
+            .post_record(&rec(RecordKind::Fact, &format!("own {i}")))
+            .await
+            .unwrap();
+    }
+    let read = ws[1].read_board().await.unwrap();
+    peer_ids.reverse();
+    assert_eq!(view_ids(&read), peer_ids);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_can_release_a_claim_it_posted_itself() {
+    let hub = TestHub::start().await;
+    let admin = hub.admin();
+    let mut claim = rec(RecordKind::Claim, "operator holds the release branch");
+    claim.label = Some("release".into());
+    let id = admin.post_record(&claim).await.unwrap().record.id;
+    admin.release(&id).await.unwrap();
+    assert!(admin.recent(None).await.unwrap().is_empty());
+}

@@ -326,3 +326,29 @@ async fn a_worker_added_later_does_not_get_earlier_broadcasts_as_events() {
     assert_eq!(events.len(), 1);
     assert_eq!(events[0].payload["text"], "after you joined");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_dedup_key_cannot_suppress_a_hub_event() {
+    let hub = TestHub::start().await;
+    let ws = hub.workers(2).await;
+    hub.admin()
+        .notice("heads up", None, false, Some("board:G1"))
+        .await
+        .unwrap();
+    let posted = ws[0]
+        .post_record(&agensh_domain::record::NewRecord::new(
+            RecordKind::Fact,
+            "first",
+        ))
+        .await
+        .unwrap();
+    assert_eq!(posted.record.id, "G1");
+    let kinds_seen: Vec<String> = ws[1]
+        .events(0, 0)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.kind)
+        .collect();
+    assert_eq!(kinds_seen, vec![kinds::NOTICE, kinds::BOARD_RECORD]);
+}

@@ -115,3 +115,18 @@ async fn direct_message_to_self_is_rejected_and_not_stored() {
         .unwrap()
         .is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reading_unread_messages_of_one_conversation_is_refused() {
+    let hub = TestHub::start().await;
+    let ws = hub.workers(2).await;
+    ws[0].send_message(&msg("#dev", "in dev")).await.unwrap();
+    let f = agensh_client::MessageFilter {
+        with: Some("#general".into()),
+        ..Default::default()
+    };
+    let err = ws[1].read_messages(&f).await.unwrap_err();
+    assert_eq!(err.code, "bad_filter");
+    let unread = ws[1].read_messages(&Default::default()).await.unwrap();
+    assert_eq!(unread.len(), 1, "the #dev post is still unread");
+}

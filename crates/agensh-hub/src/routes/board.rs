@@ -150,7 +150,7 @@ pub async fn renew(
     let seq = parse_record_id(&id)?;
     Ok(Json(
         s.store
-            .renew_claim(caller.worker()?, seq, lease, now_ms())
+            .renew_claim(&caller.id, seq, lease, now_ms())
             .await?,
     ))
 }
@@ -162,8 +162,6 @@ pub async fn release(
 ) -> ApiResult<Json<Record>> {
     let seq = parse_record_id(&id)?;
     Ok(Json(
-        s.store
-            .release_claim(caller.worker()?, seq, now_ms())
-            .await?,
+        s.store.release_claim(&caller.id, seq, now_ms()).await?,
     ))
 }

@@ -200,7 +200,7 @@ pub async fn notice(
         }
     }
     if let Some(k) = &b.dedup_key {
-        if k.is_empty() || k.len() > 200 {
+        if k.is_empty() || k.chars().count() > 200 {
             return Err(Error::invalid(
                 "bad_dedup_key",
                 "a dedup key must have 1 to 200 characters",
@@ -216,7 +216,9 @@ pub async fn notice(
             Priority::Normal
         },
         payload: json!({ "text": b.text }),
-        dedup_key: b.dedup_key,
+        // Operator keys live in their own namespace so they never collide with the
+        // hub's own keys (`board:G12`, `msg:M7`).
+        dedup_key: b.dedup_key.map(|k| format!("notice:{k}")),
         source: None,
         target: b.to,
     };

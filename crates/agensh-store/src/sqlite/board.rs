@@ -153,13 +153,14 @@ pub fn live_claims(conn: &Connection, now: i64) -> Result<Vec<Record>> {
     query_records(conn, &sql, [now])
 }
 
-/// The recent view over records with `after < seq <= upto` (`0, i64::MAX` for all history).
+/// The recent view over records with `after < seq <= upto` (`0, i64::MAX` for all
+/// history), leaving out the records of `reader` (who knows what it wrote).
 pub fn recent_view(
     conn: &Connection,
     now: i64,
     cap: usize,
-    after: i64,
-    upto: i64,
+    (after, upto): (i64, i64),
+    reader: Option<&str>,
 ) -> Result<Vec<ViewEntry>> {
     let mut view = RecentView::new(cap);
     let sql = format!(
@@ -173,7 +174,9 @@ pub fn recent_view(
         let n = page.len();
         for r in page {
             below = r.seq;
-            view.push(r);
+            if Some(r.author.as_str()) != reader {
+                view.push(r);
+            }
         }
         scanned += n;
         if n < VIEW_PAGE {
@@ -182,7 +185,7 @@ pub fn recent_view(
     }
     let claims = live_claims(conn, now)?
         .into_iter()
-        .filter(|c| c.seq > after && c.seq <= upto)
+        .filter(|c| c.seq > after && c.seq <= upto && Some(c.author.as_str()) != reader)
         .collect();
     Ok(view.finish(claims))
 }

@@ -16,6 +16,9 @@ use tokio::sync::{broadcast, oneshot};
 
 /// Most jobs committed in one transaction.
 const MAX_GROUP: usize = 512;
+/// Most reads running at once, and so most reader connections (each has its own page
+/// cache): more would not run faster on a few cores, only use more memory.
+const MAX_READERS: usize = 8;
 
 /// What a write job sees: the connection inside the group's transaction, and where to
 /// put the events it creates (published after the commit).
@@ -31,6 +34,7 @@ type Job = Box<dyn FnOnce(&Connection) -> Completion + Send>;
 pub struct Db {
     jobs: Mutex<mpsc::Sender<Job>>,
     readers: Mutex<Vec<Connection>>,
+    reading: tokio::sync::Semaphore,
     path: std::path::PathBuf,
 }
 
@@ -68,6 +72,7 @@ impl Db {
         Ok(Db {
             jobs: Mutex::new(tx),
             readers: Mutex::new(Vec::new()),
+            reading: tokio::sync::Semaphore::new(MAX_READERS),
             path: path.to_path_buf(),
         })
     }
@@ -131,6 +136,11 @@ impl Db {
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T> + Send + 'static,
     {
+        let _permit = self
+            .reading
+            .acquire()
+            .await
+            .map_err(|_| Error::internal("the store is closed"))?;
         let db = self.clone();
         tokio::task::spawn_blocking(move || {
             let conn = db.readers.lock().expect("reader pool lock").pop();

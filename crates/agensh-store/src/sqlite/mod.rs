@@ -90,7 +90,7 @@ impl Store for SqliteStore {
 
     async fn recent_view(&self, now: i64, cap: usize) -> Result<Vec<ViewEntry>> {
         self.db
-            .read(move |c| board::recent_view(c, now, cap, 0, i64::MAX))
+            .read(move |c| board::recent_view(c, now, cap, (0, i64::MAX), None))
             .await
     }
 
@@ -100,11 +100,8 @@ impl Store for SqliteStore {
         let w = worker.to_string();
         let entries = self
             .db
-            .read(move |c| board::recent_view(c, now, cap, cursor, top))
-            .await?
-            .into_iter()
-            .filter(|e| e.record.author != w)
-            .collect();
+            .read(move |c| board::recent_view(c, now, cap, (cursor, top), Some(&w)))
+            .await?;
         let w = worker.to_string();
         self.db
             .write(move |ctx| board::set_board_cursor(ctx.conn, &w, top))

@@ -28,8 +28,9 @@ CREATE TABLE IF NOT EXISTS records (
 CREATE INDEX IF NOT EXISTS records_by_author_label ON records(author, label, seq);
 
 -- Full-text index over all history; rows are never deleted (the board is append-only).
+-- Prefix indexes make 2- and 3-character prefix searches (`pa*`, `par*`) as fast as words.
 CREATE VIRTUAL TABLE IF NOT EXISTS records_fts USING fts5(
-    text, detail, kind, author, label, content=''
+    text, detail, kind, author, label, content='', prefix='2 3'
 );
 
 CREATE TABLE IF NOT EXISTS claims (
