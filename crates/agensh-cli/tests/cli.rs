@@ -179,3 +179,51 @@ fn events_ack_acknowledges_what_events_showed() {
     let after = run_in(&dir, &["--as", "w02", "events", "--json"]);
     assert_eq!(stdout(&after).trim(), "[]");
 }
+
+#[test]
+fn hub_stops_cleanly_on_ctrl_c() {
+    let (_tmp, dir) = new_org("x");
+    let hub = HubProcess::start(&dir);
+    let status = hub.signal("INT");
+    assert!(status.success(), "hub exited with {status}");
+    assert!(!dir.join(".agensh/hub.json").exists());
+}
+
+#[test]
+fn tokens_never_appear_in_the_hub_log() {
+    let (tmp, dir) = new_org("x");
+    let log_path = tmp.path().join("hub.log");
+    let log = std::fs::File::create(&log_path).unwrap();
+    let hub = HubProcess::start_logging(&dir, log, "trace");
+    run_in(&dir, &["workers", "add", "2"]);
+    let token = stdout(&run_in(&dir, &["workers", "token", "w01"]))
+        .trim()
+        .to_string();
+    let out = agensh()
+        .current_dir(&dir)
+        .env("AGENSH_TOKEN", &token)
+        .args(["board", "post", "FACT", "logged request"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let bad = agensh()
+        .current_dir(&dir)
+        .env("AGENSH_TOKEN", "agw_not_a_real_token")
+        .args(["board", "read"])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(1));
+    let admin = hub.info.admin_token.clone();
+    assert!(hub.terminate().success());
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    assert!(
+        log.contains("request"),
+        "the trace log records requests: {log}"
+    );
+    assert!(!log.contains(&admin), "admin token in the log");
+    assert!(!log.contains(&token), "worker token in the log");
+    assert!(
+        !log.contains("agw_not_a_real_token"),
+        "rejected token in the log"
+    );
+}

@@ -53,10 +53,16 @@ pub struct HubProcess {
 impl HubProcess {
     /// Starts `agensh hub DIR` and waits until it has written its hub.json.
     pub fn start(dir: &Path) -> HubProcess {
+        Self::start_logging(dir, Stdio::null(), "info")
+    }
+
+    /// Starts the hub with its log (stderr) going to `log` at level `level`.
+    pub fn start_logging(dir: &Path, log: impl Into<Stdio>, level: &str) -> HubProcess {
         let mut child = agensh()
             .args(["hub", dir.to_str().unwrap(), "--listen", "127.0.0.1:0"])
+            .env("AGENSH_LOG", level)
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(log)
             .spawn()
             .expect("hub starts");
         let deadline = Instant::now() + Duration::from_secs(20);
@@ -84,10 +90,15 @@ impl HubProcess {
     }
 
     /// SIGTERM, as an operator would; returns the exit status.
-    pub fn terminate(mut self) -> std::process::ExitStatus {
+    pub fn terminate(self) -> std::process::ExitStatus {
+        self.signal("TERM")
+    }
+
+    /// Sends `signal` (e.g. `INT` for Ctrl-C) and waits for the exit status.
+    pub fn signal(mut self, signal: &str) -> std::process::ExitStatus {
         let pid = self.child.id() as i32;
         let status = Command::new("kill")
-            .args(["-TERM", &pid.to_string()])
+            .args([&format!("-{signal}"), &pid.to_string()])
             .status()
             .expect("kill runs");
         assert!(status.success());
@@ -96,7 +107,7 @@ impl HubProcess {
             if let Some(s) = self.child.try_wait().expect("wait") {
                 return s;
             }
-            assert!(Instant::now() < deadline, "hub did not stop on SIGTERM");
+            assert!(Instant::now() < deadline, "hub did not stop on SIG{signal}");
             std::thread::sleep(Duration::from_millis(20));
         }
     }
