@@ -39,6 +39,22 @@ pub mod kinds {
     pub const DIRECT_MESSAGE: &str = "msg.dm";
     /// A notice from an operator (broadcast or direct; normal unless sent as urgent).
     pub const NOTICE: &str = "notice";
+    /// A pull request was opened (broadcast, normal).
+    pub const PR_OPENED: &str = "pr.opened";
+    /// A pull request was reviewed (broadcast, normal; its author gets `pr.review`).
+    pub const PR_REVIEWED: &str = "pr.reviewed";
+    /// A review of your pull request (to its author, urgent).
+    pub const PR_REVIEW: &str = "pr.review";
+    /// A pull request got a comment (broadcast, normal).
+    pub const PR_COMMENTED: &str = "pr.commented";
+    /// A pull request was merged (broadcast, normal).
+    pub const PR_MERGED: &str = "pr.merged";
+    /// A pull request was closed without merging (broadcast, normal).
+    pub const PR_CLOSED: &str = "pr.closed";
+    /// Your pull request could not merge: conflict or failing gate (to its author, urgent).
+    pub const PR_MERGE_FAILED: &str = "pr.merge_failed";
+    /// `main` moved: a merge or an admin push (broadcast, normal).
+    pub const MAIN_UPDATED: &str = "main.updated";
 }
 
 /// An event to enqueue. `target: None` is a broadcast, stored once for every worker.
@@ -56,6 +72,10 @@ pub struct NewEvent {
     /// One worker, or none for everyone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<String>,
+    /// For a broadcast: one more worker that does not get it (because it gets its own
+    /// direct, more urgent version, e.g. the author of a reviewed PR).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub except: Option<String>,
 }
 
 /// A stored event, as a worker receives it.
@@ -71,6 +91,8 @@ pub struct Event {
     pub source: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub except: Option<String>,
     /// Unix ms.
     pub created_at: i64,
 }
@@ -80,7 +102,9 @@ impl Event {
     pub fn is_for(&self, worker: &str) -> bool {
         match &self.target {
             Some(t) => t == worker,
-            None => self.source.as_deref() != Some(worker),
+            None => {
+                self.source.as_deref() != Some(worker) && self.except.as_deref() != Some(worker)
+            }
         }
     }
 }
@@ -98,6 +122,7 @@ mod tests {
             dedup_key: None,
             source: source.map(Into::into),
             target: target.map(Into::into),
+            except: None,
             created_at: 0,
         }
     }
@@ -107,6 +132,14 @@ mod tests {
         let e = ev(Some("w01"), None);
         assert!(e.is_for("w02"));
         assert!(!e.is_for("w01"));
+    }
+
+    #[test]
+    fn a_broadcast_can_leave_out_one_more_worker() {
+        let mut e = ev(Some("w01"), None);
+        e.except = Some("w02".into());
+        assert!(!e.is_for("w02"));
+        assert!(e.is_for("w03"));
     }
 
     #[test]

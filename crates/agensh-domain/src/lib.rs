@@ -9,6 +9,7 @@ pub mod error;
 pub mod event;
 pub mod ids;
 pub mod message;
+pub mod pr;
 pub mod query;
 pub mod record;
 pub mod time;

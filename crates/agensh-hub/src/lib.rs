@@ -71,9 +71,19 @@ impl RunningHub {
     }
 }
 
-/// Starts a hub on `listen` over `store` with `config`.
+/// Starts a hub on `listen` over `store` with `config`, without a git workspace.
 pub async fn start(
     store: Arc<dyn Store>,
+    config: Config,
+    listen: &str,
+) -> Result<RunningHub, Error> {
+    start_with_workspace(store, None, config, listen).await
+}
+
+/// Starts a hub on `listen` over `store` and the git `workspace` with `config`.
+pub async fn start_with_workspace(
+    store: Arc<dyn Store>,
+    workspace: Option<agensh_workspace::Workspace>,
     config: Config,
     listen: &str,
 ) -> Result<RunningHub, Error> {
@@ -98,6 +108,7 @@ pub async fn start(
     let state = AppState {
         inner: Arc::new(Inner {
             store,
+            workspace,
             config,
             admin_token: admin_token.clone(),
             tokens: RwLock::new(tokens),

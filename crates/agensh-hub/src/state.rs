@@ -17,6 +17,8 @@ pub struct AppState {
 
 pub struct Inner {
     pub store: Arc<dyn Store>,
+    /// The shared git repository, when the hub serves one.
+    pub workspace: Option<agensh_workspace::Workspace>,
     pub config: Config,
     pub admin_token: String,
     /// token → worker id, loaded at start and kept current by `workers add`.

@@ -221,6 +221,7 @@ pub async fn notice(
         dedup_key: b.dedup_key.map(|k| format!("notice:{k}")),
         source: None,
         target: b.to,
+        except: None,
     };
     let stored = s.store.enqueue(event, now_ms()).await?;
     let status = if stored.is_some() {

@@ -135,6 +135,7 @@ pub fn append(
         dedup_key: Some(format!("board:{}", record.id)),
         source: Some(author.to_string()),
         target: None,
+        except: None,
     };
     if let Some(e) = events::insert(conn, &event, now)? {
         ctx.emitted.push(e);

@@ -17,7 +17,8 @@ use crate::QueueState;
 /// Most events one ack call may name.
 pub const ACK_LIMIT: usize = 10_000;
 
-const EVENT_COLUMNS: &str = "seq, kind, priority, payload, dedup_key, source, target, created_at";
+const EVENT_COLUMNS: &str =
+    "seq, kind, priority, payload, dedup_key, source, target, except_worker, created_at";
 
 fn row_to_event(row: &Row<'_>) -> rusqlite::Result<Event> {
     let priority: String = row.get(2)?;
@@ -30,7 +31,8 @@ fn row_to_event(row: &Row<'_>) -> rusqlite::Result<Event> {
         dedup_key: row.get(4)?,
         source: row.get(5)?,
         target: row.get(6)?,
-        created_at: row.get(7)?,
+        except: row.get(7)?,
+        created_at: row.get(8)?,
     })
 }
 
@@ -39,8 +41,8 @@ pub fn insert(conn: &Connection, e: &NewEvent, now: i64) -> Result<Option<Event>
     let payload = serde_json::to_string(&e.payload).expect("json serializes");
     let n = conn
         .prepare_cached(
-            "INSERT OR IGNORE INTO events(kind, priority, payload, dedup_key, source, target, created_at) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            "INSERT OR IGNORE INTO events(kind, priority, payload, dedup_key, source, target, except_worker, created_at) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
         )
         .and_then(|mut s| {
             s.execute(params![
@@ -50,6 +52,7 @@ pub fn insert(conn: &Connection, e: &NewEvent, now: i64) -> Result<Option<Event>
                 e.dedup_key,
                 e.source,
                 e.target,
+                e.except,
                 now
             ])
         })
@@ -65,6 +68,7 @@ pub fn insert(conn: &Connection, e: &NewEvent, now: i64) -> Result<Option<Event>
         dedup_key: e.dedup_key.clone(),
         source: e.source.clone(),
         target: e.target.clone(),
+        except: e.except.clone(),
         created_at: now,
     }))
 }
@@ -84,7 +88,7 @@ fn cursor(conn: &Connection, worker: &str) -> Result<i64> {
 fn for_worker(conn: &Connection, worker: &str, from: i64, limit: usize) -> Result<Vec<Event>> {
     let mut out = Vec::new();
     for sql in [
-        format!("SELECT {EVENT_COLUMNS} FROM events WHERE target IS NULL AND seq > ?1 AND ifnull(source, '') != ?2 ORDER BY seq LIMIT ?3"),
+        format!("SELECT {EVENT_COLUMNS} FROM events WHERE target IS NULL AND seq > ?1 AND ifnull(source, '') != ?2 AND ifnull(except_worker, '') != ?2 ORDER BY seq LIMIT ?3"),
         format!("SELECT {EVENT_COLUMNS} FROM events WHERE target = ?2 AND seq > ?1 ORDER BY seq LIMIT ?3"),
     ] {
         let mut stmt = conn.prepare_cached(&sql).map_err(sql_err)?;

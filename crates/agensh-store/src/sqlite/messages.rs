@@ -63,6 +63,7 @@ pub fn post(ctx: &mut WriteCtx<'_>, from: &str, m: NewMessage, now: i64) -> Resu
         dedup_key: Some(format!("msg:M{}", msg.seq)),
         source: Some(from.to_string()),
         target: to,
+        except: None,
     };
     if let Some(e) = events::insert(conn, &event, now)? {
         ctx.emitted.push(e);

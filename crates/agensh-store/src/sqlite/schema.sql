@@ -62,6 +62,7 @@ CREATE TABLE IF NOT EXISTS events (
     dedup_key  TEXT,
     source     TEXT,
     target     TEXT,
+    except_worker TEXT,
     created_at INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS events_by_target ON events(target, seq);

@@ -1,0 +1,56 @@
+//! The shared git workspace.
+//!
+//! One bare repository per organization (`.agensh/workspace.git`) holds `main` and every
+//! worker's branches (`<id>/...`). This crate drives it through the `git` command line:
+//! seeding it (`seed`), giving each worker a checkout that shares its objects
+//! (`checkout`), merging pull requests in place with `merge-tree` and a compare-and-swap
+//! of `main` (`merge`), enforcing who may push what (`hook`), and serving git's smart HTTP
+//! through `git http-backend` (`http`).
+
+pub mod checkout;
+pub mod git;
+pub mod hook;
+pub mod http;
+pub mod merge;
+pub mod seed;
+
+use std::path::{Path, PathBuf};
+
+pub use git::Git;
+
+/// The bare repository's directory name inside `.agensh/`.
+pub const REPO_DIR: &str = "workspace.git";
+
+/// The organization's bare repository.
+#[derive(Debug, Clone)]
+pub struct Workspace {
+    git_dir: PathBuf,
+}
+
+impl Workspace {
+    /// The workspace whose bare repository is at `git_dir` (it must exist).
+    pub fn open(git_dir: &Path) -> agensh_domain::Result<Self> {
+        if !git_dir.join("HEAD").exists() {
+            return Err(agensh_domain::Error::not_found(
+                "no_workspace",
+                format!(
+                    "there is no git workspace at {} — create the organization with `agensh init DIR --goal ... [--from SRC]`",
+                    git_dir.display()
+                ),
+            ));
+        }
+        Ok(Workspace {
+            git_dir: git_dir.to_path_buf(),
+        })
+    }
+
+    /// The bare repository's path.
+    pub fn git_dir(&self) -> &Path {
+        &self.git_dir
+    }
+
+    /// A git runner for the bare repository.
+    pub fn git(&self) -> Git {
+        Git::bare(&self.git_dir)
+    }
+}
