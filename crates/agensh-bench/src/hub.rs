@@ -114,7 +114,8 @@ fn sentence(rng: &mut Rng, vocab: &[String], words: usize) -> String {
     s
 }
 
-fn bar(len: u64, what: &str) -> ProgressBar {
+/// A progress bar for `len` steps of `what`.
+pub fn bar(len: u64, what: &str) -> ProgressBar {
     let b = ProgressBar::new(len);
     b.set_style(
         ProgressStyle::with_template("{msg:>10} [{bar:40}] {pos}/{len} {per_sec} eta {eta}")

@@ -5,6 +5,7 @@
 //! `cargo build --release -p agensh`).
 
 mod hub;
+mod merge;
 mod stats;
 
 use clap::{Parser, Subcommand};
@@ -20,6 +21,8 @@ struct Cli {
 enum Bench {
     /// The hub: appends/s, wake of all long-polls, grep over a large history, memory.
     Hub(hub::Args),
+    /// The git workspace: merge latency against a temporary-clone merge; 1,024 checkouts.
+    Merge(merge::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -29,5 +32,6 @@ fn main() -> anyhow::Result<()> {
         .build()?;
     match cli.bench {
         Bench::Hub(a) => rt.block_on(hub::run(a)),
+        Bench::Merge(a) => rt.block_on(merge::run(a)),
     }
 }

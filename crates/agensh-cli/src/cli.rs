@@ -48,6 +48,8 @@ pub enum Command {
     Events(EventsArgs),
     /// Send an operator notice to every worker or one (admin).
     Notice(NoticeArgs),
+    /// Pull requests on the shared repository; the hub merges them.
+    Pr(PrArgs),
 }
 
 #[derive(Args, Debug)]
@@ -57,6 +59,9 @@ pub struct InitArgs {
     /// What the organization works toward.
     #[arg(long)]
     pub goal: String,
+    /// Seed `main` from this directory's files, or from this git repository's history.
+    #[arg(long, value_name = "SRC")]
+    pub from: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -91,6 +96,17 @@ pub enum WorkersCommand {
     },
     /// Print a worker's secret token (admin), to connect a client or agent by hand.
     Token { id: String },
+    /// Create worker checkouts under DIR/workers/<id>/ on branch <id>/work.
+    Checkout {
+        /// Worker ids (default with --all: every registered worker).
+        ids: Vec<String>,
+        /// Every registered worker.
+        #[arg(long, conflicts_with = "ids")]
+        all: bool,
+        /// Checkouts created at once.
+        #[arg(long, default_value_t = 4)]
+        jobs: usize,
+    },
 }
 
 #[derive(Args, Debug)]
@@ -224,4 +240,59 @@ pub struct NoticeArgs {
     /// Send at most once per key.
     #[arg(long)]
     pub dedup_key: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct PrArgs {
+    #[command(subcommand)]
+    pub command: PrCommand,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum PrCommand {
+    /// Open a pull request from one of your branches (<id>/...) into main.
+    Open {
+        branch: String,
+        #[arg(long)]
+        title: String,
+        #[arg(long)]
+        body: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// List pull requests, newest first.
+    List {
+        /// open, merged or closed.
+        #[arg(long)]
+        state: Option<String>,
+        #[arg(long)]
+        author: Option<String>,
+        #[arg(long)]
+        limit: Option<usize>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// One pull request: commits, diff stat, reviews, comments, mergeability.
+    View {
+        number: i64,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Review a pull request: approve or request-changes, with a text.
+    Review {
+        number: i64,
+        /// approve or request-changes.
+        verdict: String,
+        text: String,
+    },
+    /// Comment on a pull request.
+    Comment { number: i64, text: String },
+    /// Merge a pull request into main (three-way, in the hub; the gate runs if configured).
+    Merge {
+        number: i64,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Close a pull request without merging it.
+    Close { number: i64 },
 }

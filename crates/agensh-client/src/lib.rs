@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use agensh_domain::event::Event;
 use agensh_domain::message::{Message, NewMessage};
+use agensh_domain::pr::{Comment, NewPr, PullRequest, Review};
 use agensh_domain::record::{Appended, NewRecord, Record};
 use agensh_domain::view::ViewEntry;
 use agensh_domain::worker::{NewWorker, WorkerInfo, WorkerStatus};
@@ -279,6 +280,64 @@ impl Client {
             "text": text, "to": to, "urgent": urgent, "dedup_key": dedup_key
         })))
         .await
+    }
+
+    /// Opens a pull request from one of the caller's branches.
+    pub async fn open_pr(&self, pr: &NewPr) -> Result<PullRequest> {
+        self.send(self.request(Method::POST, "/prs").json(pr)).await
+    }
+
+    /// Pull requests, newest first (without reviews and comments).
+    pub async fn list_prs(
+        &self,
+        state: Option<&str>,
+        author: Option<&str>,
+        limit: Option<usize>,
+    ) -> Result<Vec<PullRequest>> {
+        let mut q: Vec<(&str, String)> = Vec::new();
+        if let Some(s) = state {
+            q.push(("state", s.to_string()));
+        }
+        if let Some(a) = author {
+            q.push(("author", a.to_string()));
+        }
+        if let Some(l) = limit {
+            q.push(("limit", l.to_string()));
+        }
+        self.send(self.request(Method::GET, "/prs").query(&q)).await
+    }
+
+    /// A pull request with reviews, comments, approvals and its branch against main.
+    pub async fn view_pr(&self, number: i64) -> Result<Value> {
+        self.send(self.request(Method::GET, &format!("/prs/{number}")))
+            .await
+    }
+
+    pub async fn review_pr(&self, number: i64, verdict: &str, text: &str) -> Result<Review> {
+        self.send(
+            self.request(Method::POST, &format!("/prs/{number}/reviews"))
+                .json(&json!({ "verdict": verdict, "text": text })),
+        )
+        .await
+    }
+
+    pub async fn comment_pr(&self, number: i64, text: &str) -> Result<Comment> {
+        self.send(
+            self.request(Method::POST, &format!("/prs/{number}/comments"))
+                .json(&json!({ "text": text })),
+        )
+        .await
+    }
+
+    /// Asks the hub to merge; the answer has the PR and the outcome.
+    pub async fn merge_pr(&self, number: i64) -> Result<Value> {
+        self.send(self.request(Method::POST, &format!("/prs/{number}/merge")))
+            .await
+    }
+
+    pub async fn close_pr(&self, number: i64) -> Result<PullRequest> {
+        self.send(self.request(Method::POST, &format!("/prs/{number}/close")))
+            .await
     }
 }
 

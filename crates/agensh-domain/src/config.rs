@@ -15,6 +15,30 @@ pub struct Config {
     pub hub: HubConfig,
     #[serde(default)]
     pub board: BoardConfig,
+    #[serde(default)]
+    pub merge: MergeConfig,
+}
+
+/// `[merge]`: how the hub merges pull requests into `main`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MergeConfig {
+    /// A shell command run on the merged tree before `main` moves; empty for none.
+    pub gate: String,
+    /// Longest the gate may run, in seconds; past it the merge is refused.
+    pub gate_timeout_secs: u64,
+    /// Approving reviews a PR needs before it may merge.
+    pub required_approvals: u32,
+}
+
+impl Default for MergeConfig {
+    fn default() -> Self {
+        MergeConfig {
+            gate: String::new(),
+            gate_timeout_secs: 600,
+            required_approvals: 0,
+        }
+    }
 }
 
 /// `[organization]`: what the workers work toward.
@@ -74,6 +98,7 @@ impl Config {
             },
             hub: HubConfig::default(),
             board: BoardConfig::default(),
+            merge: MergeConfig::default(),
         }
     }
 
@@ -115,6 +140,18 @@ impl Config {
                 "agensh.toml: hub.body_limit must be between 1024 and 67108864 bytes",
             ));
         }
+        if self.merge.gate_timeout_secs == 0 || self.merge.gate_timeout_secs > 86_400 {
+            return Err(Error::invalid(
+                "bad_config",
+                "agensh.toml: merge.gate_timeout_secs must be between 1 and 86400",
+            ));
+        }
+        if self.merge.required_approvals > 100 {
+            return Err(Error::invalid(
+                "bad_config",
+                "agensh.toml: merge.required_approvals must be between 0 and 100",
+            ));
+        }
         if self.hub.max_wait_secs == 0 || self.hub.max_wait_secs > 3_600 {
             return Err(Error::invalid(
                 "bad_config",
@@ -149,11 +186,23 @@ max_wait_secs = {max_wait}
 view_cap = {view_cap}
 # Default lease of a CLAIM, in seconds; renew it while the work goes on.
 claim_lease_secs = {lease}
+
+[merge]
+# A shell command run on the merged tree (in a scratch checkout) before main moves,
+# e.g. "cargo test" or "make check". Empty: no gate. A failing gate refuses the merge.
+gate = {gate}
+# Longest the gate may run, in seconds.
+gate_timeout_secs = {gate_timeout}
+# Approving reviews a pull request needs before it may merge (0: none).
+required_approvals = {approvals}
 "#,
             body_limit = self.hub.body_limit,
             max_wait = self.hub.max_wait_secs,
             view_cap = self.board.view_cap,
             lease = self.board.claim_lease_secs,
+            gate = toml::Value::String(self.merge.gate.clone()),
+            gate_timeout = self.merge.gate_timeout_secs,
+            approvals = self.merge.required_approvals,
         )
     }
 }

@@ -9,8 +9,9 @@ use crate::ids::truncate_for_message;
 pub const BASE: &str = "main";
 /// Longest PR title, in characters.
 pub const TITLE_LIMIT: usize = 200;
-/// Longest PR body, review or comment, in characters.
-pub const BODY_LIMIT: usize = 20_000;
+/// Longest PR body, review or comment, in characters (so it fits the hub's default
+/// 64 KiB request limit even in 4-byte characters).
+pub const BODY_LIMIT: usize = 10_000;
 /// Longest branch name, in bytes.
 pub const BRANCH_LIMIT: usize = 200;
 

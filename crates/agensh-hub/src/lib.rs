@@ -87,6 +87,11 @@ pub async fn start_with_workspace(
     config: Config,
     listen: &str,
 ) -> Result<RunningHub, Error> {
+    if let Some(ws) = &workspace {
+        agensh_workspace::hook::install_hooks(ws).await?;
+        // Forget scratch worktrees of gates that a crash left behind.
+        ws.git().run(["worktree", "prune"]).await?;
+    }
     let admin_token = store.admin_token().await?;
     let tokens: HashMap<String, String> = store
         .worker_tokens()
@@ -114,6 +119,8 @@ pub async fn start_with_workspace(
             tokens: RwLock::new(tokens),
             activity: Mutex::new(HashMap::new()),
             metrics: Metrics::default(),
+            merging: Mutex::new(std::collections::HashSet::new()),
+            gate_queue: tokio::sync::Mutex::new(()),
             shutdown: stop_rx.clone(),
         }),
     };
@@ -171,6 +178,7 @@ async fn bind(listen: &str) -> std::io::Result<tokio::net::TcpListener> {
 pub fn router(state: AppState, body_limit: usize) -> Router {
     Router::new()
         .nest("/api/v1", routes::api())
+        .merge(routes::git::routes())
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics_text))
         .fallback(error::not_found)

@@ -14,6 +14,9 @@ pub struct Metrics {
     pub events_delivered: AtomicU64,
     pub events_acked: AtomicU64,
     pub greps: AtomicU64,
+    pub merges: AtomicU64,
+    pub merge_conflicts: AtomicU64,
+    pub gate_failures: AtomicU64,
     pub long_polls_waiting: AtomicU64,
 }
 
@@ -80,6 +83,24 @@ impl Metrics {
             "counter",
             "Board searches run.",
             get(&self.greps),
+        );
+        metric(
+            "agensh_merges_total",
+            "counter",
+            "Pull requests merged into main.",
+            get(&self.merges),
+        );
+        metric(
+            "agensh_merge_conflicts_total",
+            "counter",
+            "Merges refused for a conflict.",
+            get(&self.merge_conflicts),
+        );
+        metric(
+            "agensh_gate_failures_total",
+            "counter",
+            "Merges refused by the gate.",
+            get(&self.gate_failures),
         );
         metric(
             "agensh_long_polls_waiting",

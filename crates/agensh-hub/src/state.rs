@@ -26,6 +26,10 @@ pub struct Inner {
     /// Last request time per worker, flushed to the store in batches.
     pub activity: Mutex<HashMap<String, i64>>,
     pub metrics: Metrics,
+    /// Pull requests being merged right now (one merge per PR at a time).
+    pub merging: Mutex<std::collections::HashSet<i64>>,
+    /// Merges with a gate take turns through this lock.
+    pub gate_queue: tokio::sync::Mutex<()>,
     /// Turns true when the hub is shutting down; long-polls return at once.
     pub shutdown: watch::Receiver<bool>,
 }

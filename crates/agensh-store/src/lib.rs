@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use agensh_domain::event::{Event, NewEvent};
 use agensh_domain::message::{Message, NewMessage};
+use agensh_domain::pr::{Comment, NewPr, PrState, PullRequest, Review, Verdict};
 use agensh_domain::query::Query;
 use agensh_domain::record::{Appended, NewRecord, Record};
 use agensh_domain::view::ViewEntry;
@@ -114,6 +115,57 @@ pub trait Store: Send + Sync + 'static {
     async fn ack_events(&self, worker: &str, seqs: Vec<i64>) -> Result<usize>;
     /// The state of `worker`'s queue.
     async fn queue_state(&self, worker: &str) -> Result<QueueState>;
+
+    // pull requests
+
+    /// Opens a validated PR from a branch in `author`'s namespace, numbered 1, 2, 3, …
+    /// Refuses a second open PR for the same branch (`pr_exists`). Emits `pr.opened`.
+    async fn open_pr(&self, author: &str, pr: NewPr, now: i64) -> Result<PullRequest>;
+    /// At most `limit` PRs, newest first, optionally only in `state` and by `author`.
+    /// Their `reviews` and `comments` are left empty; [`Store::get_pr`] has them.
+    async fn list_prs(
+        &self,
+        state: Option<PrState>,
+        author: Option<String>,
+        limit: usize,
+    ) -> Result<Vec<PullRequest>>;
+    /// One PR with its reviews and comments, oldest first (`unknown_pr` if there is none).
+    async fn get_pr(&self, number: i64) -> Result<PullRequest>;
+    /// Reviews an open PR of another worker. Its author gets an urgent `pr.review`;
+    /// everyone else a normal `pr.reviewed`.
+    async fn review_pr(
+        &self,
+        number: i64,
+        reviewer: &str,
+        verdict: Verdict,
+        text: &str,
+        now: i64,
+    ) -> Result<Review>;
+    /// Comments on a PR in any state. Emits `pr.commented`.
+    async fn comment_pr(&self, number: i64, author: &str, text: &str, now: i64) -> Result<Comment>;
+    /// Closes an open PR without merging; only its author or the admin may. Emits `pr.closed`.
+    async fn close_pr(&self, number: i64, by: &str, now: i64) -> Result<PullRequest>;
+    /// Records that the hub merged an open PR as `merge_commit`. Emits `pr.merged`, and
+    /// `main.updated` when `main_moved` (not when the branch was on `main` already).
+    async fn mark_merged(
+        &self,
+        number: i64,
+        by: &str,
+        merge_commit: &str,
+        main_moved: bool,
+        now: i64,
+    ) -> Result<PullRequest>;
+    /// Tells the PR's author (urgently) that `by` could not merge it and why; stores no
+    /// state, and sends nothing when the author itself tried.
+    async fn merge_failed(
+        &self,
+        number: i64,
+        by: &str,
+        reason: serde_json::Value,
+        now: i64,
+    ) -> Result<()>;
+    /// Announces a push to `main` made outside a merge (`main.updated`, once per commit).
+    async fn main_updated(&self, by: &str, commit: &str, now: i64) -> Result<()>;
 
     /// Events committed from now on, in commit order.
     fn subscribe(&self) -> broadcast::Receiver<Arc<Event>>;

@@ -61,6 +61,12 @@ impl Git {
         let mut c = Command::new("git");
         if self.bare {
             c.arg("--git-dir").arg(&self.dir);
+            // Commits the hub makes itself (merges, the first commit) are signed as the
+            // hub; in a worker's checkout its own user.name applies.
+            c.env("GIT_AUTHOR_NAME", HUB_NAME)
+                .env("GIT_AUTHOR_EMAIL", HUB_EMAIL)
+                .env("GIT_COMMITTER_NAME", HUB_NAME)
+                .env("GIT_COMMITTER_EMAIL", HUB_EMAIL);
         } else {
             c.current_dir(&self.dir);
         }
@@ -73,10 +79,6 @@ impl Git {
         .args(args)
         .env("GIT_TERMINAL_PROMPT", "0")
         .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_AUTHOR_NAME", HUB_NAME)
-        .env("GIT_AUTHOR_EMAIL", HUB_EMAIL)
-        .env("GIT_COMMITTER_NAME", HUB_NAME)
-        .env("GIT_COMMITTER_EMAIL", HUB_EMAIL)
         .env("LC_ALL", "C")
         .stdin(Stdio::null())
         .kill_on_drop(true);
@@ -105,7 +107,8 @@ impl Git {
         }
         let mut child = cmd.spawn().map_err(|e| {
             Error::internal(format!(
-                "cannot run git: {e} — install git 2.38 or newer and put it on PATH"
+                "cannot run git in {}: {e} — check the directory exists and git 2.38 or newer is on PATH",
+                self.dir.display()
             ))
         })?;
         if let Some(bytes) = input {

@@ -40,7 +40,7 @@ impl Workspace {
             ));
         }
         Ok(Workspace {
-            git_dir: git_dir.to_path_buf(),
+            git_dir: absolute(git_dir)?,
         })
     }
 
@@ -53,4 +53,11 @@ impl Workspace {
     pub fn git(&self) -> Git {
         Git::bare(&self.git_dir)
     }
+}
+
+/// `path` made absolute against the current directory, so git finds it from anywhere.
+pub(crate) fn absolute(path: &Path) -> agensh_domain::Result<PathBuf> {
+    std::path::absolute(path).map_err(|e| {
+        agensh_domain::Error::internal(format!("cannot resolve {}: {e}", path.display()))
+    })
 }

@@ -1,1 +1,456 @@
-//! (in progress)
+//! Merging a branch into `main` inside the bare repository, with no temporary clone:
+//! `merge-tree --write-tree` computes the merged tree, `commit-tree` makes the merge
+//! commit, an optional gate runs on that tree in a scratch worktree, and
+//! `update-ref main NEW OLD` moves `main` only if nobody moved it meanwhile (else the
+//! merge is redone on the new `main`).
+
+use std::path::Path;
+use std::time::Duration;
+
+use agensh_domain::pr::BASE;
+use agensh_domain::{Error, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::Workspace;
+
+/// How often a merge is redone because another merge moved `main` first.
+const MAX_ATTEMPTS: u32 = 64;
+/// How much of a failing gate's output is kept.
+const GATE_TAIL_LINES: usize = 40;
+const GATE_TAIL_BYTES: usize = 4_000;
+
+/// A command run on the merged tree before `main` moves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Gate {
+    /// Run with `sh -c` in a scratch checkout of the merge commit.
+    pub command: String,
+    pub timeout: Duration,
+}
+
+/// What to merge.
+#[derive(Debug, Clone)]
+pub struct MergeRequest {
+    pub branch: String,
+    /// The merge commit's message.
+    pub message: String,
+    pub gate: Option<Gate>,
+}
+
+/// How a merge ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum MergeOutcome {
+    /// `main` now points at `commit`, which merges `head`.
+    Merged {
+        commit: String,
+        head: String,
+        attempts: u32,
+    },
+    /// Both sides changed the same lines; `main` did not move.
+    Conflict { files: Vec<String> },
+    /// The gate failed on the merged tree; `main` did not move.
+    GateFailed {
+        exit: Option<i32>,
+        timed_out: bool,
+        output_tail: String,
+    },
+    /// `main` already contains every commit of the branch.
+    UpToDate { head: String },
+}
+
+/// Whether a branch would merge into `main` now.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum Mergeability {
+    Mergeable,
+    Conflict { files: Vec<String> },
+    UpToDate,
+}
+
+/// One commit of a branch, as `pr view` lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommitInfo {
+    pub sha: String,
+    pub author: String,
+    pub subject: String,
+}
+
+/// Lines added and removed in one file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileStat {
+    pub path: String,
+    /// `None` for binary files.
+    pub added: Option<u64>,
+    pub removed: Option<u64>,
+}
+
+/// A branch compared with `main`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BranchSummary {
+    pub head: String,
+    pub base: String,
+    /// Commits on the branch that `main` lacks, newest first (at most 100).
+    pub commits: Vec<CommitInfo>,
+    pub files: Vec<FileStat>,
+    pub mergeability: Mergeability,
+}
+
+enum TreeMerge {
+    Clean(String),
+    Conflict(Vec<String>),
+}
+
+impl Workspace {
+    /// The commit `branch` points at, or a not-found error that says how to publish it.
+    pub async fn branch_head(&self, branch: &str) -> Result<String> {
+        self.git()
+            .resolve(&format!("refs/heads/{branch}"))
+            .await?
+            .ok_or_else(|| {
+                Error::not_found(
+                    "unknown_branch",
+                    format!(
+                        "branch {branch} does not exist in the workspace — push it first (git push origin {branch})"
+                    ),
+                )
+            })
+    }
+
+    async fn main_head(&self) -> Result<String> {
+        self.git()
+            .resolve(&format!("refs/heads/{BASE}"))
+            .await?
+            .ok_or_else(|| Error::internal("the workspace has no main branch"))
+    }
+
+    async fn is_ancestor(&self, a: &str, b: &str) -> Result<bool> {
+        let out = self
+            .git()
+            .output(["merge-base", "--is-ancestor", a, b])
+            .await?;
+        match out.status {
+            Some(0) => Ok(true),
+            Some(1) => Ok(false),
+            _ => Err(Error::internal(format!(
+                "git merge-base failed: {}",
+                out.stderr.trim()
+            ))),
+        }
+    }
+
+    async fn merge_trees(&self, base: &str, head: &str) -> Result<TreeMerge> {
+        let out = self
+            .git()
+            .output([
+                "merge-tree",
+                "--write-tree",
+                "--name-only",
+                "--no-messages",
+                base,
+                head,
+            ])
+            .await?;
+        let mut lines = out.stdout.lines();
+        let tree = lines.next().unwrap_or("").trim().to_string();
+        match out.status {
+            Some(0) => Ok(TreeMerge::Clean(tree)),
+            Some(1) => {
+                let mut files: Vec<String> = lines
+                    .take_while(|l| !l.is_empty())
+                    .map(str::to_string)
+                    .collect();
+                files.dedup();
+                Ok(TreeMerge::Conflict(files))
+            }
+            _ => Err(Error::internal(format!(
+                "git merge-tree failed: {} — the hub needs git 2.38 or newer",
+                out.stderr.trim()
+            ))),
+        }
+    }
+
+    /// Merges `req.branch` into `main` (see the module documentation).
+    pub async fn merge(&self, req: &MergeRequest) -> Result<MergeOutcome> {
+        let head = self.branch_head(&req.branch).await?;
+        let git = self.git();
+        for attempt in 1..=MAX_ATTEMPTS {
+            let base = self.main_head().await?;
+            if self.is_ancestor(&head, &base).await? {
+                return Ok(MergeOutcome::UpToDate { head });
+            }
+            let tree = match self.merge_trees(&base, &head).await? {
+                TreeMerge::Clean(tree) => tree,
+                TreeMerge::Conflict(files) => return Ok(MergeOutcome::Conflict { files }),
+            };
+            let commit = git
+                .run([
+                    "commit-tree",
+                    &tree,
+                    "-p",
+                    &base,
+                    "-p",
+                    &head,
+                    "-m",
+                    &req.message,
+                ])
+                .await?;
+            if let Some(gate) = &req.gate {
+                if let Some(failed) = self.run_gate(gate, &commit).await? {
+                    return Ok(failed);
+                }
+            }
+            let moved = git
+                .output([
+                    "update-ref",
+                    "-m",
+                    &req.message,
+                    &format!("refs/heads/{BASE}"),
+                    &commit,
+                    &base,
+                ])
+                .await?;
+            if moved.success() {
+                return Ok(MergeOutcome::Merged {
+                    commit,
+                    head,
+                    attempts: attempt,
+                });
+            }
+            tracing::debug!(branch = %req.branch, attempt, "main moved during the merge; merging again");
+            // Spread retries so racing merges do not collide again in lockstep.
+            let jitter = (u64::from(attempt) * 7 + head.len() as u64) % 13;
+            tokio::time::sleep(Duration::from_millis(1 + jitter)).await;
+        }
+        Err(Error::conflict(
+            "merge_contended",
+            format!(
+                "main kept moving: {MAX_ATTEMPTS} merge attempts lost the race — try the merge again"
+            ),
+        ))
+    }
+
+    /// Runs the gate on `commit`; `Some(outcome)` when it fails.
+    async fn run_gate(&self, gate: &Gate, commit: &str) -> Result<Option<MergeOutcome>> {
+        // Outside the organization directory: the gate runs the branch's code, which has
+        // no business next to the hub's state.
+        let scratch_root = std::env::temp_dir().join("agensh-gates");
+        std::fs::create_dir_all(&scratch_root).map_err(|e| {
+            Error::internal(format!("cannot create {}: {e}", scratch_root.display()))
+        })?;
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let scratch = scratch_root.join(format!(
+            "{}-{}-{n}",
+            &commit[..12.min(commit.len())],
+            std::process::id()
+        ));
+        let scratch_s = scratch.to_string_lossy().to_string();
+        self.git()
+            .run(["worktree", "add", "--detach", "--quiet", &scratch_s, commit])
+            .await?;
+        let result = run_in_group(&gate.command, &scratch, gate.timeout).await;
+        let _ = self
+            .git()
+            .output(["worktree", "remove", "--force", &scratch_s])
+            .await;
+        let _ = std::fs::remove_dir_all(&scratch);
+        let (status, timed_out, output) = result?;
+        if status == Some(0) && !timed_out {
+            return Ok(None);
+        }
+        Ok(Some(MergeOutcome::GateFailed {
+            exit: status,
+            timed_out,
+            output_tail: tail(&output),
+        }))
+    }
+
+    /// Compares `branch` with `main`: commits, changed files, mergeability.
+    pub async fn summary(&self, branch: &str) -> Result<BranchSummary> {
+        let head = self.branch_head(branch).await?;
+        let base = self.main_head().await?;
+        let git = self.git();
+        let log = git
+            .run([
+                "log",
+                "--max-count=100",
+                "--format=%H%x1f%an%x1f%s",
+                &format!("{base}..{head}"),
+            ])
+            .await?;
+        let commits = log
+            .lines()
+            .filter_map(|l| {
+                let mut p = l.split('\u{1f}');
+                Some(CommitInfo {
+                    sha: p.next()?.to_string(),
+                    author: p.next()?.to_string(),
+                    subject: p.next().unwrap_or("").to_string(),
+                })
+            })
+            .collect();
+        let fork = git.run(["merge-base", &base, &head]).await?;
+        let numstat = git.run(["diff", "--numstat", "-z", &fork, &head]).await?;
+        let files = parse_numstat_z(&numstat);
+        let mergeability = if self.is_ancestor(&head, &base).await? {
+            Mergeability::UpToDate
+        } else {
+            match self.merge_trees(&base, &head).await? {
+                TreeMerge::Clean(_) => Mergeability::Mergeable,
+                TreeMerge::Conflict(files) => Mergeability::Conflict { files },
+            }
+        };
+        Ok(BranchSummary {
+            head,
+            base,
+            commits,
+            files,
+            mergeability,
+        })
+    }
+}
+
+/// Parses `git diff --numstat -z` (renames give `added\tremoved\t\0old\0new\0`).
+fn parse_numstat_z(s: &str) -> Vec<FileStat> {
+    let mut out = Vec::new();
+    let mut parts = s.split('\0');
+    while let Some(entry) = parts.next() {
+        if entry.is_empty() {
+            continue;
+        }
+        let mut f = entry.splitn(3, '\t');
+        let (Some(a), Some(r), Some(path)) = (f.next(), f.next(), f.next()) else {
+            continue;
+        };
+        let path = if path.is_empty() {
+            let _old = parts.next();
+            parts.next().unwrap_or("").to_string()
+        } else {
+            path.to_string()
+        };
+        out.push(FileStat {
+            path,
+            added: a.parse().ok(),
+            removed: r.parse().ok(),
+        });
+    }
+    out
+}
+
+/// The last lines of `output`, at most [`GATE_TAIL_LINES`] lines and [`GATE_TAIL_BYTES`].
+fn tail(output: &str) -> String {
+    let lines: Vec<&str> = output.lines().collect();
+    let start = lines.len().saturating_sub(GATE_TAIL_LINES);
+    let mut t = lines[start..].join("\n");
+    if t.len() > GATE_TAIL_BYTES {
+        let mut cut = t.len() - GATE_TAIL_BYTES;
+        while !t.is_char_boundary(cut) {
+            cut += 1;
+        }
+        t = t[cut..].to_string();
+    }
+    t
+}
+
+/// Most gate output kept in memory (the end of it).
+const GATE_CAPTURE_BYTES: usize = 256 * 1024;
+
+/// Runs `sh -c command` in `dir` in its own process group, without the hub's `AGENSH_*`
+/// and `GIT_*` variables. When the command ends or runs past `timeout`, the whole group
+/// is killed, so nothing it started in the background lingers. Returns (exit code,
+/// timed out, the end of its combined output).
+async fn run_in_group(
+    command: &str,
+    dir: &Path,
+    timeout: Duration,
+) -> Result<(Option<i32>, bool, String)> {
+    use tokio::io::AsyncReadExt;
+    let mut cmd = tokio::process::Command::new("sh");
+    cmd.arg("-c")
+        .arg(format!("exec 2>&1; {command}"))
+        .current_dir(dir)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    for (key, _) in std::env::vars_os() {
+        let k = key.to_string_lossy();
+        if k.starts_with("AGENSH_") || k.starts_with("GIT_") {
+            cmd.env_remove(&key);
+        }
+    }
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| Error::internal(format!("cannot start the merge gate: {e}")))?;
+    let pgid = child.id().map(|p| p as i32);
+    let mut stdout = child.stdout.take().expect("stdout is piped");
+    let reader = tokio::spawn(async move {
+        let mut kept: Vec<u8> = Vec::new();
+        let mut chunk = vec![0u8; 16 * 1024];
+        while let Ok(n) = stdout.read(&mut chunk).await {
+            if n == 0 {
+                break;
+            }
+            kept.extend_from_slice(&chunk[..n]);
+            if kept.len() > GATE_CAPTURE_BYTES {
+                kept.drain(..kept.len() - GATE_CAPTURE_BYTES);
+            }
+        }
+        kept
+    });
+    let waited = tokio::time::timeout(timeout, child.wait()).await;
+    if let Some(pgid) = pgid {
+        // SAFETY: kill(2) with a negative pid signals the gate's process group only.
+        unsafe {
+            libc::kill(-pgid, libc::SIGKILL);
+        }
+    }
+    // The group is dead, so the pipe closes; a process that left the group cannot hold
+    // the answer for more than a moment.
+    let output = tokio::time::timeout(Duration::from_secs(5), reader)
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .unwrap_or_default();
+    let mut text = String::from_utf8_lossy(&output).into_owned();
+    match waited {
+        Ok(status) => {
+            let status = status
+                .map_err(|e| Error::internal(format!("the merge gate failed to run: {e}")))?;
+            Ok((status.code(), false, text))
+        }
+        Err(_) => {
+            text.push_str(&format!(
+                "\n[agensh: the gate ran longer than {} s and was killed]",
+                timeout.as_secs()
+            ));
+            Ok((None, true, text))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numstat_handles_binary_files_and_renames() {
+        let s = "3\t1\tsrc/a.rs\0-\t-\tlogo.png\0\x30\t0\t\0old.txt\0new.txt\0";
+        let f = parse_numstat_z(s);
+        assert_eq!(f.len(), 3);
+        assert_eq!(
+            (f[0].path.as_str(), f[0].added, f[0].removed),
+            ("src/a.rs", Some(3), Some(1))
+        );
+        assert_eq!((f[1].path.as_str(), f[1].added), ("logo.png", None));
+        assert_eq!(f[2].path, "new.txt");
+    }
+
+    #[test]
+    fn tail_keeps_the_last_lines() {
+        let out: String = (0..100).map(|i| format!("line {i}\n")).collect();
+        let t = tail(&out);
+        assert!(t.starts_with("line 60"));
+        assert!(t.ends_with("line 99"));
+    }
+}

@@ -24,7 +24,17 @@ pub async fn run(a: HubArgs) -> Result<()> {
     }
     let listen = a.listen.unwrap_or_else(|| config.hub.listen.clone());
     let store = SqliteStore::open(&state_dir(&a.dir).join(STORE_FILE))?;
-    let hub = agensh_hub::start(Arc::new(store), config, &listen).await?;
+    let repo = state_dir(&a.dir).join(agensh_workspace::REPO_DIR);
+    let workspace = if repo.exists() {
+        Some(agensh_workspace::Workspace::open(&repo)?)
+    } else {
+        tracing::warn!(
+            "{} has no git workspace (made by an older agensh init): pull requests and git over HTTP are off",
+            a.dir.display()
+        );
+        None
+    };
+    let hub = agensh_hub::start_with_workspace(Arc::new(store), workspace, config, &listen).await?;
     let info = HubInfo {
         url: hub.url.clone(),
         admin_token: hub.admin_token.clone(),

@@ -4,6 +4,7 @@ use std::path::Path;
 
 use agensh_domain::config::Config;
 use agensh_store::{SqliteStore, Store};
+use agensh_workspace::seed::{self, Source};
 use anyhow::{bail, Context, Result};
 
 use crate::cli::InitArgs;
@@ -14,7 +15,7 @@ pub const CONFIG_FILE: &str = "agensh.toml";
 pub async fn run(a: InitArgs) -> Result<()> {
     let config = Config::with_goal(&a.goal);
     config.validate()?;
-    create(&a.dir, &config).await?;
+    create(&a.dir, &config, a.from.as_deref()).await?;
     println!("created organization in {}", a.dir.display());
     println!(
         "next: agensh hub {}   (then, in another terminal: agensh --dir {} workers add 4)",
@@ -24,8 +25,13 @@ pub async fn run(a: InitArgs) -> Result<()> {
     Ok(())
 }
 
-/// Writes agensh.toml, creates `.agensh/` (mode 0700) and the store.
-pub async fn create(dir: &Path, config: &Config) -> Result<()> {
+/// Writes agensh.toml, creates `.agensh/` (mode 0700), the store, and the git workspace
+/// with `main` seeded from `from` (a directory or a git repository) or empty.
+pub async fn create(dir: &Path, config: &Config, from: Option<&Path>) -> Result<()> {
+    let source = match from {
+        Some(src) => Source::detect(src)?,
+        None => Source::Empty,
+    };
     let toml_path = dir.join(CONFIG_FILE);
     if toml_path.exists() {
         bail!(
@@ -36,18 +42,38 @@ pub async fn create(dir: &Path, config: &Config) -> Result<()> {
     }
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let state = agensh_hub::state_dir(dir);
-    std::fs::create_dir_all(&state)
-        .with_context(|| format!("cannot create {}", state.display()))?;
+    if state.exists() {
+        bail!(
+            "{} already exists without an agensh.toml — remove it (it is a half-made organization) and run init again",
+            state.display()
+        );
+    }
+    let made = fill_state_dir(&state, config, source).await;
+    if made.is_err() {
+        // Leave nothing half-made behind: the next init starts clean.
+        let _ = std::fs::remove_dir_all(&state);
+    }
+    made?;
+    std::fs::write(&toml_path, config.template())
+        .with_context(|| format!("cannot write {}", toml_path.display()))?;
+    Ok(())
+}
+
+/// Creates `.agensh/` (mode 0700) with the store and the seeded git workspace.
+async fn fill_state_dir(state: &Path, config: &Config, source: Source<'_>) -> Result<()> {
+    std::fs::create_dir_all(state).with_context(|| format!("cannot create {}", state.display()))?;
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o700))?;
+        std::fs::set_permissions(state, std::fs::Permissions::from_mode(0o700))?;
     }
     let store = SqliteStore::open(&state.join(agensh_hub::STORE_FILE))?;
     // Creating the admin token now makes the store complete before the first hub starts.
     store.admin_token().await?;
-    std::fs::write(&toml_path, config.template())
-        .with_context(|| format!("cannot write {}", toml_path.display()))?;
+    let repo = state.join(agensh_workspace::REPO_DIR);
+    seed::create(&repo, source, &config.organization.goal)
+        .await
+        .with_context(|| format!("cannot create the git workspace in {}", repo.display()))?;
     Ok(())
 }
 

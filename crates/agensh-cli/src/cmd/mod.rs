@@ -5,4 +5,5 @@ pub mod events;
 pub mod hub;
 pub mod init;
 pub mod msg;
+pub mod pr;
 pub mod workers;

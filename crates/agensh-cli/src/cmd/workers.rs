@@ -1,6 +1,9 @@
 //! `agensh workers add|list|token`.
 
-use anyhow::Result;
+use agensh_workspace::checkout::{self, Created};
+use agensh_workspace::Workspace;
+use anyhow::{bail, Result};
+use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::cli::{Global, WorkersArgs, WorkersCommand};
 use crate::connect::client;
@@ -55,6 +58,42 @@ pub async fn run(g: &Global, a: WorkersArgs) -> Result<()> {
         WorkersCommand::Token { id } => {
             println!("{}", c.worker_token(&id).await?.token);
         }
+        WorkersCommand::Checkout { ids, all, jobs } => {
+            let ids = if all {
+                c.workers().await?.into_iter().map(|w| w.id).collect()
+            } else {
+                ids
+            };
+            checkout(g, &ids, jobs).await?;
+        }
     }
+    Ok(())
+}
+
+/// Creates checkouts under `DIR/workers/` with a progress bar.
+async fn checkout(g: &Global, ids: &[String], jobs: usize) -> Result<()> {
+    if ids.is_empty() {
+        bail!("name the workers to check out (e.g. w01 w02), or use --all");
+    }
+    for id in ids {
+        agensh_domain::ids::validate_worker_id(id)?;
+    }
+    let ws = Workspace::open(&agensh_hub::state_dir(&g.dir).join(agensh_workspace::REPO_DIR))?;
+    let bar = ProgressBar::new(ids.len() as u64);
+    bar.set_style(
+        ProgressStyle::with_template("checkouts [{bar:40}] {pos}/{len} {per_sec} eta {eta}")
+            .expect("template")
+            .progress_chars("=> "),
+    );
+    let started = std::time::Instant::now();
+    let made = checkout::create_many(&ws, &g.dir, ids, jobs, |_, _| bar.inc(1)).await?;
+    bar.finish_and_clear();
+    let new = made.iter().filter(|(_, c)| *c == Created::New).count();
+    println!(
+        "{new} new checkout(s), {} already there, under {} ({:.1} s)",
+        made.len() - new,
+        g.dir.join("workers").display(),
+        started.elapsed().as_secs_f64()
+    );
     Ok(())
 }

@@ -2,7 +2,9 @@
 
 pub mod board;
 pub mod events;
+pub mod git;
 pub mod messages;
+pub mod prs;
 pub mod workers;
 
 use axum::routing::{get, post, put};
@@ -29,4 +31,10 @@ pub fn api() -> Router<AppState> {
         .route("/events", get(events::poll).post(events::notice))
         .route("/events/ack", post(events::ack))
         .route("/events/state", get(events::state))
+        .route("/prs", get(prs::list).post(prs::open))
+        .route("/prs/{n}", get(prs::view))
+        .route("/prs/{n}/reviews", post(prs::review))
+        .route("/prs/{n}/comments", post(prs::comment))
+        .route("/prs/{n}/merge", post(prs::merge))
+        .route("/prs/{n}/close", post(prs::close))
 }

@@ -4,6 +4,7 @@ mod board;
 mod conn;
 mod events;
 mod messages;
+mod prs;
 mod workers;
 
 use std::path::Path;
@@ -11,6 +12,7 @@ use std::sync::Arc;
 
 use agensh_domain::event::{Event, NewEvent};
 use agensh_domain::message::{Message, NewMessage};
+use agensh_domain::pr::{Comment, NewPr, PrState, PullRequest, Review, Verdict};
 use agensh_domain::query::Query;
 use agensh_domain::record::{Appended, NewRecord, Record};
 use agensh_domain::view::ViewEntry;
@@ -187,6 +189,94 @@ impl Store for SqliteStore {
     async fn queue_state(&self, worker: &str) -> Result<QueueState> {
         let w = worker.to_string();
         self.db.read(move |c| events::queue_state(c, &w)).await
+    }
+
+    async fn open_pr(&self, author: &str, pr: NewPr, now: i64) -> Result<PullRequest> {
+        let author = author.to_string();
+        self.db
+            .write(move |ctx| prs::open(ctx, &author, pr, now))
+            .await
+    }
+
+    async fn list_prs(
+        &self,
+        state: Option<PrState>,
+        author: Option<String>,
+        limit: usize,
+    ) -> Result<Vec<PullRequest>> {
+        self.db
+            .read(move |c| prs::list(c, state, author.as_deref(), limit))
+            .await
+    }
+
+    async fn get_pr(&self, number: i64) -> Result<PullRequest> {
+        self.db.read(move |c| prs::get(c, number)).await
+    }
+
+    async fn review_pr(
+        &self,
+        number: i64,
+        reviewer: &str,
+        verdict: Verdict,
+        text: &str,
+        now: i64,
+    ) -> Result<Review> {
+        let reviewer = reviewer.to_string();
+        let text = text.to_string();
+        self.db
+            .write(move |ctx| prs::review(ctx, number, &reviewer, verdict, &text, now))
+            .await
+    }
+
+    async fn comment_pr(&self, number: i64, author: &str, text: &str, now: i64) -> Result<Comment> {
+        let author = author.to_string();
+        let text = text.to_string();
+        self.db
+            .write(move |ctx| prs::comment(ctx, number, &author, &text, now))
+            .await
+    }
+
+    async fn close_pr(&self, number: i64, by: &str, now: i64) -> Result<PullRequest> {
+        let by = by.to_string();
+        self.db
+            .write(move |ctx| prs::close(ctx, number, &by, now))
+            .await
+    }
+
+    async fn mark_merged(
+        &self,
+        number: i64,
+        by: &str,
+        merge_commit: &str,
+        main_moved: bool,
+        now: i64,
+    ) -> Result<PullRequest> {
+        let by = by.to_string();
+        let commit = merge_commit.to_string();
+        self.db
+            .write(move |ctx| prs::mark_merged(ctx, number, &by, &commit, main_moved, now))
+            .await
+    }
+
+    async fn merge_failed(
+        &self,
+        number: i64,
+        by: &str,
+        reason: serde_json::Value,
+        now: i64,
+    ) -> Result<()> {
+        let by = by.to_string();
+        self.db
+            .write(move |ctx| prs::merge_failed(ctx, number, &by, reason, now))
+            .await
+    }
+
+    async fn main_updated(&self, by: &str, commit: &str, now: i64) -> Result<()> {
+        let by = by.to_string();
+        let commit = commit.to_string();
+        self.db
+            .write(move |ctx| prs::main_updated(ctx, &by, &commit, now))
+            .await
     }
 
     fn subscribe(&self) -> broadcast::Receiver<Arc<Event>> {

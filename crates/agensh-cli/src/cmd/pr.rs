@@ -1,0 +1,181 @@
+//! `agensh pr open|list|view|review|comment|merge|close`.
+
+use agensh_domain::pr::{NewPr, Verdict};
+use anyhow::Result;
+use serde_json::Value;
+
+use crate::cli::{Global, PrArgs, PrCommand};
+use crate::connect::client;
+use crate::output::{json, now_ms};
+
+pub async fn run(g: &Global, a: PrArgs) -> Result<()> {
+    let c = client(g)?;
+    let now = now_ms();
+    match a.command {
+        PrCommand::Open {
+            branch,
+            title,
+            body,
+            json: as_json,
+        } => {
+            let pr = c
+                .open_pr(&NewPr {
+                    branch,
+                    title,
+                    body,
+                })
+                .await?;
+            if as_json {
+                json(&pr);
+            } else {
+                println!("#{} {} ({} -> {})", pr.number, pr.title, pr.branch, pr.base);
+            }
+        }
+        PrCommand::List {
+            state,
+            author,
+            limit,
+            json: as_json,
+        } => {
+            let prs = c
+                .list_prs(state.as_deref(), author.as_deref(), limit)
+                .await?;
+            if as_json {
+                json(&prs);
+            } else if prs.is_empty() {
+                eprintln!("no pull requests");
+            } else {
+                for p in prs {
+                    println!(
+                        "#{:<4} {:<7} {:<6} {:<24} {} ({})",
+                        p.number,
+                        p.state.as_str(),
+                        p.author,
+                        p.branch,
+                        p.title,
+                        agensh_domain::time::age(p.updated_at, now)
+                    );
+                }
+            }
+        }
+        PrCommand::View {
+            number,
+            json: as_json,
+        } => {
+            let v = c.view_pr(number).await?;
+            if as_json {
+                json(&v);
+            } else {
+                print_view(&v, now);
+            }
+        }
+        PrCommand::Review {
+            number,
+            verdict,
+            text,
+        } => {
+            Verdict::parse(&verdict)?;
+            let r = c.review_pr(number, &verdict, &text).await?;
+            println!("reviewed #{number}: {}", r.verdict.as_str());
+        }
+        PrCommand::Comment { number, text } => {
+            c.comment_pr(number, &text).await?;
+            println!("commented on #{number}");
+        }
+        PrCommand::Merge {
+            number,
+            json: as_json,
+        } => {
+            let m = c.merge_pr(number).await?;
+            if as_json {
+                json(&m);
+            } else {
+                let commit = m["pr"]["merge_commit"].as_str().unwrap_or("");
+                let short = &commit[..commit.len().min(12)];
+                if m["outcome"] == "up_to_date" {
+                    println!("#{number} is merged: main ({short}) already had every commit of it");
+                } else {
+                    println!("merged #{number} into main at {short}");
+                }
+            }
+        }
+        PrCommand::Close { number } => {
+            c.close_pr(number).await?;
+            println!("closed #{number}");
+        }
+    }
+    Ok(())
+}
+
+fn print_view(v: &Value, now: i64) {
+    let s = |v: &Value| v.as_str().unwrap_or("").to_string();
+    println!("#{} {} [{}]", v["number"], s(&v["title"]), s(&v["state"]));
+    println!(
+        "{} wants to merge {} into {}",
+        s(&v["author"]),
+        s(&v["branch"]),
+        s(&v["base"])
+    );
+    if let Some(body) = v["body"].as_str() {
+        println!("\n{body}\n");
+    }
+    if let Some(commit) = v["merge_commit"].as_str() {
+        println!("merge commit: {commit} (by {})", s(&v["closed_by"]));
+    }
+    let b = &v["branch_summary"];
+    if b.is_object() {
+        match b["mergeability"]["state"].as_str() {
+            Some("conflict") => {
+                let files: Vec<String> = b["mergeability"]["files"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(s)
+                    .collect();
+                println!("mergeable: no — conflicts in {}", files.join(", "));
+            }
+            Some("up_to_date") => println!("mergeable: main already has every commit"),
+            _ => println!("mergeable: yes"),
+        }
+        println!("commits:");
+        for c in b["commits"].as_array().into_iter().flatten() {
+            let sha = s(&c["sha"]);
+            println!(
+                "  {} {} ({})",
+                &sha[..sha.len().min(10)],
+                s(&c["subject"]),
+                s(&c["author"])
+            );
+        }
+        println!("files:");
+        for f in b["files"].as_array().into_iter().flatten() {
+            let n = |x: &Value| x.as_u64().map_or("-".to_string(), |n| n.to_string());
+            println!(
+                "  +{:<5} -{:<5} {}",
+                n(&f["added"]),
+                n(&f["removed"]),
+                s(&f["path"])
+            );
+        }
+    }
+    println!("approvals: {}", v["approvals"]);
+    for r in v["reviews"].as_array().into_iter().flatten() {
+        let at = r["created_at"].as_i64().unwrap_or(now);
+        println!(
+            "  review by {} {}: {} ({})",
+            s(&r["author"]),
+            agensh_domain::time::age(at, now),
+            s(&r["text"]),
+            s(&r["verdict"])
+        );
+    }
+    for c in v["comments"].as_array().into_iter().flatten() {
+        let at = c["created_at"].as_i64().unwrap_or(now);
+        println!(
+            "  comment by {} {}: {}",
+            s(&c["author"]),
+            agensh_domain::time::age(at, now),
+            s(&c["text"])
+        );
+    }
+}

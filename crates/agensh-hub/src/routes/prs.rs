@@ -1,0 +1,363 @@
+//! Pull requests: open, list, view, review, comment, merge (done by the hub), close.
+
+use std::time::Duration;
+
+use agensh_domain::pr::{validate_text, NewPr, PrState, PullRequest, Review, Verdict};
+use agensh_domain::{Error, ErrorKind};
+use agensh_workspace::merge::{BranchSummary, Gate, MergeOutcome, MergeRequest};
+use agensh_workspace::Workspace;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::Json;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use crate::auth::Caller;
+use crate::error::{ApiError, ApiJson, ApiQuery, ApiResult};
+use crate::metrics::inc;
+use crate::state::{now_ms, AppState};
+
+/// Most PRs one list returns.
+pub const LIST_LIMIT: usize = 500;
+
+fn workspace(s: &AppState) -> ApiResult<&Workspace> {
+    s.workspace.as_ref().ok_or_else(|| {
+        ApiError(Error::not_found(
+            "no_workspace",
+            "this hub serves no git workspace — start it on an organization made by `agensh init`",
+        ))
+    })
+}
+
+fn pr_number(n: &str) -> ApiResult<i64> {
+    let digits = n.strip_prefix('#').unwrap_or(n);
+    (!digits.is_empty() && digits.len() <= 18 && digits.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| digits.parse::<i64>().ok())
+        .flatten()
+        .filter(|n| *n > 0)
+        .ok_or_else(|| {
+            ApiError(Error::invalid(
+                "bad_pr_number",
+                format!(
+                    "\"{}\" is not a PR number — use the number `agensh pr list` shows, like 3",
+                    agensh_domain::ids::truncate_for_message(n)
+                ),
+            ))
+        })
+}
+
+pub async fn open(
+    State(s): State<AppState>,
+    caller: Caller,
+    ApiJson(pr): ApiJson<NewPr>,
+) -> ApiResult<(StatusCode, Json<PullRequest>)> {
+    pr.validate(&caller.id)?;
+    workspace(&s)?.branch_head(&pr.branch).await?;
+    let opened = s.store.open_pr(&caller.id, pr, now_ms()).await?;
+    Ok((StatusCode::CREATED, Json(opened)))
+}
+
+#[derive(Deserialize)]
+pub struct ListQuery {
+    state: Option<String>,
+    author: Option<String>,
+    limit: Option<usize>,
+}
+
+pub async fn list(
+    State(s): State<AppState>,
+    _caller: Caller,
+    ApiQuery(q): ApiQuery<ListQuery>,
+) -> ApiResult<Json<Vec<PullRequest>>> {
+    let state = q.state.as_deref().map(PrState::parse).transpose()?;
+    let limit = match q.limit {
+        None => 100,
+        Some(n) if (1..=LIST_LIMIT).contains(&n) => n,
+        Some(n) => {
+            return Err(Error::invalid(
+                "bad_limit",
+                format!("limit {n} is out of range — ask for 1 to {LIST_LIMIT} pull requests"),
+            )
+            .into())
+        }
+    };
+    Ok(Json(s.store.list_prs(state, q.author, limit).await?))
+}
+
+/// A pull request with how its branch compares with `main` now.
+#[derive(Serialize)]
+pub struct PrView {
+    #[serde(flatten)]
+    pub pr: PullRequest,
+    /// Reviewers whose latest review approves.
+    pub approvals: usize,
+    /// The branch against `main`, while the PR is open and its branch exists.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub branch_summary: Option<BranchSummary>,
+}
+
+/// Reviewers whose latest review is an approval.
+fn approvals(pr: &PullRequest) -> usize {
+    let mut latest: Vec<(&str, Verdict)> = Vec::new();
+    for r in &pr.reviews {
+        match latest.iter_mut().find(|(a, _)| *a == r.author) {
+            Some(entry) => entry.1 = r.verdict,
+            None => latest.push((&r.author, r.verdict)),
+        }
+    }
+    latest
+        .iter()
+        .filter(|(_, v)| *v == Verdict::Approve)
+        .count()
+}
+
+pub async fn view(
+    State(s): State<AppState>,
+    _caller: Caller,
+    Path(n): Path<String>,
+) -> ApiResult<Json<PrView>> {
+    let pr = s.store.get_pr(pr_number(&n)?).await?;
+    let branch_summary = match (&s.workspace, pr.state) {
+        (Some(ws), PrState::Open) => match ws.summary(&pr.branch).await {
+            Ok(summary) => Some(summary),
+            Err(e) if e.kind == ErrorKind::NotFound => None,
+            Err(e) => return Err(e.into()),
+        },
+        _ => None,
+    };
+    Ok(Json(PrView {
+        approvals: approvals(&pr),
+        pr,
+        branch_summary,
+    }))
+}
+
+#[derive(Deserialize)]
+pub struct ReviewBody {
+    verdict: String,
+    text: String,
+}
+
+pub async fn review(
+    State(s): State<AppState>,
+    caller: Caller,
+    Path(n): Path<String>,
+    ApiJson(b): ApiJson<ReviewBody>,
+) -> ApiResult<(StatusCode, Json<Review>)> {
+    let verdict = Verdict::parse(&b.verdict)?;
+    validate_text("review", &b.text)?;
+    let r = s
+        .store
+        .review_pr(pr_number(&n)?, &caller.id, verdict, &b.text, now_ms())
+        .await?;
+    Ok((StatusCode::CREATED, Json(r)))
+}
+
+#[derive(Deserialize)]
+pub struct CommentBody {
+    text: String,
+}
+
+pub async fn comment(
+    State(s): State<AppState>,
+    caller: Caller,
+    Path(n): Path<String>,
+    ApiJson(b): ApiJson<CommentBody>,
+) -> ApiResult<(StatusCode, Json<agensh_domain::pr::Comment>)> {
+    validate_text("comment", &b.text)?;
+    let c = s
+        .store
+        .comment_pr(pr_number(&n)?, &caller.id, &b.text, now_ms())
+        .await?;
+    Ok((StatusCode::CREATED, Json(c)))
+}
+
+pub async fn close(
+    State(s): State<AppState>,
+    caller: Caller,
+    Path(n): Path<String>,
+) -> ApiResult<Json<PullRequest>> {
+    let number = pr_number(&n)?;
+    // Closing while the hub merges the PR would leave its commits on main under a closed PR.
+    let _slot = MergeSlot::take(&s, number)?;
+    Ok(Json(s.store.close_pr(number, &caller.id, now_ms()).await?))
+}
+
+/// Releases a PR's merge slot when the merge request ends, however it ends.
+struct MergeSlot<'a> {
+    s: &'a AppState,
+    number: i64,
+}
+
+impl<'a> MergeSlot<'a> {
+    /// Reserves PR `number` for one merge or close at a time.
+    fn take(s: &'a AppState, number: i64) -> ApiResult<Self> {
+        if !s.merging.lock().expect("merging lock").insert(number) {
+            return Err(Error::conflict(
+                "merge_in_progress",
+                format!("PR #{number} is being merged right now — wait for that merge to finish"),
+            )
+            .into());
+        }
+        Ok(MergeSlot { s, number })
+    }
+}
+
+impl Drop for MergeSlot<'_> {
+    fn drop(&mut self) {
+        self.s
+            .merging
+            .lock()
+            .expect("merging lock")
+            .remove(&self.number);
+    }
+}
+
+/// What a successful merge answers.
+#[derive(Serialize)]
+pub struct Merged {
+    pub pr: PullRequest,
+    #[serde(flatten)]
+    pub outcome: MergeOutcome,
+}
+
+pub async fn merge(
+    State(s): State<AppState>,
+    caller: Caller,
+    Path(n): Path<String>,
+) -> ApiResult<Json<Merged>> {
+    let number = pr_number(&n)?;
+    let ws = workspace(&s)?;
+    let _slot = MergeSlot::take(&s, number)?;
+    let pr = s.store.get_pr(number).await?;
+    if pr.state != PrState::Open {
+        return Err(Error::conflict(
+            "pr_not_open",
+            format!(
+                "PR #{number} is {} — only open PRs merge; open a new PR for further changes",
+                pr.state.as_str()
+            ),
+        )
+        .into());
+    }
+    let needed = s.config.merge.required_approvals as usize;
+    let have = approvals(&pr);
+    if have < needed {
+        return Err(Error::conflict(
+            "needs_approval",
+            format!("PR #{number} has {have} approving review(s); this organization needs {needed} — ask peers to review it"),
+        )
+        .into());
+    }
+    let gate = (!s.config.merge.gate.trim().is_empty()).then(|| Gate {
+        command: s.config.merge.gate.clone(),
+        timeout: Duration::from_secs(s.config.merge.gate_timeout_secs),
+    });
+    let req = MergeRequest {
+        branch: pr.branch.clone(),
+        message: format!(
+            "Merge PR #{number}: {}\n\nBranch: {}\nAuthor: {}\nMerged-by: {}\n",
+            pr.title, pr.branch, pr.author, caller.id
+        ),
+        gate,
+    };
+    // Gated merges take turns (a merge queue): each gate runs once on what main becomes,
+    // instead of every racing merge re-running its gate after each lost race.
+    let _turn = match req.gate {
+        Some(_) => Some(s.gate_queue.lock().await),
+        None => None,
+    };
+    let outcome = ws.merge(&req).await?;
+    let now = now_ms();
+    let refused = match &outcome {
+        MergeOutcome::Merged { commit, .. } => {
+            inc(&s.metrics.merges);
+            let pr = s
+                .store
+                .mark_merged(number, &caller.id, commit, true, now)
+                .await?;
+            return Ok(Json(Merged { pr, outcome }));
+        }
+        MergeOutcome::UpToDate { .. } => {
+            // Every commit of the branch is on main already: the PR is done.
+            let main = ws
+                .git()
+                .resolve("refs/heads/main")
+                .await?
+                .unwrap_or_default();
+            let pr = s
+                .store
+                .mark_merged(number, &caller.id, &main, false, now)
+                .await?;
+            return Ok(Json(Merged { pr, outcome }));
+        }
+        MergeOutcome::Conflict { files } => {
+            inc(&s.metrics.merge_conflicts);
+            Error::conflict(
+                "merge_conflict",
+                format!(
+                    "PR #{number} conflicts with main in {} — merge main into {} (git pull origin main), resolve, push, and merge again",
+                    files.join(", "),
+                    pr.branch
+                ),
+            )
+        }
+        MergeOutcome::GateFailed {
+            exit,
+            timed_out,
+            output_tail,
+        } => {
+            inc(&s.metrics.gate_failures);
+            let how = if *timed_out {
+                format!("ran longer than {} s", s.config.merge.gate_timeout_secs)
+            } else {
+                format!(
+                    "exited with {}",
+                    exit.map_or("a signal".to_string(), |c| c.to_string())
+                )
+            };
+            let tail = redact_tokens(&s, output_tail);
+            let shown = if tail.trim().is_empty() {
+                "It printed nothing.".to_string()
+            } else {
+                format!("Last output:\n{tail}")
+            };
+            Error::conflict(
+                "gate_failed",
+                format!(
+                    "the merge gate `{}` {how} on the merged tree of PR #{number}; main did not move — fix the branch and merge again. {shown}",
+                    s.config.merge.gate
+                ),
+            )
+        }
+    };
+    let details = match outcome {
+        MergeOutcome::GateFailed {
+            exit,
+            timed_out,
+            output_tail,
+        } => MergeOutcome::GateFailed {
+            exit,
+            timed_out,
+            output_tail: redact_tokens(&s, &output_tail),
+        },
+        other => other,
+    };
+    let reason = json!({ "code": refused.code, "message": refused.message, "details": details });
+    s.store
+        .merge_failed(number, &caller.id, reason, now)
+        .await?;
+    Err(refused.into())
+}
+
+/// `text` with every token the hub knows replaced: a gate runs a branch's code as the
+/// hub's user, and its output goes back to workers.
+fn redact_tokens(s: &AppState, text: &str) -> String {
+    let mut out = text.replace(&s.admin_token, "[token redacted]");
+    for token in s.tokens.read().expect("tokens lock").keys() {
+        if out.contains(token.as_str()) {
+            out = out.replace(token.as_str(), "[token redacted]");
+        }
+    }
+    out
+}

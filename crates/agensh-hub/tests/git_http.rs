@@ -1,0 +1,534 @@
+//! git smart HTTP at `/git/workspace.git` and the push policy hook, driven by real `git`
+//! processes: clone, fetch and push with worker credentials; pushes into the bare
+//! repository by path from a worker's checkout.
+
+use std::borrow::BorrowMut;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::Arc;
+
+use agensh_client::Client;
+use agensh_domain::config::Config;
+use agensh_domain::event::kinds;
+use agensh_hub::RunningHub;
+use agensh_store::SqliteStore;
+use agensh_workspace::Workspace;
+use tempfile::TempDir;
+
+/// An organization directory with a seeded workspace and a hub serving it.
+struct Org {
+    tmp: TempDir,
+    hub: RunningHub,
+    /// (id, token) of each worker, in id order.
+    workers: Vec<(String, String)>,
+}
+
+impl Org {
+    async fn start(workers: usize) -> Org {
+        let tmp = tempfile::tempdir().unwrap();
+        let state = tmp.path().join("org").join(".agensh");
+        std::fs::create_dir_all(&state).unwrap();
+        let bare = state.join("workspace.git");
+        let seed = tmp.path().join("seed");
+        std::fs::create_dir_all(&seed).unwrap();
+        run_ok(git(tmp.path(), &["init", "--quiet", "--bare", "-b", "main"]).arg(&bare)).await;
+        run_ok(git(&seed, &["init", "--quiet", "-b", "main"])).await;
+        std::fs::write(seed.join("README.md"), "hello\n").unwrap();
+        run_ok(git(&seed, &["add", "."])).await;
+        run_ok(git(&seed, &["commit", "--quiet", "-m", "seed"])).await;
+        run_ok(git(&seed, &["push", "--quiet"]).arg(&bare).arg("main")).await;
+
+        let store = SqliteStore::open(&state.join("store.sqlite")).unwrap();
+        let ws = Workspace::open(&bare).unwrap();
+        let hub = agensh_hub::start_with_workspace(
+            Arc::new(store),
+            Some(ws),
+            Config::with_goal("test"),
+            "127.0.0.1:0",
+        )
+        .await
+        .unwrap();
+        let workers = if workers > 0 {
+            Client::new(&hub.url, &hub.admin_token)
+                .add_workers(workers)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|w| (w.id, w.token))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        Org { tmp, hub, workers }
+    }
+
+    fn org_dir(&self) -> PathBuf {
+        self.tmp.path().join("org")
+    }
+
+    fn bare(&self) -> PathBuf {
+        self.org_dir().join(".agensh").join("workspace.git")
+    }
+
+    fn token(&self, id: &str) -> &str {
+        &self.workers.iter().find(|(w, _)| w == id).unwrap().1
+    }
+
+    /// The workspace URL with `user:token` credentials.
+    fn url_as(&self, user: &str, token: &str) -> String {
+        let host = self.hub.url.strip_prefix("http://").unwrap();
+        format!("http://{user}:{token}@{host}/git/workspace.git")
+    }
+
+    fn url(&self, id: &str) -> String {
+        if id == "admin" {
+            self.url_as("admin", &self.hub.admin_token)
+        } else {
+            self.url_as(id, self.token(id))
+        }
+    }
+
+    /// A scratch directory outside the organization.
+    fn scratch(&self, name: &str) -> PathBuf {
+        self.tmp.path().join(name)
+    }
+
+    /// Clones over HTTP as `id` into the scratch directory `name`.
+    async fn clone_as(&self, id: &str, name: &str) -> PathBuf {
+        let dir = self.scratch(name);
+        run_ok(git(self.tmp.path(), &["clone", "--quiet", &self.url(id)]).arg(&dir)).await;
+        dir
+    }
+
+    /// The commit `refname` points at in the bare repository.
+    fn resolve(&self, refname: &str) -> Option<String> {
+        let out = Command::new("git")
+            .arg("--git-dir")
+            .arg(self.bare())
+            .args(["rev-parse", "--verify", "--quiet", refname])
+            .output()
+            .unwrap();
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+    }
+}
+
+/// A `git` command in `dir` that uses no credential helper, never prompts, ignores the
+/// user's configuration and commits as a test identity.
+fn git(dir: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new("git");
+    c.current_dir(dir)
+        .args(["-c", "credential.helper=", "-c", "init.defaultBranch=main"])
+        .args(args)
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_AUTHOR_NAME", "Test")
+        .env("GIT_AUTHOR_EMAIL", "test@example.invalid")
+        .env("GIT_COMMITTER_NAME", "Test")
+        .env("GIT_COMMITTER_EMAIL", "test@example.invalid")
+        .env_remove("AGENSH_PUSHER")
+        .env_remove("GIT_DIR");
+    c
+}
+
+/// Runs a git command off the runtime's threads (the hub serves on them).
+async fn run(mut cmd: impl BorrowMut<Command>) -> Output {
+    let mut cmd = std::mem::replace(cmd.borrow_mut(), Command::new("true"));
+    tokio::task::spawn_blocking(move || cmd.output().expect("git runs"))
+        .await
+        .unwrap()
+}
+
+async fn run_ok(cmd: impl BorrowMut<Command>) -> Output {
+    let out = run(cmd).await;
+    assert!(
+        out.status.success(),
+        "git failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// Runs `cmd`, expects it to fail, returns its standard error.
+async fn run_err(cmd: impl BorrowMut<Command>) -> String {
+    let out = run(cmd).await;
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "git succeeded unexpectedly: {err}");
+    err
+}
+
+/// Writes `name` with `text` in `dir` and commits it.
+async fn commit(dir: &Path, name: &str, text: &str) {
+    std::fs::write(dir.join(name), text).unwrap();
+    run_ok(git(dir, &["add", name])).await;
+    run_ok(git(dir, &["commit", "--quiet", "-m", name])).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn workers_clone_and_push_only_their_own_branches() {
+    let org = Org::start(2).await;
+    let c1 = org.clone_as("w01", "c1").await;
+    assert_eq!(
+        std::fs::read_to_string(c1.join("README.md")).unwrap(),
+        "hello\n"
+    );
+    let main_before = org.resolve("refs/heads/main");
+
+    commit(&c1, "a.txt", "a\n").await;
+    run_ok(git(
+        &c1,
+        &["push", "--quiet", "origin", "HEAD:refs/heads/w01/feature"],
+    ))
+    .await;
+    let head = String::from_utf8(run_ok(git(&c1, &["rev-parse", "HEAD"])).await.stdout).unwrap();
+    assert_eq!(
+        org.resolve("refs/heads/w01/feature").as_deref(),
+        Some(head.trim())
+    );
+
+    let err = run_err(git(&c1, &["push", "origin", "HEAD:main"])).await;
+    assert!(err.contains("pull request"), "{err}");
+    assert!(err.contains("agensh pr open w01/<name>"), "{err}");
+    assert_eq!(
+        org.resolve("refs/heads/main"),
+        main_before,
+        "main did not move"
+    );
+
+    let err = run_err(git(&c1, &["push", "origin", "HEAD:refs/heads/w02/x"])).await;
+    assert!(err.contains("refs/heads/w01/<name>"), "{err}");
+    assert!(org.resolve("refs/heads/w02/x").is_none());
+
+    let err = run_err(git(&c1, &["push", "origin", "HEAD:refs/tags/v1"])).await;
+    assert!(err.contains("refs/heads/w01/<name>"), "{err}");
+
+    run_ok(git(
+        &c1,
+        &["push", "--quiet", "origin", ":refs/heads/w01/feature"],
+    ))
+    .await;
+    assert!(org.resolve("refs/heads/w01/feature").is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn credentials_are_required_and_must_match() {
+    let org = Org::start(2).await;
+    let wrong = org.url_as("w01", "agw_not_a_token");
+    let err =
+        run_err(git(org.tmp.path(), &["clone", "--quiet", &wrong]).arg(org.scratch("x"))).await;
+    assert!(
+        err.contains("401") || err.contains("Authentication failed"),
+        "{err}"
+    );
+    // Another worker's token under my id.
+    let swapped = org.url_as("w01", org.token("w02"));
+    run_err(git(org.tmp.path(), &["clone", "--quiet", &swapped]).arg(org.scratch("y"))).await;
+
+    let http = reqwest::Client::new();
+    let info = format!(
+        "{}/git/workspace.git/info/refs?service=git-upload-pack",
+        org.hub.url
+    );
+    let resp = http.get(&info).send().await.unwrap();
+    assert_eq!(resp.status(), 401);
+    assert_eq!(
+        resp.headers()["www-authenticate"].to_str().unwrap(),
+        "Basic realm=\"agensh\""
+    );
+    let body: serde_json::Value = resp.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "unauthorized");
+
+    let resp = http
+        .get(&info)
+        .basic_auth("admin", Some(org.token("w01")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 401, "a worker token is not the admin's");
+
+    let resp = http
+        .get(&info)
+        .bearer_auth(org.token("w02"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(
+        resp.headers()["content-type"].to_str().unwrap(),
+        "application/x-git-upload-pack-advertisement"
+    );
+
+    // Nothing else of the repository is served.
+    for path in [
+        "HEAD",
+        "objects/info/packs",
+        "config",
+        "hooks/pre-receive",
+        "info/refs",
+        "info/refs?service=git-upload-archive",
+    ] {
+        let resp = http
+            .get(format!("{}/git/workspace.git/{path}", org.hub.url))
+            .basic_auth("w01", Some(org.token("w01")))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 404, "{path}");
+        let body: serde_json::Value = resp.json().await.unwrap();
+        assert!(body["error"]["code"].is_string(), "{body}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_hub_without_a_workspace_serves_no_git() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(&tmp.path().join("store.sqlite")).unwrap();
+    let hub = agensh_hub::start(Arc::new(store), Config::with_goal("test"), "127.0.0.1:0")
+        .await
+        .unwrap();
+    let resp = reqwest::Client::new()
+        .get(format!(
+            "{}/git/workspace.git/info/refs?service=git-upload-pack",
+            hub.url
+        ))
+        .basic_auth("admin", Some(&hub.admin_token))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 404);
+    let body: serde_json::Value = resp.json().await.unwrap();
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("this hub serves no git workspace"),
+        "{body}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn admin_pushes_main_and_workers_hear_of_it() {
+    let org = Org::start(2).await;
+    let a = org.clone_as("admin", "a").await;
+    commit(&a, "admin.txt", "by admin\n").await;
+    run_ok(git(&a, &["push", "--quiet", "origin", "HEAD:main"])).await;
+    let main = org.resolve("refs/heads/main").unwrap();
+    let head = String::from_utf8(run_ok(git(&a, &["rev-parse", "HEAD"])).await.stdout).unwrap();
+    assert_eq!(main, head.trim());
+
+    // The push's answer ends only after the announcement is stored.
+    let events = org.hub.store().pending_events("w02", 0, 10).await.unwrap();
+    let updated: Vec<_> = events
+        .iter()
+        .filter(|e| e.kind == kinds::MAIN_UPDATED)
+        .collect();
+    assert_eq!(updated.len(), 1, "{events:?}");
+    assert_eq!(updated[0].payload["commit"], main.as_str(), "{events:?}");
+    assert_eq!(updated[0].source.as_deref(), Some("admin"));
+
+    // A push that leaves main alone announces nothing.
+    commit(&a, "b.txt", "b\n").await;
+    run_ok(git(
+        &a,
+        &["push", "--quiet", "origin", "HEAD:refs/heads/admin-side"],
+    ))
+    .await;
+    let events = org.hub.store().pending_events("w02", 0, 10).await.unwrap();
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| e.kind == kinds::MAIN_UPDATED)
+            .count(),
+        1
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn workers_fetch_each_others_branches() {
+    let org = Org::start(2).await;
+    let c1 = org.clone_as("w01", "c1").await;
+    let c2 = org.clone_as("w02", "c2").await;
+    commit(&c2, "two.txt", "from w02\n").await;
+    run_ok(git(
+        &c2,
+        &["push", "--quiet", "origin", "HEAD:refs/heads/w02/y"],
+    ))
+    .await;
+
+    run_ok(git(&c1, &["fetch", "--quiet", "origin"])).await;
+    let out = run_ok(git(&c1, &["show", "origin/w02/y:two.txt"])).await;
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "from w02\n");
+}
+
+/// Bytes that do not compress.
+fn noise(len: usize, mut seed: u64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(len + 8);
+    while out.len() < len {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        out.extend_from_slice(&seed.to_le_bytes());
+    }
+    out.truncate(len);
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn large_pushes_and_fetches_stream() {
+    let org = Org::start(2).await;
+    let c1 = org.clone_as("w01", "c1").await;
+    std::fs::write(c1.join("big.bin"), noise(6 << 20, 0x9e37_79b9_7f4a_7c15)).unwrap();
+    run_ok(git(&c1, &["add", "big.bin"])).await;
+    run_ok(git(&c1, &["commit", "--quiet", "-m", "big"])).await;
+    run_ok(git(
+        &c1,
+        &["push", "--quiet", "origin", "HEAD:refs/heads/w01/big"],
+    ))
+    .await;
+    assert!(org.resolve("refs/heads/w01/big").is_some());
+
+    let c2 = org.clone_as("w02", "c2").await;
+    run_ok(git(&c2, &["fetch", "--quiet", "origin"])).await;
+    let out = run_ok(git(&c2, &["cat-file", "-s", "origin/w01/big:big.bin"])).await;
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        (6 << 20).to_string()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn local_pushes_follow_the_policy_by_checkout_directory() {
+    let org = Org::start(2).await;
+    let bare = org.bare();
+    let bare = bare.to_str().unwrap();
+
+    // A worker's own checkout, as the node makes it.
+    let workers = org.org_dir().join("workers");
+    std::fs::create_dir_all(&workers).unwrap();
+    run_ok(git(&workers, &["clone", "--quiet", bare, "w01"])).await;
+    let w01 = workers.join("w01");
+    commit(&w01, "local.txt", "local\n").await;
+    run_ok(git(
+        &w01,
+        &["push", "--quiet", "origin", "HEAD:refs/heads/w01/local"],
+    ))
+    .await;
+    assert!(org.resolve("refs/heads/w01/local").is_some());
+
+    // From a subdirectory of the checkout, too.
+    std::fs::create_dir_all(w01.join("src")).unwrap();
+    run_ok(git(
+        &w01.join("src"),
+        &["push", "--quiet", "origin", "HEAD:refs/heads/w01/sub"],
+    ))
+    .await;
+
+    let err = run_err(git(&w01, &["push", "origin", "HEAD:main"])).await;
+    assert!(err.contains("pull request"), "{err}");
+    let err = run_err(git(&w01, &["push", "origin", "HEAD:refs/heads/w02/x"])).await;
+    assert!(err.contains("refs/heads/w01/<name>"), "{err}");
+
+    // The environment names the pusher over the directory.
+    let err = run_err(
+        git(&w01, &["push", "origin", "HEAD:refs/heads/w01/x"]).env("AGENSH_PUSHER", "w02"),
+    )
+    .await;
+    assert!(err.contains("w02 may not push refs/heads/w01/x"), "{err}");
+    assert!(org.resolve("refs/heads/w01/x").is_none());
+
+    // Outside any worker's checkout nobody is known.
+    let outside = org.scratch("outside");
+    run_ok(git(org.tmp.path(), &["clone", "--quiet", bare, "outside"])).await;
+    commit(&outside, "o.txt", "o\n").await;
+    let err = run_err(git(&outside, &["push", "origin", "HEAD:refs/heads/w01/o"])).await;
+    assert!(err.contains("cannot tell which worker is pushing"), "{err}");
+    assert!(err.contains("over HTTP"), "{err}");
+    assert!(err.contains("workers/<id>/"), "{err}");
+    assert!(err.contains("AGENSH_PUSHER"), "{err}");
+    assert!(org.resolve("refs/heads/w01/o").is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn gzipped_requests_are_inflated_by_git() {
+    let org = Org::start(1).await;
+    let main = org.resolve("refs/heads/main").unwrap();
+    let request = format!("0032want {main}\n00000009done\n");
+    let gz = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(gz.path(), &request).unwrap();
+    let out = Command::new("gzip")
+        .arg("-c")
+        .arg(gz.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let resp = reqwest::Client::new()
+        .post(format!("{}/git/workspace.git/git-upload-pack", org.hub.url))
+        .basic_auth("w01", Some(org.token("w01")))
+        .header("content-type", "application/x-git-upload-pack-request")
+        .header("content-encoding", "gzip")
+        .body(out.stdout)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(
+        resp.headers()["content-type"].to_str().unwrap(),
+        "application/x-git-upload-pack-result"
+    );
+    let body = resp.bytes().await.unwrap();
+    assert!(body.starts_with(b"0008NAK\n"), "{body:?}");
+    assert!(body.windows(4).any(|w| w == b"PACK"), "a pack follows");
+}
+
+/// git processes serving the organization whose state directory is `state`.
+fn backends_in(state: &Path) -> usize {
+    let state = state.canonicalize().unwrap();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .bytes()
+                .all(|b| b.is_ascii_digit())
+        })
+        .filter(|e| {
+            let cmdline = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+            let cmdline = String::from_utf8_lossy(&cmdline);
+            let cwd = std::fs::read_link(e.path().join("cwd")).unwrap_or_default();
+            (cmdline.contains("http-backend") || cmdline.contains("receive-pack"))
+                && cwd.starts_with(&state)
+        })
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_backend_ends_when_the_client_goes_away() {
+    use tokio::io::AsyncWriteExt;
+    let org = Org::start(1).await;
+    let state = org.org_dir().join(".agensh");
+    let mut conn = tokio::net::TcpStream::connect(org.hub.addr).await.unwrap();
+    let head = format!(
+        "POST /git/workspace.git/git-receive-pack HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\nContent-Type: application/x-git-receive-pack-request\r\nContent-Length: 1000000\r\n\r\n",
+        org.hub.addr,
+        org.token("w01")
+    );
+    conn.write_all(head.as_bytes()).await.unwrap();
+    conn.flush().await.unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while backends_in(&state) == 0 {
+        assert!(std::time::Instant::now() < deadline, "the backend starts");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    drop(conn);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while backends_in(&state) > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the backend is still running after its client left"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}

@@ -1,0 +1,364 @@
+//! Merging in the bare repository with real git: disjoint changes, conflicts, gates,
+//! and many merges racing for `main`.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use agensh_workspace::checkout;
+use agensh_workspace::merge::{Gate, MergeOutcome, MergeRequest, Mergeability};
+use agensh_workspace::seed::{self, Source};
+use agensh_workspace::{Git, Workspace};
+
+struct Org {
+    _tmp: tempfile::TempDir,
+    root: PathBuf,
+    ws: Workspace,
+}
+
+async fn org() -> Org {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("org");
+    let src = tmp.path().join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::write(src.join("shared.txt"), "one\ntwo\nthree\n").unwrap();
+    let ws = seed::create(
+        &root.join(".agensh/workspace.git"),
+        Source::Dir(&src),
+        "test",
+    )
+    .await
+    .unwrap();
+    Org {
+        _tmp: tmp,
+        root,
+        ws,
+    }
+}
+
+/// Commits `files` on `branch` in `worker`'s checkout and pushes it.
+async fn push_branch(org: &Org, worker: &str, branch: &str, files: &[(&str, &str)]) {
+    let dir = checkout::checkout_dir(&org.root, worker);
+    checkout::create(&org.ws, worker, &dir).await.unwrap();
+    let g = Git::worktree(&dir);
+    g.run(["checkout", "--quiet", "-B", branch, "origin/main"])
+        .await
+        .unwrap();
+    for (path, text) in files {
+        let p = dir.join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+        g.run(["add", path]).await.unwrap();
+    }
+    g.run(["commit", "--quiet", "-m", &format!("change on {branch}")])
+        .await
+        .unwrap();
+    let mut push = g.command(["push", "--quiet", "--force", "origin", branch]);
+    push.env("AGENSH_PUSHER", worker);
+    let out = push.output().await.unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn request(branch: &str) -> MergeRequest {
+    MergeRequest {
+        branch: branch.into(),
+        message: format!("Merge {branch}"),
+        gate: None,
+    }
+}
+
+async fn main_files(ws: &Workspace) -> Vec<String> {
+    let out = ws
+        .git()
+        .run(["ls-tree", "-r", "--name-only", "main"])
+        .await
+        .unwrap();
+    out.lines().map(str::to_string).collect()
+}
+
+async fn main_head(ws: &Workspace) -> String {
+    ws.git().run(["rev-parse", "main"]).await.unwrap()
+}
+
+async fn assert_fsck_clean(ws: &Workspace) {
+    let out = ws
+        .git()
+        .output(["fsck", "--strict", "--no-progress"])
+        .await
+        .unwrap();
+    assert!(out.success(), "fsck: {}{}", out.stdout, out.stderr);
+}
+
+#[tokio::test]
+async fn a_branch_merges_into_main_with_a_merge_commit() {
+    let org = org().await;
+    push_branch(&org, "w01", "w01/feature", &[("a.txt", "a\n")]).await;
+    let before = main_head(&org.ws).await;
+    let MergeOutcome::Merged { commit, head, .. } =
+        org.ws.merge(&request("w01/feature")).await.unwrap()
+    else {
+        panic!("not merged")
+    };
+    assert_eq!(main_head(&org.ws).await, commit);
+    let parents = org
+        .ws
+        .git()
+        .run(["rev-parse", &format!("{commit}^1"), &format!("{commit}^2")])
+        .await
+        .unwrap();
+    assert_eq!(parents, format!("{before}\n{head}"));
+    assert!(main_files(&org.ws).await.contains(&"a.txt".to_string()));
+    assert_fsck_clean(&org.ws).await;
+}
+
+#[tokio::test]
+async fn a_merged_branch_is_up_to_date() {
+    let org = org().await;
+    push_branch(&org, "w01", "w01/feature", &[("a.txt", "a\n")]).await;
+    org.ws.merge(&request("w01/feature")).await.unwrap();
+    let again = org.ws.merge(&request("w01/feature")).await.unwrap();
+    assert!(matches!(again, MergeOutcome::UpToDate { .. }), "{again:?}");
+}
+
+#[tokio::test]
+async fn two_branches_editing_the_same_lines_conflict_and_name_the_file() {
+    let org = org().await;
+    push_branch(
+        &org,
+        "w01",
+        "w01/edit",
+        &[("shared.txt", "one\nTWO by w01\nthree\n")],
+    )
+    .await;
+    push_branch(
+        &org,
+        "w02",
+        "w02/edit",
+        &[("shared.txt", "one\nTWO by w02\nthree\n")],
+    )
+    .await;
+    assert!(matches!(
+        org.ws.merge(&request("w01/edit")).await.unwrap(),
+        MergeOutcome::Merged { .. }
+    ));
+    let head = main_head(&org.ws).await;
+    let second = org.ws.merge(&request("w02/edit")).await.unwrap();
+    assert_eq!(
+        second,
+        MergeOutcome::Conflict {
+            files: vec!["shared.txt".into()]
+        }
+    );
+    assert_eq!(main_head(&org.ws).await, head, "main did not move");
+    let summary = org.ws.summary("w02/edit").await.unwrap();
+    assert_eq!(
+        summary.mergeability,
+        Mergeability::Conflict {
+            files: vec!["shared.txt".into()]
+        }
+    );
+    assert_fsck_clean(&org.ws).await;
+}
+
+#[tokio::test]
+async fn an_unknown_branch_is_a_clear_not_found() {
+    let org = org().await;
+    let e = org.ws.merge(&request("w01/nothing")).await.unwrap_err();
+    assert_eq!(e.code, "unknown_branch");
+    assert!(e.message.contains("push it first"));
+}
+
+#[tokio::test]
+async fn summary_lists_commits_and_changed_files() {
+    let org = org().await;
+    push_branch(
+        &org,
+        "w01",
+        "w01/feature",
+        &[("a.txt", "a\nb\n"), ("dir/b.txt", "b\n")],
+    )
+    .await;
+    let s = org.ws.summary("w01/feature").await.unwrap();
+    assert_eq!(s.commits.len(), 1);
+    assert_eq!(s.commits[0].author, "w01");
+    let files: Vec<(&str, Option<u64>)> =
+        s.files.iter().map(|f| (f.path.as_str(), f.added)).collect();
+    assert_eq!(files, vec![("a.txt", Some(2)), ("dir/b.txt", Some(1))]);
+    assert_eq!(s.mergeability, Mergeability::Mergeable);
+}
+
+#[tokio::test]
+async fn a_passing_gate_lets_main_move() {
+    let org = org().await;
+    push_branch(&org, "w01", "w01/feature", &[("ok.txt", "fine\n")]).await;
+    let mut req = request("w01/feature");
+    req.gate = Some(Gate {
+        command: "test -f ok.txt && test -f shared.txt".into(),
+        timeout: Duration::from_secs(30),
+    });
+    assert!(matches!(
+        org.ws.merge(&req).await.unwrap(),
+        MergeOutcome::Merged { .. }
+    ));
+}
+
+#[tokio::test]
+async fn a_failing_gate_refuses_the_merge_with_the_tail_of_its_output() {
+    let org = org().await;
+    push_branch(&org, "w01", "w01/feature", &[("bad.txt", "broken\n")]).await;
+    let head = main_head(&org.ws).await;
+    let mut req = request("w01/feature");
+    req.gate = Some(Gate {
+        command: "seq 1 100; echo 'test parser ... FAILED'; exit 3".into(),
+        timeout: Duration::from_secs(30),
+    });
+    let MergeOutcome::GateFailed {
+        exit,
+        timed_out,
+        output_tail,
+    } = org.ws.merge(&req).await.unwrap()
+    else {
+        panic!("the gate did not refuse")
+    };
+    assert_eq!((exit, timed_out), (Some(3), false));
+    assert!(
+        output_tail.ends_with("test parser ... FAILED"),
+        "{output_tail}"
+    );
+    assert!(!output_tail.contains("\n50\n"), "only the tail is kept");
+    assert_eq!(main_head(&org.ws).await, head);
+    let worktrees = org
+        .ws
+        .git()
+        .run(["worktree", "list", "--porcelain"])
+        .await
+        .unwrap();
+    assert_eq!(
+        worktrees.matches("worktree ").count(),
+        1,
+        "the scratch worktree is removed: {worktrees}"
+    );
+}
+
+#[tokio::test]
+async fn a_gate_does_not_see_the_hubs_secrets_in_its_environment() {
+    let org = org().await;
+    push_branch(&org, "w01", "w01/feature", &[("x.txt", "x\n")]).await;
+    std::env::set_var("AGENSH_TOKEN", "agw_secret_of_the_hub");
+    let mut req = request("w01/feature");
+    req.gate = Some(Gate {
+        command: "env; exit 1".into(),
+        timeout: Duration::from_secs(30),
+    });
+    let out = org.ws.merge(&req).await.unwrap();
+    std::env::remove_var("AGENSH_TOKEN");
+    let MergeOutcome::GateFailed { output_tail, .. } = out else {
+        panic!("{out:?}")
+    };
+    assert!(
+        output_tail.contains("PATH="),
+        "the gate sees an ordinary environment"
+    );
+    assert!(!output_tail.contains("agw_secret_of_the_hub"));
+}
+
+#[tokio::test]
+async fn background_processes_of_a_passing_gate_do_not_outlive_it() {
+    let org = org().await;
+    push_branch(&org, "w01", "w01/feature", &[("x.txt", "x\n")]).await;
+    let marker = org.root.join("leftover-ran");
+    let mut req = request("w01/feature");
+    req.gate = Some(Gate {
+        command: format!("(sleep 2; touch {}) & exit 0", marker.display()),
+        timeout: Duration::from_secs(30),
+    });
+    let started = Instant::now();
+    let out = org.ws.merge(&req).await.unwrap();
+    assert!(matches!(out, MergeOutcome::Merged { .. }), "{out:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "the merge did not wait for the leftover"
+    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(!marker.exists(), "the leftover was killed with the gate");
+}
+
+#[tokio::test]
+async fn a_gate_that_runs_too_long_is_killed_with_its_children() {
+    let org = org().await;
+    push_branch(&org, "w01", "w01/feature", &[("x.txt", "x\n")]).await;
+    let marker = org.root.join("child-survived");
+    let mut req = request("w01/feature");
+    req.gate = Some(Gate {
+        command: format!("(sleep 3; touch {}) & sleep 30", marker.display()),
+        timeout: Duration::from_millis(500),
+    });
+    let started = Instant::now();
+    let out = org.ws.merge(&req).await.unwrap();
+    assert!(
+        matches!(
+            out,
+            MergeOutcome::GateFailed {
+                timed_out: true,
+                ..
+            }
+        ),
+        "{out:?}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(10));
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert!(
+        !marker.exists(),
+        "the gate's background child was killed too"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn thirty_two_disjoint_merges_racing_for_main_all_land() {
+    let org = org().await;
+    let mut branches = Vec::new();
+    for i in 0..32 {
+        let worker = format!("w{:02}", i + 1);
+        let branch = format!("{worker}/part");
+        push_branch(
+            &org,
+            &worker,
+            &branch,
+            &[(&format!("parts/{i}.txt"), "done\n")],
+        )
+        .await;
+        branches.push(branch);
+    }
+    let mut merges = Vec::new();
+    for b in &branches {
+        let ws = org.ws.clone();
+        let req = request(b);
+        merges.push(tokio::spawn(async move { ws.merge(&req).await }));
+    }
+    let mut attempts = 0;
+    for m in merges {
+        match m.await.unwrap().unwrap() {
+            MergeOutcome::Merged { attempts: a, .. } => attempts += a,
+            other => panic!("not merged: {other:?}"),
+        }
+    }
+    let files = main_files(&org.ws).await;
+    for i in 0..32 {
+        assert!(
+            files.contains(&format!("parts/{i}.txt")),
+            "part {i} missing from main"
+        );
+    }
+    let merges_on_main = org
+        .ws
+        .git()
+        .run(["rev-list", "--merges", "--count", "main"])
+        .await
+        .unwrap();
+    assert_eq!(merges_on_main, "32");
+    assert!(attempts >= 32);
+    assert_fsck_clean(&org.ws).await;
+}
