@@ -50,6 +50,16 @@ pub enum Command {
     Notice(NoticeArgs),
     /// Pull requests on the shared repository; the hub merges them.
     Pr(PrArgs),
+    /// MCP over stdio, bridged to the hub's /mcp: for agents that only take stdio MCP servers.
+    Mcp(McpArgs),
+    /// Agents built into agensh, speaking ACP on stdio (`script`: a deterministic agent for tests and load; never the default).
+    Agent(AgentArgs),
+    /// Run the organization: hub and node in one process, with a live line per worker.
+    Run(RunArgs),
+    /// Run workers on this machine against a hub given by URL.
+    Node(NodeArgs),
+    /// The organization's state: workers, claims, PRs, records.
+    Status(StatusArgs),
 }
 
 #[derive(Args, Debug)]
@@ -296,3 +306,75 @@ pub enum PrCommand {
     /// Close a pull request without merging it.
     Close { number: i64 },
 }
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// The organization directory.
+    #[arg(default_value = ".")]
+    pub dir: PathBuf,
+    /// Workers (default from agensh.toml).
+    #[arg(long)]
+    pub workers: Option<usize>,
+    /// The agent: script or acp (default from agensh.toml).
+    #[arg(long)]
+    pub agent: Option<String>,
+    /// For --agent script: the scenario file.
+    #[arg(long)]
+    pub scenario: Option<PathBuf>,
+    /// Length of the run in hours (0: until Ctrl-C).
+    #[arg(long)]
+    pub hours: Option<f64>,
+    /// Address of the hub (default from agensh.toml).
+    #[arg(long, env = "AGENSH_LISTEN")]
+    pub listen: Option<String>,
+    /// No live view; print the summary as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct NodeArgs {
+    /// Workers this node runs.
+    #[arg(long, default_value_t = 1)]
+    pub workers: usize,
+    /// Run these worker ids (default: the hub's first ones).
+    #[arg(long = "id")]
+    pub ids: Vec<String>,
+    /// The agent: script or acp (default from agensh.toml).
+    #[arg(long)]
+    pub agent: Option<String>,
+    #[arg(long)]
+    pub scenario: Option<PathBuf>,
+    #[arg(long)]
+    pub hours: Option<f64>,
+}
+
+#[derive(Args, Debug)]
+pub struct StatusArgs {
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct AgentArgs {
+    #[command(subcommand)]
+    pub command: AgentCommand,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum AgentCommand {
+    /// A deterministic agent for tests and load; never the default. Speaks ACP on
+    /// stdin/stdout and acts only through the organization tools and git, following a
+    /// scenario file (TOML: parts, templates, steps).
+    Script {
+        /// The scenario file.
+        #[arg(long)]
+        scenario: PathBuf,
+    },
+}
+
+/// `agensh mcp [--hub URL] [--token T]`: reads newline-delimited JSON-RPC on stdin, posts
+/// each message to the hub's `/mcp` as the token's worker, and writes each answer as one
+/// line on stdout. Logs go to stderr.
+#[derive(Args, Debug)]
+pub struct McpArgs {}

@@ -37,6 +37,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Events(a) => cmd::events::run(&g, a).await,
         Command::Notice(a) => cmd::events::notice(&g, a).await,
         Command::Pr(a) => cmd::pr::run(&g, a).await,
+        Command::Mcp(a) => cmd::mcp::run(&g, a).await,
+        Command::Agent(a) => cmd::agent::run(a).await,
+        Command::Run(a) => cmd::run::run(a).await,
+        Command::Node(a) => cmd::run::node(&g, a).await,
+        Command::Status(a) => cmd::run::status(&g, a).await,
     }
 }
 

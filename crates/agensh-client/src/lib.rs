@@ -2,6 +2,8 @@
 //! node and the tests. Every call acts as the identity of its token (or, with the admin
 //! token, as the worker named by [`Client::acting_as`]).
 
+pub mod mcp;
+
 use std::time::Duration;
 
 use agensh_domain::event::Event;
@@ -120,6 +122,11 @@ impl Client {
                 self.base
             ),
         )
+    }
+
+    /// Counts of workers, records, messages, events and PRs.
+    pub async fn stats(&self) -> Result<agensh_store::Stats> {
+        self.send(self.request(Method::GET, "/stats")).await
     }
 
     pub async fn whoami(&self) -> Result<WhoAmI> {

@@ -17,6 +17,45 @@ pub struct Config {
     pub board: BoardConfig,
     #[serde(default)]
     pub merge: MergeConfig,
+    #[serde(default)]
+    pub run: RunConfig,
+}
+
+/// `[run]`: how a run drives its workers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RunConfig {
+    /// Workers in the organization.
+    pub workers: usize,
+    /// The agent: `script` (tests and load), `acp` (any ACP agent, see `agent_command`).
+    pub agent: String,
+    /// For `acp`: the command line that starts the agent.
+    pub agent_command: Vec<String>,
+    /// For `script`: the scenario file.
+    pub scenario: String,
+    /// Length of the run in hours (0: no limit).
+    pub hours: f64,
+    /// Seconds between two workers' activation.
+    pub stagger_secs: f64,
+    /// Seconds without events after a turn before a continue prompt.
+    pub idle_timeout_secs: u64,
+    /// Deadline notices, in minutes before the end.
+    pub notices_minutes: Vec<f64>,
+}
+
+impl Default for RunConfig {
+    fn default() -> Self {
+        RunConfig {
+            workers: 4,
+            agent: String::new(),
+            agent_command: Vec::new(),
+            scenario: String::new(),
+            hours: 6.0,
+            stagger_secs: 2.0,
+            idle_timeout_secs: 300,
+            notices_minutes: vec![45.0, 5.0],
+        }
+    }
 }
 
 /// `[merge]`: how the hub merges pull requests into `main`.
@@ -99,6 +138,7 @@ impl Config {
             hub: HubConfig::default(),
             board: BoardConfig::default(),
             merge: MergeConfig::default(),
+            run: RunConfig::default(),
         }
     }
 
@@ -152,6 +192,29 @@ impl Config {
                 "agensh.toml: merge.required_approvals must be between 0 and 100",
             ));
         }
+        if self.run.workers == 0 || self.run.workers > crate::worker::ADD_LIMIT {
+            return Err(Error::invalid(
+                "bad_config",
+                format!(
+                    "agensh.toml: run.workers must be between 1 and {}",
+                    crate::worker::ADD_LIMIT
+                ),
+            ));
+        }
+        if !(0.0..=24.0 * 30.0).contains(&self.run.hours)
+            || !(0.0..=3600.0).contains(&self.run.stagger_secs)
+        {
+            return Err(Error::invalid(
+                "bad_config",
+                "agensh.toml: run.hours must be 0 to 720 and run.stagger_secs 0 to 3600",
+            ));
+        }
+        if self.run.idle_timeout_secs == 0 || self.run.notices_minutes.iter().any(|m| *m <= 0.0) {
+            return Err(Error::invalid(
+                "bad_config",
+                "agensh.toml: run.idle_timeout_secs and every run.notices_minutes must be positive",
+            ));
+        }
         if self.hub.max_wait_secs == 0 || self.hub.max_wait_secs > 3_600 {
             return Err(Error::invalid(
                 "bad_config",
@@ -195,6 +258,23 @@ gate = {gate}
 gate_timeout_secs = {gate_timeout}
 # Approving reviews a pull request needs before it may merge (0: none).
 required_approvals = {approvals}
+
+[run]
+# Workers in the organization (`agensh run --workers N` overrides it).
+workers = {workers}
+# The agent: "script" (a deterministic agent for tests and load; needs `scenario`), or
+# "acp" (any Agent Client Protocol agent, started with `agent_command`).
+agent = {agent}
+agent_command = {agent_command}
+scenario = {scenario}
+# Length of the run in hours (0: no limit).
+hours = {hours}
+# Seconds between two workers' activation, so many workers do not start on the same second.
+stagger_secs = {stagger}
+# Seconds without events after a turn before the worker gets a continue prompt.
+idle_timeout_secs = {idle}
+# Deadline notices, in minutes before the end of the run.
+notices_minutes = {notices}
 "#,
             body_limit = self.hub.body_limit,
             max_wait = self.hub.max_wait_secs,
@@ -203,6 +283,27 @@ required_approvals = {approvals}
             gate = toml::Value::String(self.merge.gate.clone()),
             gate_timeout = self.merge.gate_timeout_secs,
             approvals = self.merge.required_approvals,
+            workers = self.run.workers,
+            agent = toml::Value::String(self.run.agent.clone()),
+            agent_command = toml::Value::Array(
+                self.run
+                    .agent_command
+                    .iter()
+                    .cloned()
+                    .map(toml::Value::String)
+                    .collect()
+            ),
+            scenario = toml::Value::String(self.run.scenario.clone()),
+            hours = toml::Value::Float(self.run.hours),
+            stagger = toml::Value::Float(self.run.stagger_secs),
+            idle = self.run.idle_timeout_secs,
+            notices = toml::Value::Array(
+                self.run
+                    .notices_minutes
+                    .iter()
+                    .map(|m| toml::Value::Float(*m))
+                    .collect()
+            ),
         )
     }
 }

@@ -10,6 +10,7 @@ pub mod event;
 pub mod ids;
 pub mod message;
 pub mod pr;
+pub mod prompt;
 pub mod query;
 pub mod record;
 pub mod time;

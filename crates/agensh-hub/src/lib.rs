@@ -2,9 +2,11 @@
 //!
 //! REST+JSON under `/api/v1` (see docs/API.md), `/healthz`, and `/metrics` in the
 //! Prometheus text format. The store behind it is any [`agensh_store::Store`].
+//! Agents reach the organization tools over MCP (streamable HTTP) at `/mcp` ([`mcp`]).
 
 pub mod auth;
 pub mod error;
+pub mod mcp;
 pub mod metrics;
 pub mod routes;
 pub mod state;
@@ -179,6 +181,7 @@ pub fn router(state: AppState, body_limit: usize) -> Router {
     Router::new()
         .nest("/api/v1", routes::api())
         .merge(routes::git::routes())
+        .merge(mcp::routes())
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics_text))
         .fallback(error::not_found)

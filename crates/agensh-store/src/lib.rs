@@ -57,6 +57,18 @@ pub struct QueueState {
     pub acked_above_cursor: usize,
 }
 
+/// How much the organization has produced, for summaries and the status view.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stats {
+    pub workers: u64,
+    pub records: u64,
+    pub messages: u64,
+    pub events: u64,
+    pub prs_open: u64,
+    pub prs_merged: u64,
+    pub prs_closed: u64,
+}
+
 /// The store interface; SQLite today, PostgreSQL behind the same trait later.
 #[async_trait::async_trait]
 pub trait Store: Send + Sync + 'static {
@@ -166,6 +178,9 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<()>;
     /// Announces a push to `main` made outside a merge (`main.updated`, once per commit).
     async fn main_updated(&self, by: &str, commit: &str, now: i64) -> Result<()>;
+
+    /// Counts of workers, records, messages, events and PRs by state.
+    async fn stats(&self) -> Result<Stats>;
 
     /// Events committed from now on, in commit order.
     fn subscribe(&self) -> broadcast::Receiver<Arc<Event>>;

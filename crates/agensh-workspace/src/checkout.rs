@@ -68,32 +68,39 @@ pub async fn create(ws: &Workspace, worker: &str, dir: &Path) -> Result<Created>
     } else {
         agensh_domain::pr::BASE
     };
-    Git::worktree(parent)
-        .run([
-            std::ffi::OsStr::new("clone"),
-            std::ffi::OsStr::new("--quiet"),
-            std::ffi::OsStr::new("--shared"),
-            std::ffi::OsStr::new("--branch"),
-            std::ffi::OsStr::new(start),
-            ws.git_dir().as_os_str(),
-            dir.as_os_str(),
-        ])
-        .await?;
-    let g = Git::worktree(dir);
-    if !resume {
-        g.run(["checkout", "--quiet", "-b", &branch]).await?;
-    }
-    for (k, v) in [
-        ("user.name", worker.to_string()),
-        ("user.email", format!("{worker}@agensh.invalid")),
-        ("push.default", "current".to_string()),
-        (&format!("branch.{branch}.remote"), "origin".to_string()),
+    // One clone does it all: configuration with -c and no sample hooks (an empty
+    // template), so a checkout costs two git processes (see docs/PERFORMANCE.md).
+    let empty_template = ws.git_dir().join("agensh-empty-template");
+    std::fs::create_dir_all(&empty_template)
+        .map_err(|e| Error::internal(format!("cannot create {}: {e}", empty_template.display())))?;
+    let mut args: Vec<std::ffi::OsString> =
+        vec!["clone".into(), "--quiet".into(), "--shared".into()];
+    args.push(format!("--template={}", empty_template.display()).into());
+    let config = [
+        ("user.name".to_string(), worker.to_string()),
+        ("user.email".to_string(), format!("{worker}@agensh.invalid")),
+        ("push.default".to_string(), "current".to_string()),
+        (format!("branch.{branch}.remote"), "origin".to_string()),
         (
-            &format!("branch.{branch}.merge"),
+            format!("branch.{branch}.merge"),
             format!("refs/heads/{branch}"),
         ),
-    ] {
-        g.run(["config", k, &v]).await?;
+    ];
+    for (k, v) in config {
+        args.push("-c".into());
+        args.push(format!("{k}={v}").into());
+    }
+    args.extend([
+        "--branch".into(),
+        start.into(),
+        ws.git_dir().as_os_str().to_owned(),
+        dir.as_os_str().to_owned(),
+    ]);
+    Git::worktree(parent).run(&args).await?;
+    if !resume {
+        Git::worktree(dir)
+            .run(["checkout", "--quiet", "-b", &branch])
+            .await?;
     }
     Ok(Created::New)
 }

@@ -1,9 +1,12 @@
 //! One file per command.
 
+pub mod agent;
 pub mod board;
 pub mod events;
 pub mod hub;
 pub mod init;
+pub mod mcp;
 pub mod msg;
 pub mod pr;
+pub mod run;
 pub mod workers;

@@ -23,6 +23,16 @@ pub async fn append(
     caller: Caller,
     ApiJson(body): ApiJson<serde_json::Value>,
 ) -> ApiResult<(StatusCode, Json<Appended>)> {
+    let appended = append_record(&s, &caller, body).await?;
+    Ok((StatusCode::CREATED, Json(appended)))
+}
+
+/// Appends the record in `body` (a NewRecord as JSON) as `caller`: REST and MCP both.
+pub async fn append_record(
+    s: &AppState,
+    caller: &Caller,
+    body: serde_json::Value,
+) -> ApiResult<Appended> {
     let record = new_record(body)?;
     record.validate()?;
     let appended = s
@@ -35,7 +45,7 @@ pub async fn append(
         )
         .await?;
     inc(&s.metrics.records_appended);
-    Ok((StatusCode::CREATED, Json(appended)))
+    Ok(appended)
 }
 
 /// Reads a record from its JSON body. The kind is checked with [`RecordKind::parse`], so an
@@ -90,12 +100,19 @@ pub async fn read_unread(
     caller: Caller,
     ApiQuery(q): ApiQuery<CapQuery>,
 ) -> ApiResult<Json<Vec<ViewEntry>>> {
-    let cap = cap(&s, q.cap)?;
-    Ok(Json(
-        s.store
-            .board_unread(caller.worker()?, now_ms(), cap)
-            .await?,
-    ))
+    Ok(Json(unread_entries(&s, &caller, q.cap).await?))
+}
+
+/// The recent-view entries `caller` has not read yet, at most `cap`; marks them read.
+pub async fn unread_entries(
+    s: &AppState,
+    caller: &Caller,
+    cap_asked: Option<usize>,
+) -> ApiResult<Vec<ViewEntry>> {
+    let cap = cap(s, cap_asked)?;
+    Ok(s.store
+        .board_unread(caller.worker()?, now_ms(), cap)
+        .await?)
 }
 
 #[derive(Deserialize)]
@@ -110,8 +127,20 @@ pub async fn grep(
     _caller: Caller,
     ApiQuery(q): ApiQuery<GrepQuery>,
 ) -> ApiResult<Json<Vec<Record>>> {
-    let parsed = query::parse(&q.q).map_err(|e| Error::invalid("bad_query", e.message))?;
-    let limit = match q.limit {
+    Ok(Json(
+        grep_records(&s, &q.q, q.limit, q.before.as_deref()).await?,
+    ))
+}
+
+/// Searches all history with the grep query language, newest first.
+pub async fn grep_records(
+    s: &AppState,
+    q: &str,
+    limit: Option<usize>,
+    before: Option<&str>,
+) -> ApiResult<Vec<Record>> {
+    let parsed = query::parse(q).map_err(|e| Error::invalid("bad_query", e.message))?;
+    let limit = match limit {
         None => 50,
         Some(n) if (1..=GREP_LIMIT).contains(&n) => n,
         Some(n) => {
@@ -122,9 +151,9 @@ pub async fn grep(
             .into())
         }
     };
-    let before = q.before.as_deref().map(parse_record_id).transpose()?;
+    let before = before.map(parse_record_id).transpose()?;
     inc(&s.metrics.greps);
-    Ok(Json(s.store.grep(&parsed, before, limit).await?))
+    Ok(s.store.grep(&parsed, before, limit).await?)
 }
 
 pub async fn unfold(
@@ -132,7 +161,12 @@ pub async fn unfold(
     _caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<Json<agensh_store::Unfolded>> {
-    Ok(Json(s.store.unfold(parse_record_id(&id)?).await?))
+    Ok(Json(unfold_record(&s, &id).await?))
+}
+
+/// One record whole (`G12`, `g12` or `12`), with what superseded or invalidated it.
+pub async fn unfold_record(s: &AppState, id: &str) -> ApiResult<agensh_store::Unfolded> {
+    Ok(s.store.unfold(parse_record_id(id)?).await?)
 }
 
 #[derive(Deserialize, Default)]
@@ -146,13 +180,21 @@ pub async fn renew(
     Path(id): Path<String>,
     ApiJson(body): ApiJson<RenewBody>,
 ) -> ApiResult<Json<Record>> {
-    let lease = body.lease_secs.unwrap_or(s.config.board.claim_lease_secs);
-    let seq = parse_record_id(&id)?;
-    Ok(Json(
-        s.store
-            .renew_claim(&caller.id, seq, lease, now_ms())
-            .await?,
-    ))
+    Ok(Json(renew_claim(&s, &caller, &id, body.lease_secs).await?))
+}
+
+/// Extends `caller`'s claim `id` to `lease_secs` from now (the configured default if none).
+pub async fn renew_claim(
+    s: &AppState,
+    caller: &Caller,
+    id: &str,
+    lease_secs: Option<u64>,
+) -> ApiResult<Record> {
+    let lease = lease_secs.unwrap_or(s.config.board.claim_lease_secs);
+    let seq = parse_record_id(id)?;
+    Ok(s.store
+        .renew_claim(&caller.id, seq, lease, now_ms())
+        .await?)
 }
 
 pub async fn release(
@@ -160,8 +202,11 @@ pub async fn release(
     caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<Json<Record>> {
-    let seq = parse_record_id(&id)?;
-    Ok(Json(
-        s.store.release_claim(&caller.id, seq, now_ms()).await?,
-    ))
+    Ok(Json(release_claim(&s, &caller, &id).await?))
+}
+
+/// Ends `caller`'s claim `id`.
+pub async fn release_claim(s: &AppState, caller: &Caller, id: &str) -> ApiResult<Record> {
+    let seq = parse_record_id(id)?;
+    Ok(s.store.release_claim(&caller.id, seq, now_ms()).await?)
 }

@@ -21,6 +21,14 @@ pub async fn send(
     caller: Caller,
     ApiJson(m): ApiJson<NewMessage>,
 ) -> ApiResult<(StatusCode, Json<Message>)> {
+    Ok((
+        StatusCode::CREATED,
+        Json(send_message(&s, &caller, m).await?),
+    ))
+}
+
+/// Posts `m` to a channel or a worker as `caller`: REST and MCP both.
+pub async fn send_message(s: &AppState, caller: &Caller, m: NewMessage) -> ApiResult<Message> {
     if let Target::Worker(w) = m.validate()? {
         if w == caller.id {
             return Err(Error::invalid(
@@ -32,7 +40,7 @@ pub async fn send(
     }
     let msg = s.store.post_message(&caller.id, m, now_ms()).await?;
     inc(&s.metrics.messages_posted);
-    Ok((StatusCode::CREATED, Json(msg)))
+    Ok(msg)
 }
 
 #[derive(Deserialize, Default)]
@@ -99,4 +107,20 @@ pub async fn read_unread(
             .read_messages(worker, message_query(q, true)?)
             .await?,
     ))
+}
+
+/// Unread messages for the calling worker, at most `limit` (default 100); marks them read.
+pub async fn unread_messages(
+    s: &AppState,
+    caller: &Caller,
+    limit: Option<usize>,
+) -> ApiResult<Vec<Message>> {
+    let worker = caller.worker()?;
+    let q = ReadQuery {
+        limit,
+        ..ReadQuery::default()
+    };
+    Ok(s.store
+        .read_messages(worker, message_query(q, true)?)
+        .await?)
 }

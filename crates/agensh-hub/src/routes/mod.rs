@@ -16,6 +16,7 @@ use crate::state::AppState;
 pub fn api() -> Router<AppState> {
     Router::new()
         .route("/whoami", get(workers::whoami))
+        .route("/stats", get(workers::stats))
         .route("/workers", get(workers::list).post(workers::add))
         .route("/workers/{id}/token", get(workers::token))
         .route("/workers/{id}/status", put(workers::set_status))

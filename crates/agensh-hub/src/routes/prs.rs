@@ -51,10 +51,14 @@ pub async fn open(
     caller: Caller,
     ApiJson(pr): ApiJson<NewPr>,
 ) -> ApiResult<(StatusCode, Json<PullRequest>)> {
+    Ok((StatusCode::CREATED, Json(open_pr(&s, &caller, pr).await?)))
+}
+
+/// Opens a PR from one of `caller`'s branches: REST and MCP both.
+pub async fn open_pr(s: &AppState, caller: &Caller, pr: NewPr) -> ApiResult<PullRequest> {
     pr.validate(&caller.id)?;
-    workspace(&s)?.branch_head(&pr.branch).await?;
-    let opened = s.store.open_pr(&caller.id, pr, now_ms()).await?;
-    Ok((StatusCode::CREATED, Json(opened)))
+    workspace(s)?.branch_head(&pr.branch).await?;
+    Ok(s.store.open_pr(&caller.id, pr, now_ms()).await?)
 }
 
 #[derive(Deserialize)]
@@ -69,8 +73,20 @@ pub async fn list(
     _caller: Caller,
     ApiQuery(q): ApiQuery<ListQuery>,
 ) -> ApiResult<Json<Vec<PullRequest>>> {
-    let state = q.state.as_deref().map(PrState::parse).transpose()?;
-    let limit = match q.limit {
+    Ok(Json(
+        list_prs(&s, q.state.as_deref(), q.author, q.limit).await?,
+    ))
+}
+
+/// PRs newest first, optionally only in `state` and by `author`.
+pub async fn list_prs(
+    s: &AppState,
+    state: Option<&str>,
+    author: Option<String>,
+    limit: Option<usize>,
+) -> ApiResult<Vec<PullRequest>> {
+    let state = state.map(PrState::parse).transpose()?;
+    let limit = match limit {
         None => 100,
         Some(n) if (1..=LIST_LIMIT).contains(&n) => n,
         Some(n) => {
@@ -81,7 +97,7 @@ pub async fn list(
             .into())
         }
     };
-    Ok(Json(s.store.list_prs(state, q.author, limit).await?))
+    Ok(s.store.list_prs(state, author, limit).await?)
 }
 
 /// A pull request with how its branch compares with `main` now.
@@ -116,7 +132,12 @@ pub async fn view(
     _caller: Caller,
     Path(n): Path<String>,
 ) -> ApiResult<Json<PrView>> {
-    let pr = s.store.get_pr(pr_number(&n)?).await?;
+    Ok(Json(view_pr(&s, &n).await?))
+}
+
+/// PR `n` (`3` or `#3`) with its reviews, comments, approvals and branch summary.
+pub async fn view_pr(s: &AppState, n: &str) -> ApiResult<PrView> {
+    let pr = s.store.get_pr(pr_number(n)?).await?;
     let branch_summary = match (&s.workspace, pr.state) {
         (Some(ws), PrState::Open) => match ws.summary(&pr.branch).await {
             Ok(summary) => Some(summary),
@@ -125,11 +146,11 @@ pub async fn view(
         },
         _ => None,
     };
-    Ok(Json(PrView {
+    Ok(PrView {
         approvals: approvals(&pr),
         pr,
         branch_summary,
-    }))
+    })
 }
 
 #[derive(Deserialize)]
@@ -144,13 +165,23 @@ pub async fn review(
     Path(n): Path<String>,
     ApiJson(b): ApiJson<ReviewBody>,
 ) -> ApiResult<(StatusCode, Json<Review>)> {
-    let verdict = Verdict::parse(&b.verdict)?;
-    validate_text("review", &b.text)?;
-    let r = s
-        .store
-        .review_pr(pr_number(&n)?, &caller.id, verdict, &b.text, now_ms())
-        .await?;
+    let r = review_pr(&s, &caller, &n, &b.verdict, &b.text).await?;
     Ok((StatusCode::CREATED, Json(r)))
+}
+
+/// Reviews PR `n` as `caller`: `verdict` is approve or request_changes.
+pub async fn review_pr(
+    s: &AppState,
+    caller: &Caller,
+    n: &str,
+    verdict: &str,
+    text: &str,
+) -> ApiResult<Review> {
+    let verdict = Verdict::parse(verdict)?;
+    validate_text("review", text)?;
+    Ok(s.store
+        .review_pr(pr_number(n)?, &caller.id, verdict, text, now_ms())
+        .await?)
 }
 
 #[derive(Deserialize)]
@@ -164,12 +195,23 @@ pub async fn comment(
     Path(n): Path<String>,
     ApiJson(b): ApiJson<CommentBody>,
 ) -> ApiResult<(StatusCode, Json<agensh_domain::pr::Comment>)> {
-    validate_text("comment", &b.text)?;
-    let c = s
-        .store
-        .comment_pr(pr_number(&n)?, &caller.id, &b.text, now_ms())
-        .await?;
-    Ok((StatusCode::CREATED, Json(c)))
+    Ok((
+        StatusCode::CREATED,
+        Json(comment_pr(&s, &caller, &n, &b.text).await?),
+    ))
+}
+
+/// Comments on PR `n` as `caller`.
+pub async fn comment_pr(
+    s: &AppState,
+    caller: &Caller,
+    n: &str,
+    text: &str,
+) -> ApiResult<agensh_domain::pr::Comment> {
+    validate_text("comment", text)?;
+    Ok(s.store
+        .comment_pr(pr_number(n)?, &caller.id, text, now_ms())
+        .await?)
 }
 
 pub async fn close(
@@ -177,10 +219,15 @@ pub async fn close(
     caller: Caller,
     Path(n): Path<String>,
 ) -> ApiResult<Json<PullRequest>> {
-    let number = pr_number(&n)?;
+    Ok(Json(close_pr(&s, &caller, &n).await?))
+}
+
+/// Closes PR `n` without merging it (its author, or the admin).
+pub async fn close_pr(s: &AppState, caller: &Caller, n: &str) -> ApiResult<PullRequest> {
+    let number = pr_number(n)?;
     // Closing while the hub merges the PR would leave its commits on main under a closed PR.
-    let _slot = MergeSlot::take(&s, number)?;
-    Ok(Json(s.store.close_pr(number, &caller.id, now_ms()).await?))
+    let _slot = MergeSlot::take(s, number)?;
+    Ok(s.store.close_pr(number, &caller.id, now_ms()).await?)
 }
 
 /// Releases a PR's merge slot when the merge request ends, however it ends.
@@ -226,9 +273,15 @@ pub async fn merge(
     caller: Caller,
     Path(n): Path<String>,
 ) -> ApiResult<Json<Merged>> {
-    let number = pr_number(&n)?;
-    let ws = workspace(&s)?;
-    let _slot = MergeSlot::take(&s, number)?;
+    Ok(Json(merge_pr(&s, &caller, &n).await?))
+}
+
+/// Merges PR `n` into `main` as `caller`, in the hub's repository (gate included): REST
+/// and MCP both. A refused merge tells the PR's author (`pr.merge_failed`).
+pub async fn merge_pr(s: &AppState, caller: &Caller, n: &str) -> ApiResult<Merged> {
+    let number = pr_number(n)?;
+    let ws = workspace(s)?;
+    let _slot = MergeSlot::take(s, number)?;
     let pr = s.store.get_pr(number).await?;
     if pr.state != PrState::Open {
         return Err(Error::conflict(
@@ -276,7 +329,7 @@ pub async fn merge(
                 .store
                 .mark_merged(number, &caller.id, commit, true, now)
                 .await?;
-            return Ok(Json(Merged { pr, outcome }));
+            return Ok(Merged { pr, outcome });
         }
         MergeOutcome::UpToDate { .. } => {
             // Every commit of the branch is on main already: the PR is done.
@@ -289,7 +342,7 @@ pub async fn merge(
                 .store
                 .mark_merged(number, &caller.id, &main, false, now)
                 .await?;
-            return Ok(Json(Merged { pr, outcome }));
+            return Ok(Merged { pr, outcome });
         }
         MergeOutcome::Conflict { files } => {
             inc(&s.metrics.merge_conflicts);
@@ -316,7 +369,7 @@ pub async fn merge(
                     exit.map_or("a signal".to_string(), |c| c.to_string())
                 )
             };
-            let tail = redact_tokens(&s, output_tail);
+            let tail = redact_tokens(s, output_tail);
             let shown = if tail.trim().is_empty() {
                 "It printed nothing.".to_string()
             } else {
@@ -339,7 +392,7 @@ pub async fn merge(
         } => MergeOutcome::GateFailed {
             exit,
             timed_out,
-            output_tail: redact_tokens(&s, &output_tail),
+            output_tail: redact_tokens(s, &output_tail),
         },
         other => other,
     };

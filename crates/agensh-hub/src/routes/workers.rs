@@ -37,8 +37,13 @@ pub async fn add(
 }
 
 pub async fn list(State(s): State<AppState>, _caller: Caller) -> ApiResult<Json<Vec<WorkerInfo>>> {
+    Ok(Json(list_workers(&s).await?))
+}
+
+/// Every worker with status, live claims and up-to-date last activity, in id order.
+pub async fn list_workers(s: &AppState) -> ApiResult<Vec<WorkerInfo>> {
     s.flush_activity().await;
-    Ok(Json(s.store.list_workers(now_ms()).await?))
+    Ok(s.store.list_workers(now_ms()).await?)
 }
 
 pub async fn token(
@@ -87,4 +92,12 @@ pub async fn set_status(
     let status = WorkerStatus::parse(&body.status)?;
     s.store.set_worker_status(&id, status).await?;
     Ok(Json(json!({ "id": id, "status": status })))
+}
+
+/// Counts of what the organization has produced.
+pub async fn stats(
+    State(s): State<AppState>,
+    _caller: Caller,
+) -> ApiResult<Json<agensh_store::Stats>> {
+    Ok(Json(s.store.stats().await?))
 }

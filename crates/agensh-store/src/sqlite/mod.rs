@@ -279,6 +279,27 @@ impl Store for SqliteStore {
             .await
     }
 
+    async fn stats(&self) -> Result<crate::Stats> {
+        self.db
+            .read(|c| {
+                let count = |sql: &str| -> Result<u64> {
+                    c.query_row(sql, [], |r| r.get::<_, i64>(0))
+                        .map(|n| n as u64)
+                        .map_err(conn::sql_err)
+                };
+                Ok(crate::Stats {
+                    workers: count("SELECT count(*) FROM workers")?,
+                    records: count("SELECT ifnull(max(seq), 0) FROM records")?,
+                    messages: count("SELECT ifnull(max(seq), 0) FROM messages")?,
+                    events: count("SELECT ifnull(max(seq), 0) FROM events")?,
+                    prs_open: count("SELECT count(*) FROM prs WHERE state = 'open'")?,
+                    prs_merged: count("SELECT count(*) FROM prs WHERE state = 'merged'")?,
+                    prs_closed: count("SELECT count(*) FROM prs WHERE state = 'closed'")?,
+                })
+            })
+            .await
+    }
+
     fn subscribe(&self) -> broadcast::Receiver<Arc<Event>> {
         self.bus.subscribe()
     }

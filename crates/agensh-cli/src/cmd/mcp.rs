@@ -1,0 +1,284 @@
+//! `agensh mcp`: a stdio bridge to the hub's MCP endpoint, for agents that only take
+//! stdio MCP servers. It reads newline-delimited JSON-RPC messages on stdin, POSTs each to
+//! `<hub>/mcp` with the token (keeping the session id the hub hands out), and writes every
+//! answer as one line on stdout; notifications get no line. It ends cleanly on EOF.
+//! Logs go to stderr only: stdout carries nothing but protocol messages.
+//!
+//! Requests run concurrently (a merge with a gate may take minutes; a ping must not wait for
+//! it), except `initialize`, which is answered before the next line is read.
+
+use std::io::{BufRead, Write};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{anyhow, Result};
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+
+use crate::cli::{Global, McpArgs};
+use crate::connect::client;
+
+/// JSON-RPC error codes the bridge answers with itself (server-defined range).
+const HUB_UNREACHABLE: i64 = -32000;
+const HUB_REFUSED: i64 = -32001;
+const HUB_GARBLED: i64 = -32603;
+
+struct Bridge {
+    http: reqwest::Client,
+    endpoint: String,
+    token: String,
+    as_worker: Option<String>,
+    /// The `Mcp-Session-Id` the hub handed out at `initialize`.
+    session: Mutex<Option<String>>,
+    /// The protocol version the hub answered at `initialize`.
+    version: Mutex<Option<String>>,
+}
+
+pub async fn run(g: &Global, _a: McpArgs) -> Result<()> {
+    // The same resolution as every other command: --hub/AGENSH_HUB or .agensh/hub.json,
+    // --token/AGENSH_TOKEN or the admin token from hub.json.
+    let url = client(g)?.base().to_string();
+    let token = match &g.token {
+        Some(t) => t.clone(),
+        None => {
+            agensh_hub::read_hub_info(&g.dir)
+                .map_err(|_| anyhow!("no token: set AGENSH_TOKEN or --token to a worker's token"))?
+                .admin_token
+        }
+    };
+    let bridge = Arc::new(Bridge {
+        http: reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .build()?,
+        endpoint: format!("{url}/mcp"),
+        token,
+        as_worker: g.as_worker.clone(),
+        session: Mutex::new(None),
+        version: Mutex::new(None),
+    });
+    tracing::info!("bridging stdio to {}", bridge.endpoint);
+
+    // stdin is read on a thread of its own: a blocking read never stalls the runtime.
+    let (line_tx, mut lines) = mpsc::channel::<String>(64);
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lock().lines() {
+            match line {
+                Ok(l) => {
+                    if line_tx.blocking_send(l).is_err() {
+                        break;
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!("stdin: {e}");
+                    break;
+                }
+            }
+        }
+    });
+    let (out, mut out_rx) = mpsc::unbounded_channel::<String>();
+    let writer = tokio::task::spawn_blocking(move || -> std::io::Result<()> {
+        let stdout = std::io::stdout();
+        while let Some(line) = out_rx.blocking_recv() {
+            let mut w = stdout.lock();
+            w.write_all(line.as_bytes())?;
+            w.write_all(b"\n")?;
+            w.flush()?;
+        }
+        Ok(())
+    });
+
+    let mut inflight = tokio::task::JoinSet::new();
+    while let Some(line) = lines.recv().await {
+        while inflight.try_join_next().is_some() {}
+        let line = line.trim().to_string();
+        if line.is_empty() {
+            continue;
+        }
+        let message: Option<Value> = serde_json::from_str(&line).ok();
+        let initialize = message
+            .as_ref()
+            .and_then(|m| m.get("method"))
+            .and_then(Value::as_str)
+            == Some("initialize");
+        let (bridge, out) = (bridge.clone(), out.clone());
+        let task = async move {
+            for answer in bridge.forward(line, message).await {
+                let _ = out.send(answer);
+            }
+        };
+        if initialize {
+            task.await;
+        } else {
+            inflight.spawn(task);
+        }
+    }
+    // EOF: answer what is in flight, end the session, and stop.
+    while inflight.join_next().await.is_some() {}
+    bridge.end_session().await;
+    drop(out);
+    writer
+        .await
+        .map_err(|e| anyhow!("stdout writer: {e}"))?
+        .map_err(|e| anyhow!("cannot write to stdout: {e}"))?;
+    Ok(())
+}
+
+impl Bridge {
+    /// Sends one message to the hub; returns the lines to write (none for a notification).
+    async fn forward(&self, line: String, message: Option<Value>) -> Vec<String> {
+        let id = message.as_ref().and_then(|m| m.get("id")).cloned();
+        let is_request =
+            id.is_some() && message.as_ref().is_some_and(|m| m.get("method").is_some());
+        let mut req = self
+            .http
+            .post(&self.endpoint)
+            .bearer_auth(&self.token)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(line);
+        if let Some(s) = self.session.lock().expect("session").clone() {
+            req = req.header("mcp-session-id", s);
+        }
+        if let Some(v) = self.version.lock().expect("version").clone() {
+            req = req.header("mcp-protocol-version", v);
+        }
+        if let Some(w) = &self.as_worker {
+            req = req.header("x-agensh-as", w);
+        }
+        let fail = |code: i64, msg: String| -> Vec<String> {
+            tracing::warn!("{msg}");
+            match (&id, is_request) {
+                (Some(id), true) => vec![json!({
+                    "jsonrpc": "2.0",
+                    "id": id,
+                    "error": { "code": code, "message": msg },
+                })
+                .to_string()],
+                _ => Vec::new(),
+            }
+        };
+        let resp = match req.send().await {
+            Ok(r) => r,
+            Err(e) => {
+                return fail(
+                    HUB_UNREACHABLE,
+                    format!(
+                        "the agensh hub at {} could not be reached: {e} — is `agensh hub` running? (check --hub / AGENSH_HUB)",
+                        self.endpoint
+                    ),
+                )
+            }
+        };
+        let status = resp.status();
+        if let Some(s) = resp
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+        {
+            *self.session.lock().expect("session") = Some(s.to_string());
+        }
+        let sse = resp
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|ct| ct.starts_with("text/event-stream"));
+        let body = match resp.text().await {
+            Ok(b) => b,
+            Err(e) => return fail(HUB_UNREACHABLE, format!("the hub's answer broke off: {e}")),
+        };
+        if body.trim().is_empty() {
+            if status.is_success() {
+                return Vec::new();
+            }
+            return fail(HUB_REFUSED, format!("the hub answered HTTP {status}"));
+        }
+        let values: Vec<Value> = if sse {
+            sse_data(&body)
+                .iter()
+                .filter_map(|d| serde_json::from_str(d).ok())
+                .collect()
+        } else {
+            match serde_json::from_str(&body) {
+                Ok(v) => vec![v],
+                Err(_) => {
+                    return fail(
+                        HUB_GARBLED,
+                        format!(
+                            "the hub answered HTTP {status} with something that is not JSON: {}",
+                            body.chars().take(200).collect::<String>()
+                        ),
+                    )
+                }
+            }
+        };
+        let mut lines = Vec::new();
+        for v in values {
+            if v.get("jsonrpc").is_some() {
+                if let Some(version) = v
+                    .get("result")
+                    .and_then(|r| r.get("protocolVersion"))
+                    .and_then(Value::as_str)
+                {
+                    *self.version.lock().expect("version") = Some(version.to_string());
+                }
+                lines.push(v.to_string());
+            } else if let Some(err) = v.get("error") {
+                // The hub's REST error shape: 401 unauthorized, 403 impersonation, …
+                let msg = format!(
+                    "the hub refused ({}): {}",
+                    err["code"].as_str().unwrap_or("?"),
+                    err["message"].as_str().unwrap_or("")
+                );
+                lines.extend(fail(HUB_REFUSED, msg));
+            }
+        }
+        lines
+    }
+
+    /// Ends the hub session, best effort.
+    async fn end_session(&self) {
+        let Some(session) = self.session.lock().expect("session").clone() else {
+            return;
+        };
+        let mut req = self
+            .http
+            .delete(&self.endpoint)
+            .bearer_auth(&self.token)
+            .header("mcp-session-id", session)
+            .timeout(Duration::from_secs(2));
+        if let Some(w) = &self.as_worker {
+            req = req.header("x-agensh-as", w);
+        }
+        if let Err(e) = req.send().await {
+            tracing::debug!("could not end the MCP session: {e}");
+        }
+    }
+}
+
+/// The `data` of each event in a `text/event-stream` body.
+fn sse_data(body: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut data: Vec<&str> = Vec::new();
+    for line in body.lines().chain(std::iter::once("")) {
+        if line.is_empty() {
+            if !data.is_empty() {
+                out.push(data.join("\n"));
+                data.clear();
+            }
+        } else if let Some(d) = line.strip_prefix("data:") {
+            data.push(d.strip_prefix(' ').unwrap_or(d));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn event_stream_data_is_split_per_event() {
+        let body = "id: 1\ndata: {\"a\":1}\n\nevent: message\ndata:{\"b\":\ndata: 2}\n\n";
+        assert_eq!(sse_data(body), vec!["{\"a\":1}", "{\"b\":\n2}"]);
+    }
+}

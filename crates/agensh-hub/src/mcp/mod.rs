@@ -1,0 +1,451 @@
+//! MCP (Model Context Protocol) at `/mcp`: the organization tools for agents.
+//!
+//! Streamable HTTP transport (MCP 2025-03-26 through 2025-11-25), answered with plain
+//! `application/json` (the spec allows it instead of an SSE stream): one JSON-RPC 2.0
+//! message per `POST /mcp`; `initialize`, `ping`, `tools/list` and `tools/call`. Sessions
+//! are stateless: `initialize` hands out an `Mcp-Session-Id` and any later one is accepted,
+//! because the identity comes from the bearer token of every request (the same [`Caller`]
+//! as REST). So a hub restart never breaks an agent's session.
+//!
+//! Every tool runs the same shared function as its REST endpoint (`routes::*`), so limits,
+//! errors and events are identical. A tool failure is not a JSON-RPC error: it is a result
+//! with `isError: true` and the hub's message, for the model to read. After every
+//! `tools/call` the caller's pending *urgent* events are appended as a `notices:` block and
+//! acknowledged ([`notices`]).
+
+mod args;
+mod notices;
+mod tools;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use agensh_domain::ids::ADMIN;
+use agensh_domain::{Error, ErrorKind};
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::State;
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::{Extension, Json, Router};
+use serde_json::{json, Map, Value};
+
+use crate::auth::Caller;
+use crate::error::ApiError;
+use crate::state::AppState;
+
+pub use tools::TOOL_NAMES;
+
+/// Where the hub serves MCP.
+pub const PATH: &str = "/mcp";
+/// Protocol versions this server speaks, newest first. `initialize` echoes the client's
+/// version when it is one of these, else answers the first.
+pub const SUPPORTED_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
+/// The session header of the Streamable HTTP transport.
+pub const SESSION_HEADER: &str = "mcp-session-id";
+/// The header with which clients name the negotiated version after `initialize`.
+pub const VERSION_HEADER: &str = "mcp-protocol-version";
+
+/// JSON-RPC error codes.
+mod code {
+    pub const PARSE_ERROR: i64 = -32700;
+    pub const INVALID_REQUEST: i64 = -32600;
+    pub const METHOD_NOT_FOUND: i64 = -32601;
+    pub const INVALID_PARAMS: i64 = -32602;
+}
+
+/// State of the MCP endpoint, per hub.
+#[derive(Default)]
+pub struct McpState {
+    /// One lock per worker, held while its notices are collected and acknowledged, so two
+    /// tool calls in parallel never show the same notice twice.
+    notice_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+impl McpState {
+    fn notice_lock(&self, worker: &str) -> Arc<tokio::sync::Mutex<()>> {
+        self.notice_locks
+            .lock()
+            .expect("notice locks")
+            .entry(worker.to_string())
+            .or_default()
+            .clone()
+    }
+}
+
+/// The `/mcp` route: `POST` for messages, `GET` answers 405 (no server-initiated
+/// stream), `DELETE` ends a session (a no-op: sessions are stateless).
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route(
+            PATH,
+            post(handle_post).get(handle_get).delete(handle_delete),
+        )
+        .layer(Extension(Arc::new(McpState::default())))
+}
+
+async fn handle_get() -> Response {
+    let mut r = ApiError(Error::invalid(
+        "method_not_allowed",
+        "the hub opens no server-initiated stream on GET /mcp — POST each JSON-RPC message; the answer comes back as JSON",
+    ))
+    .into_response();
+    *r.status_mut() = StatusCode::METHOD_NOT_ALLOWED;
+    r.headers_mut()
+        .insert(header::ALLOW, HeaderValue::from_static("POST, DELETE"));
+    r
+}
+
+async fn handle_delete(headers: HeaderMap, caller: Result<Caller, ApiError>) -> Response {
+    if let Err(r) = check_origin(&headers) {
+        return r;
+    }
+    match caller {
+        Ok(_) => StatusCode::NO_CONTENT.into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn handle_post(
+    State(s): State<AppState>,
+    Extension(m): Extension<Arc<McpState>>,
+    headers: HeaderMap,
+    caller: Result<Caller, ApiError>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    if let Err(r) = check_origin(&headers) {
+        return r;
+    }
+    let caller = match caller {
+        Ok(c) => c,
+        Err(e) => return e.into_response(),
+    };
+    let body = match body {
+        Ok(b) => b,
+        Err(r) if r.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+            return rpc_error_response(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                Value::Null,
+                code::INVALID_REQUEST,
+                "the message is larger than the hub accepts (hub.body_limit in agensh.toml) — send less, or put long content in a file in the repository",
+            )
+        }
+        Err(r) => {
+            return rpc_error_response(
+                StatusCode::BAD_REQUEST,
+                Value::Null,
+                code::INVALID_REQUEST,
+                &format!("the request body could not be read: {}", r.body_text()),
+            )
+        }
+    };
+    let message: Value = match serde_json::from_slice(&body) {
+        Ok(v) => v,
+        Err(e) => {
+            return rpc_error_response(
+                StatusCode::BAD_REQUEST,
+                Value::Null,
+                code::PARSE_ERROR,
+                &format!("parse error: {e} — send one JSON-RPC 2.0 message as JSON"),
+            )
+        }
+    };
+    let obj = match message {
+        Value::Object(o) => o,
+        Value::Array(_) => {
+            return rpc_error_response(
+                StatusCode::BAD_REQUEST,
+                Value::Null,
+                code::INVALID_REQUEST,
+                "batches are not supported — send one JSON-RPC message per POST",
+            )
+        }
+        _ => {
+            return rpc_error_response(
+                StatusCode::BAD_REQUEST,
+                Value::Null,
+                code::INVALID_REQUEST,
+                "a JSON-RPC message is a JSON object with \"jsonrpc\":\"2.0\"",
+            )
+        }
+    };
+    let id = obj.get("id").cloned();
+    if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return rpc_error_response(
+            StatusCode::BAD_REQUEST,
+            id.unwrap_or(Value::Null),
+            code::INVALID_REQUEST,
+            "the message needs \"jsonrpc\":\"2.0\"",
+        );
+    }
+    let method = match obj.get("method") {
+        Some(Value::String(m)) => m.clone(),
+        Some(_) => {
+            return rpc_error_response(
+                StatusCode::BAD_REQUEST,
+                id.unwrap_or(Value::Null),
+                code::INVALID_REQUEST,
+                "\"method\" must be a string",
+            )
+        }
+        // A response or error from the client: this server sends no requests, so there
+        // is nothing to match it with; accept it.
+        None if obj.contains_key("result") || obj.contains_key("error") => {
+            return StatusCode::ACCEPTED.into_response()
+        }
+        None => {
+            return rpc_error_response(
+                StatusCode::BAD_REQUEST,
+                id.unwrap_or(Value::Null),
+                code::INVALID_REQUEST,
+                "the message has no \"method\" — send a request or a notification",
+            )
+        }
+    };
+    let Some(id) = id else {
+        // A notification (notifications/initialized, notifications/cancelled, …).
+        return StatusCode::ACCEPTED.into_response();
+    };
+    if method != "initialize" {
+        if let Some(v) = headers.get(VERSION_HEADER) {
+            let v = v.to_str().unwrap_or("");
+            if !SUPPORTED_VERSIONS.contains(&v) {
+                return rpc_error_response(
+                    StatusCode::BAD_REQUEST,
+                    id,
+                    code::INVALID_REQUEST,
+                    &format!(
+                        "unsupported MCP-Protocol-Version \"{}\" — this hub speaks {}; initialize again",
+                        agensh_domain::ids::truncate_for_message(v),
+                        SUPPORTED_VERSIONS.join(", ")
+                    ),
+                );
+            }
+        }
+    }
+    let params = obj.get("params").cloned().unwrap_or(Value::Null);
+    match method.as_str() {
+        "initialize" => initialize(&caller, id, &params),
+        "ping" => rpc_result(id, json!({})),
+        "tools/list" => rpc_result(id, json!({ "tools": tools::catalogue(&s, &caller) })),
+        "tools/call" => tools_call(&s, &m, &caller, id, &params).await,
+        other => rpc_error_response(
+            StatusCode::OK,
+            id,
+            code::METHOD_NOT_FOUND,
+            &format!(
+                "method not found: \"{}\" — this server offers initialize, ping, tools/list and tools/call",
+                agensh_domain::ids::truncate_for_message(other)
+            ),
+        ),
+    }
+}
+
+fn initialize(caller: &Caller, id: Value, params: &Value) -> Response {
+    let Some(asked) = params.get("protocolVersion").and_then(Value::as_str) else {
+        return rpc_error_response(
+            StatusCode::OK,
+            id,
+            code::INVALID_PARAMS,
+            "initialize needs params.protocolVersion (a string such as \"2025-06-18\"), params.capabilities and params.clientInfo",
+        );
+    };
+    let version = SUPPORTED_VERSIONS
+        .iter()
+        .find(|v| **v == asked)
+        .unwrap_or(&SUPPORTED_VERSIONS[0]);
+    let who = if caller.id == ADMIN {
+        "the admin (an operator); act as a worker with the header X-Agensh-As: <id> to read its board, inbox and notices".to_string()
+    } else {
+        format!(
+            "worker {0}: every call is made as {0}, and no call can act as another worker",
+            caller.id
+        )
+    };
+    let instructions = format!(
+        "agensh organization tools. You are {who}. \
+         The loop: gather context (board_read, board_grep, inbox, workers) → claim a sub-task (claim; settle overlaps by msg_dm) \
+         → act, sharing useful findings early (board_write FACT/OBSERVED, FAIL for approaches that did not work) \
+         → verify → merge (push your branch, pr_open, pr_merge, then board_write PATCH_SUMMARY and release your claim) → repeat. \
+         Keep records short. Urgent news — direct messages, reviews of your PRs, your PRs that failed to merge, new records by peers — \
+         arrives in a `notices:` block appended to the result of any tool call: read it and react."
+    );
+    let result = json!({
+        "protocolVersion": version,
+        "capabilities": { "tools": {} },
+        "serverInfo": { "name": "agensh", "title": "agensh hub", "version": env!("CARGO_PKG_VERSION") },
+        "instructions": instructions,
+    });
+    let mut r = rpc_result(id, result);
+    if let Ok(v) = HeaderValue::from_str(&new_session_id()) {
+        r.headers_mut().insert(SESSION_HEADER, v);
+    }
+    r
+}
+
+async fn tools_call(
+    s: &AppState,
+    m: &McpState,
+    caller: &Caller,
+    id: Value,
+    params: &Value,
+) -> Response {
+    let Some(name) = params.get("name").and_then(Value::as_str) else {
+        return rpc_error_response(
+            StatusCode::OK,
+            id,
+            code::INVALID_PARAMS,
+            "tools/call needs params.name (a tool from tools/list) and params.arguments (an object)",
+        );
+    };
+    if !TOOL_NAMES.contains(&name) {
+        return rpc_error_response(
+            StatusCode::OK,
+            id,
+            code::INVALID_PARAMS,
+            &format!(
+                "unknown tool \"{}\" — the tools are {}",
+                agensh_domain::ids::truncate_for_message(name),
+                TOOL_NAMES.join(", ")
+            ),
+        );
+    }
+    let empty = Map::new();
+    let arguments = match params.get("arguments") {
+        None | Some(Value::Null) => &empty,
+        Some(Value::Object(a)) => a,
+        Some(_) => {
+            return rpc_error_response(
+                StatusCode::OK,
+                id,
+                code::INVALID_PARAMS,
+                &format!("params.arguments of {name} must be a JSON object of named arguments (see its inputSchema in tools/list)"),
+            )
+        }
+    };
+    let outcome = tools::call(s, caller, name, arguments).await;
+    if outcome.is_error && outcome.kind == Some(ErrorKind::Internal) {
+        tracing::error!(tool = name, "{}", outcome.text);
+    }
+    let pending = match notices::collect(s, m, caller, &outcome.covers).await {
+        Ok(p) => p,
+        Err(e) => {
+            // The tool did its work; the notices wait for the next call.
+            tracing::warn!("could not read notices for {}: {e}", caller.id);
+            None
+        }
+    };
+    let mut content = vec![json!({ "type": "text", "text": outcome.text })];
+    let mut structured = outcome.structured;
+    if let Some(p) = &pending {
+        if let Some(text) = &p.text {
+            content.push(json!({ "type": "text", "text": text }));
+            if let Some(Value::Object(o)) = structured.as_mut() {
+                o.insert("notices".into(), Value::String(text.clone()));
+            }
+        }
+    }
+    let mut result = json!({ "content": content, "isError": outcome.is_error });
+    if let Some(sc) = structured {
+        result["structuredContent"] = sc;
+    }
+    let response = rpc_result(id, result);
+    if let Some(p) = pending {
+        p.ack(s).await;
+    }
+    response
+}
+
+/// A fresh, unguessable session id (visible ASCII, as the transport requires).
+fn new_session_id() -> String {
+    let mut bytes = [0u8; 16];
+    if getrandom::fill(&mut bytes).is_err() {
+        // The session id only labels a conversation; identity comes from the token.
+        let t = crate::state::now_ms() as u128;
+        bytes = t.to_le_bytes();
+    }
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    format!("mcp-{hex}")
+}
+
+/// Refuses browsers' cross-site requests (DNS rebinding): an `Origin`, when sent, must be
+/// a loopback host or the host the request was made to.
+#[allow(clippy::result_large_err)]
+fn check_origin(headers: &HeaderMap) -> Result<(), Response> {
+    let Some(origin) = headers.get(header::ORIGIN) else {
+        return Ok(());
+    };
+    let origin = origin.to_str().unwrap_or("");
+    let origin_host = host_of(origin.split_once("://").map_or(origin, |(_, rest)| rest));
+    let request_host = headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .map(host_of);
+    let loopback =
+        matches!(origin_host, "localhost" | "[::1]" | "::1") || origin_host.starts_with("127.");
+    if loopback || (!origin_host.is_empty() && Some(origin_host) == request_host) {
+        return Ok(());
+    }
+    Err(ApiError(Error::forbidden(
+        "bad_origin",
+        format!(
+            "requests from the web origin \"{}\" are refused — MCP clients send no Origin, or a loopback one",
+            agensh_domain::ids::truncate_for_message(origin)
+        ),
+    ))
+    .into_response())
+}
+
+/// `host` of `host[:port][/path]`, with IPv6 brackets kept.
+fn host_of(s: &str) -> &str {
+    let s = s.split('/').next().unwrap_or("");
+    if s.starts_with('[') {
+        return s.split_inclusive(']').next().unwrap_or(s);
+    }
+    s.split(':').next().unwrap_or(s)
+}
+
+fn rpc_result(id: Value, result: Value) -> Response {
+    Json(json!({ "jsonrpc": "2.0", "id": id, "result": result })).into_response()
+}
+
+fn rpc_error_response(status: StatusCode, id: Value, code: i64, message: &str) -> Response {
+    let body = json!({ "jsonrpc": "2.0", "id": id, "error": { "code": code, "message": message } });
+    (status, Json(body)).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hosts_are_taken_from_origins_and_host_headers() {
+        assert_eq!(host_of("127.0.0.1:7420"), "127.0.0.1");
+        assert_eq!(host_of("localhost"), "localhost");
+        assert_eq!(host_of("[::1]:80/x"), "[::1]");
+        assert_eq!(host_of("evil.example:443"), "evil.example");
+    }
+
+    #[test]
+    fn origins_other_than_loopback_or_the_host_are_refused() {
+        let h = |origin: &str, host: &str| {
+            let mut m = HeaderMap::new();
+            m.insert(header::ORIGIN, HeaderValue::from_str(origin).unwrap());
+            m.insert(header::HOST, HeaderValue::from_str(host).unwrap());
+            check_origin(&m).is_ok()
+        };
+        assert!(h("http://127.0.0.1:3000", "127.0.0.1:7420"));
+        assert!(h("http://localhost:3000", "127.0.0.1:7420"));
+        assert!(h("http://hub.lan:7420", "hub.lan:7420"));
+        assert!(!h("http://evil.example", "127.0.0.1:7420"));
+        assert!(!h("null", "127.0.0.1:7420"));
+    }
+
+    #[test]
+    fn session_ids_are_visible_ascii_and_differ() {
+        let a = new_session_id();
+        assert!(a.bytes().all(|b| (0x21..=0x7e).contains(&b)));
+        assert_ne!(a, new_session_id());
+    }
+}

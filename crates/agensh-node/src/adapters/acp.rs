@@ -1,0 +1,859 @@
+//! The `acp` adapter: any Agent Client Protocol agent over stdio (`copilot --acp`,
+//! `gemini --acp`, `claude-agent-acp`, `codex-acp`, `agensh agent script`, …).
+//!
+//! The wire is newline-delimited JSON-RPC 2.0 on the agent's stdin and stdout. The adapter
+//! is the ACP *client*: it runs `initialize`, then `session/new` (or `session/load` of the
+//! session it stored, when the agent can load sessions) with the hub's MCP server and the
+//! worker's token, and one `session/prompt` per turn. While a turn runs it collects the
+//! agent's `session/update` notifications into [`TurnEvent`]s and answers the agent's
+//! requests: `session/request_permission` from policy (allow), anything else "method not
+//! found" (the adapter offers no file system or terminal; the agent uses its own).
+//!
+//! The agent runs in its own process group with the worker's checkout as working
+//! directory; its stderr goes to `agent.stderr.log` in the adapter's state directory. Some
+//! agents (codex-acp, gemini --acp) ignore the end of their input, so [`Agent::stop`]
+//! closes stdin, waits briefly, then kills the whole process group.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use agensh_domain::{Error, ErrorKind, Result};
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStdin, ChildStdout};
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+
+use super::{Agent, AgentContext, TurnEvent, TurnOutcome, Usage};
+
+/// The ACP protocol version the adapter speaks.
+pub const PROTOCOL_VERSION: u64 = 1;
+
+/// The file in the state directory where the agent's stderr goes.
+pub const STDERR_LOG: &str = "agent.stderr.log";
+
+/// The file in the state directory that remembers the session, for `session/load`.
+pub const SESSION_FILE: &str = "acp-session.json";
+
+/// How long the agent may take to answer `initialize`, `session/new` or `session/load`
+/// (agents started through npm can be slow to start).
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// How long `stop` waits for the agent to exit by itself before killing its group.
+const STOP_GRACE: Duration = Duration::from_secs(2);
+
+/// How much of the stderr log an error quotes.
+const STDERR_TAIL_BYTES: u64 = 2048;
+
+/// The line that starts each run's output in the stderr log.
+const LAUNCH_MARK: &str = "--- agensh: started";
+
+/// JSON-RPC "method not found".
+const METHOD_NOT_FOUND: i64 = -32601;
+
+/// An ACP agent driven over stdio.
+pub struct AcpAgent {
+    command: Vec<String>,
+    env: Vec<(String, String)>,
+    running: Option<Running>,
+}
+
+/// The agent process and its session.
+struct Running {
+    child: Child,
+    /// The process group (the agent's pid), killed as a whole on stop.
+    pgid: i32,
+    conn: Arc<Conn>,
+    updates: mpsc::UnboundedReceiver<Value>,
+    reader: JoinHandle<()>,
+    session_id: String,
+    /// A prompt was sent and its answer not read (a turn running or abandoned).
+    in_turn: bool,
+    /// The cumulative session cost the agent last reported (`usage_update`).
+    cost_seen: f64,
+    stderr_log: PathBuf,
+    what: String,
+}
+
+/// The JSON-RPC connection: writes to stdin, answers routed by id.
+struct Conn {
+    stdin: tokio::sync::Mutex<Option<ChildStdin>>,
+    pending: Mutex<HashMap<u64, oneshot::Sender<RpcAnswer>>>,
+    next_id: AtomicU64,
+    /// stdout ended: the agent exited or closed it.
+    closed: AtomicBool,
+}
+
+type RpcAnswer = std::result::Result<Value, RpcError>;
+
+#[derive(Debug)]
+enum RpcError {
+    /// The agent answered with a JSON-RPC error.
+    Agent { code: i64, message: String },
+    /// The agent's output ended before the answer.
+    Closed,
+}
+
+impl AcpAgent {
+    /// An agent started as `command` (program and arguments) with `env` added to the
+    /// node's environment.
+    pub fn new(command: Vec<String>, env: Vec<(String, String)>) -> Self {
+        AcpAgent {
+            command,
+            env,
+            running: None,
+        }
+    }
+
+    /// The agent's process id while it runs (for tests and the live view).
+    pub fn pid(&self) -> Option<u32> {
+        self.running.as_ref().map(|r| r.pgid as u32)
+    }
+
+    /// The current session id, once started.
+    pub fn session_id(&self) -> Option<&str> {
+        self.running.as_ref().map(|r| r.session_id.as_str())
+    }
+
+    async fn launch(&mut self, ctx: &AgentContext) -> Result<Running> {
+        let (program, args) = self.command.split_first().ok_or_else(|| {
+            Error::invalid(
+                "no_agent_command",
+                "the acp adapter needs a command to start the agent — set agent.command",
+            )
+        })?;
+        let what = self.command.join(" ");
+        std::fs::create_dir_all(&ctx.state_dir).map_err(|e| {
+            Error::internal(format!("cannot create {}: {e}", ctx.state_dir.display()))
+        })?;
+        let stderr_log = ctx.state_dir.join(STDERR_LOG);
+        let mut log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&stderr_log)
+            .map_err(|e| Error::internal(format!("cannot open {}: {e}", stderr_log.display())))?;
+        // Marks where this run's output starts (errors quote only this run).
+        let _ = std::io::Write::write_all(
+            &mut log,
+            format!("{LAUNCH_MARK} `{what}` at unix ms {}\n", unix_ms()).as_bytes(),
+        );
+        let mut cmd = tokio::process::Command::new(program);
+        cmd.args(args)
+            .current_dir(&ctx.checkout)
+            .env_remove("AGENSH_PUSHER")
+            .env_remove("GIT_DIR")
+            .env_remove("GIT_WORK_TREE")
+            .env("AGENSH_WORKER", &ctx.worker)
+            .env("AGENSH_HUB", &ctx.hub_url)
+            .env("AGENSH_TOKEN", &ctx.token)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(log))
+            .process_group(0)
+            .kill_on_drop(true);
+        let mut child = cmd.spawn().map_err(|e| {
+            Error::new(
+                ErrorKind::Internal,
+                "agent_not_started",
+                format!(
+                    "cannot start the agent `{what}` in {}: {e} — is it installed and on PATH?",
+                    ctx.checkout.display()
+                ),
+            )
+        })?;
+        let pgid = child.id().map(|p| p as i32).unwrap_or(0);
+        let stdin = child.stdin.take().expect("stdin is piped");
+        let stdout = child.stdout.take().expect("stdout is piped");
+        let conn = Arc::new(Conn {
+            stdin: tokio::sync::Mutex::new(Some(stdin)),
+            pending: Mutex::new(HashMap::new()),
+            next_id: AtomicU64::new(1),
+            closed: AtomicBool::new(false),
+        });
+        let (tx, updates) = mpsc::unbounded_channel();
+        let reader = tokio::spawn(read_loop(stdout, conn.clone(), tx));
+        Ok(Running {
+            child,
+            pgid,
+            conn,
+            updates,
+            reader,
+            session_id: String::new(),
+            in_turn: false,
+            cost_seen: 0.0,
+            stderr_log,
+            what,
+        })
+    }
+}
+
+impl Drop for AcpAgent {
+    fn drop(&mut self) {
+        if let Some(r) = &self.running {
+            kill_group(r.pgid);
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Agent for AcpAgent {
+    async fn start(&mut self, ctx: &AgentContext) -> Result<()> {
+        if self.running.is_some() {
+            self.stop().await;
+        }
+        let mut r = self.launch(ctx).await?;
+        match handshake(&mut r, ctx).await {
+            Ok(()) => {
+                self.running = Some(r);
+                Ok(())
+            }
+            Err(e) => {
+                shutdown(&mut r).await;
+                Err(e)
+            }
+        }
+    }
+
+    async fn turn(&mut self, prompt: &str) -> Result<TurnOutcome> {
+        let r = self.running.as_mut().ok_or_else(|| {
+            Error::new(
+                ErrorKind::Conflict,
+                "agent_not_started",
+                "the agent is not running — start it before a turn",
+            )
+        })?;
+        // Updates left over from an abandoned turn belong to no one.
+        while r.updates.try_recv().is_ok() {}
+        let params = json!({
+            "sessionId": r.session_id,
+            "prompt": [{ "type": "text", "text": prompt }],
+        });
+        let answer = r.conn.request("session/prompt", params).await;
+        r.in_turn = true;
+        let mut answer = match answer {
+            Ok(rx) => rx,
+            Err(RpcError::Closed) => return Err(r.exited("session/prompt").await),
+            Err(e) => return Err(r.refused("session/prompt", e)),
+        };
+        let mut turn = TurnLog::default();
+        let cost_before = r.cost_seen;
+        let result = loop {
+            tokio::select! {
+                biased;
+                Some(update) = r.updates.recv() => turn.update(&update, &mut r.cost_seen),
+                a = &mut answer => break a.unwrap_or(Err(RpcError::Closed)),
+            }
+        };
+        // Notifications the agent sent before its answer are queued already.
+        while let Ok(update) = r.updates.try_recv() {
+            turn.update(&update, &mut r.cost_seen);
+        }
+        r.in_turn = false;
+        let result = match result {
+            Ok(v) => v,
+            Err(RpcError::Closed) => return Err(r.exited("a turn").await),
+            Err(e) => return Err(r.refused("session/prompt", e)),
+        };
+        let stop_reason = result
+            .get("stopReason")
+            .and_then(Value::as_str)
+            .unwrap_or("end_turn")
+            .to_string();
+        let mut usage = usage_of(&result);
+        if usage.cost_usd == 0.0 && r.cost_seen > cost_before {
+            usage.cost_usd = r.cost_seen - cost_before;
+        }
+        Ok(TurnOutcome {
+            stop_reason,
+            usage,
+            events: turn.events,
+        })
+    }
+
+    async fn stop(&mut self) {
+        if let Some(mut r) = self.running.take() {
+            shutdown(&mut r).await;
+        }
+    }
+}
+
+/// `initialize`, then a session: loaded when the agent can and one is stored, else new.
+async fn handshake(r: &mut Running, ctx: &AgentContext) -> Result<()> {
+    let init = r
+        .call(
+            "initialize",
+            json!({
+                "protocolVersion": PROTOCOL_VERSION,
+                "clientCapabilities": {
+                    "fs": { "readTextFile": false, "writeTextFile": false },
+                    "terminal": false,
+                },
+                "clientInfo": { "name": "agensh", "version": env!("CARGO_PKG_VERSION") },
+            }),
+        )
+        .await?;
+    let can_load = init
+        .pointer("/agentCapabilities/loadSession")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    let cwd = absolute(&ctx.checkout);
+    let mcp = json!([{
+        "type": "http",
+        "name": "agensh",
+        "url": ctx.mcp_url(),
+        "headers": [{ "name": "Authorization", "value": format!("Bearer {}", ctx.token) }],
+    }]);
+    let session_file = ctx.state_dir.join(SESSION_FILE);
+    if can_load {
+        if let Some(id) = stored_session(&session_file, &r.what) {
+            let loaded = r
+                .call(
+                    "session/load",
+                    json!({ "sessionId": id, "cwd": cwd, "mcpServers": mcp }),
+                )
+                .await;
+            // The agent replays the conversation as updates before it answers: not ours.
+            while r.updates.try_recv().is_ok() {}
+            match loaded {
+                Ok(_) => {
+                    r.session_id = id;
+                    return Ok(());
+                }
+                Err(e) if e.code == "agent_exited" => return Err(e),
+                Err(e) => tracing::info!(
+                    "the agent could not load session {id} ({}); starting a new one",
+                    e.message
+                ),
+            }
+        }
+    }
+    let created = r
+        .call("session/new", json!({ "cwd": cwd, "mcpServers": mcp }))
+        .await
+        .map_err(|e| match init.get("authMethods").and_then(Value::as_array) {
+            Some(methods) if !methods.is_empty() && e.code == "agent_refused" => {
+                let ids: Vec<&str> = methods
+                    .iter()
+                    .filter_map(|m| m.get("id").and_then(Value::as_str))
+                    .collect();
+                Error::new(
+                    e.kind,
+                    &e.code,
+                    format!(
+                        "{} — the agent may need authentication first (it offers: {}); configure its credentials in agent.env",
+                        e.message,
+                        ids.join(", ")
+                    ),
+                )
+            }
+            _ => e,
+        })?;
+    let id = created
+        .get("sessionId")
+        .and_then(Value::as_str)
+        .ok_or_else(|| {
+            Error::new(
+                ErrorKind::Internal,
+                "agent_protocol",
+                format!(
+                    "the agent `{}` answered session/new without a sessionId",
+                    r.what
+                ),
+            )
+        })?
+        .to_string();
+    let record = json!({ "sessionId": id, "command": r.what });
+    if let Err(e) = std::fs::write(&session_file, record.to_string()) {
+        tracing::warn!("cannot write {}: {e}", session_file.display());
+    }
+    r.session_id = id;
+    Ok(())
+}
+
+/// The session id stored for this agent command, if any.
+fn stored_session(file: &Path, what: &str) -> Option<String> {
+    let v: Value = serde_json::from_slice(&std::fs::read(file).ok()?).ok()?;
+    if v.get("command").and_then(Value::as_str) != Some(what) {
+        return None;
+    }
+    v.get("sessionId")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+}
+
+fn absolute(p: &Path) -> String {
+    std::path::absolute(p)
+        .unwrap_or_else(|_| p.to_path_buf())
+        .display()
+        .to_string()
+}
+
+/// Cancels a running turn, closes stdin, gives the agent a moment, then kills its group.
+async fn shutdown(r: &mut Running) {
+    // Every wait is bounded: an agent that stopped reading its input cannot hold us here.
+    if r.in_turn && !r.conn.closed.load(Ordering::Relaxed) {
+        let cancel = r
+            .conn
+            .notify("session/cancel", json!({ "sessionId": r.session_id }));
+        let _ = tokio::time::timeout(STOP_GRACE, cancel).await;
+    }
+    if let Ok(mut stdin) = tokio::time::timeout(STOP_GRACE, r.conn.stdin.lock()).await {
+        stdin.take();
+    }
+    let _ = tokio::time::timeout(STOP_GRACE, r.child.wait()).await;
+    // The group may outlive its leader (a launcher's children, a shell tool's processes).
+    kill_group(r.pgid);
+    let _ = tokio::time::timeout(STOP_GRACE, r.child.wait()).await;
+    r.reader.abort();
+    r.conn.fail_all();
+}
+
+fn kill_group(pgid: i32) {
+    if pgid > 0 {
+        // SAFETY: killpg has no memory effects; a group that is gone gives ESRCH.
+        unsafe {
+            libc::killpg(pgid, libc::SIGKILL);
+        }
+    }
+}
+
+impl Running {
+    /// A request with the handshake timeout; its answer.
+    async fn call(&mut self, method: &str, params: Value) -> Result<Value> {
+        let rx = match self.conn.request(method, params).await {
+            Ok(rx) => rx,
+            Err(RpcError::Closed) => return Err(self.exited(method).await),
+            Err(e) => return Err(self.refused(method, e)),
+        };
+        match tokio::time::timeout(HANDSHAKE_TIMEOUT, rx).await {
+            Err(_) => Err(Error::new(
+                ErrorKind::Internal,
+                "agent_timeout",
+                format!(
+                    "the agent `{}` did not answer {method} within {} s — see {}",
+                    self.what,
+                    HANDSHAKE_TIMEOUT.as_secs(),
+                    self.stderr_log.display()
+                ),
+            )),
+            Ok(Err(_)) | Ok(Ok(Err(RpcError::Closed))) => Err(self.exited(method).await),
+            Ok(Ok(Err(e))) => Err(self.refused(method, e)),
+            Ok(Ok(Ok(v))) => Ok(v),
+        }
+    }
+
+    fn refused(&self, method: &str, e: RpcError) -> Error {
+        let detail = match e {
+            RpcError::Agent { code, message } => format!("{message} (JSON-RPC error {code})"),
+            RpcError::Closed => "its output ended".to_string(),
+        };
+        Error::new(
+            ErrorKind::Internal,
+            "agent_refused",
+            format!("the agent `{}` refused {method}: {detail}", self.what),
+        )
+    }
+
+    /// The error for an agent whose output ended during `during`: its exit status and the
+    /// tail of its stderr log.
+    async fn exited(&mut self, during: &str) -> Error {
+        let status = tokio::time::timeout(STOP_GRACE, self.child.wait()).await;
+        let how = match status {
+            Ok(Ok(s)) => describe_exit(s),
+            Ok(Err(e)) => format!("stopped answering (its status is unknown: {e})"),
+            Err(_) => "closed its output but is still running".to_string(),
+        };
+        kill_group(self.pgid);
+        let tail = stderr_tail(&self.stderr_log);
+        let shown = if tail.trim().is_empty() {
+            "It wrote nothing to stderr.".to_string()
+        } else {
+            format!(
+                "Last lines of its stderr ({}):\n{}",
+                self.stderr_log.display(),
+                tail.trim_end()
+            )
+        };
+        Error::new(
+            ErrorKind::Internal,
+            "agent_exited",
+            format!("the agent `{}` {how} during {during}. {shown}", self.what),
+        )
+    }
+}
+
+fn unix_ms() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or(0)
+}
+
+fn describe_exit(s: ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (s.code(), s.signal()) {
+        (Some(c), _) => format!("exited with status {c}"),
+        (None, Some(sig)) => format!("was killed by signal {sig}"),
+        _ => format!("exited ({s})"),
+    }
+}
+
+/// The last few lines of the stderr log.
+fn stderr_tail(path: &Path) -> String {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut f) = std::fs::File::open(path) else {
+        return String::new();
+    };
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    let start = len.saturating_sub(STDERR_TAIL_BYTES);
+    if f.seek(SeekFrom::Start(start)).is_err() {
+        return String::new();
+    }
+    let mut buf = Vec::new();
+    let _ = f.read_to_end(&mut buf);
+    let text = String::from_utf8_lossy(&buf).to_string();
+    let skip = if start > 0 { 1 } else { 0 }; // a cut first line
+    let lines: Vec<&str> = text.lines().skip(skip).collect();
+    // Only this run: what follows the last launch mark.
+    let from = lines
+        .iter()
+        .rposition(|l| l.starts_with(LAUNCH_MARK))
+        .map_or(0, |i| i + 1);
+    let run = &lines[from..];
+    run[run.len().saturating_sub(20)..].join("\n")
+}
+
+impl Conn {
+    async fn write(&self, msg: &Value) -> std::result::Result<(), RpcError> {
+        let mut line = serde_json::to_vec(msg).expect("JSON serializes");
+        line.push(b'\n');
+        let mut stdin = self.stdin.lock().await;
+        let Some(w) = stdin.as_mut() else {
+            return Err(RpcError::Closed);
+        };
+        w.write_all(&line).await.map_err(|_| RpcError::Closed)?;
+        w.flush().await.map_err(|_| RpcError::Closed)
+    }
+
+    /// Sends a request; the receiver gets its answer.
+    async fn request(
+        &self,
+        method: &str,
+        params: Value,
+    ) -> std::result::Result<oneshot::Receiver<RpcAnswer>, RpcError> {
+        if self.closed.load(Ordering::Relaxed) {
+            return Err(RpcError::Closed);
+        }
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        self.pending.lock().expect("pending lock").insert(id, tx);
+        let sent = self
+            .write(&json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }))
+            .await;
+        if let Err(e) = sent {
+            self.pending.lock().expect("pending lock").remove(&id);
+            return Err(e);
+        }
+        Ok(rx)
+    }
+
+    async fn notify(&self, method: &str, params: Value) -> std::result::Result<(), RpcError> {
+        self.write(&json!({ "jsonrpc": "2.0", "method": method, "params": params }))
+            .await
+    }
+
+    fn fail_all(&self) {
+        self.closed.store(true, Ordering::Relaxed);
+        for (_, tx) in self.pending.lock().expect("pending lock").drain() {
+            let _ = tx.send(Err(RpcError::Closed));
+        }
+    }
+}
+
+/// Reads the agent's stdout: answers go to their requests, `session/update`s to the turn,
+/// and the agent's own requests are answered here.
+async fn read_loop(stdout: ChildStdout, conn: Arc<Conn>, updates: mpsc::UnboundedSender<Value>) {
+    let mut lines = BufReader::new(stdout).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        let Ok(msg) = serde_json::from_str::<Value>(line) else {
+            tracing::debug!("agent wrote a line that is not JSON-RPC: {line:.200}");
+            continue;
+        };
+        let method = msg.get("method").and_then(Value::as_str);
+        let id = msg.get("id").filter(|v| !v.is_null()).cloned();
+        match (method, id) {
+            (Some(method), Some(id)) => {
+                let answer = answer_request(method, msg.get("params").unwrap_or(&Value::Null));
+                let reply = match answer {
+                    Ok(result) => json!({ "jsonrpc": "2.0", "id": id, "result": result }),
+                    Err((code, message)) => json!({
+                        "jsonrpc": "2.0", "id": id,
+                        "error": { "code": code, "message": message },
+                    }),
+                };
+                let _ = conn.write(&reply).await;
+            }
+            (Some("session/update"), None) => {
+                let _ = updates.send(msg.get("params").cloned().unwrap_or(Value::Null));
+            }
+            (Some(_), None) => {}
+            (None, Some(id)) => {
+                let Some(id) = id.as_u64() else { continue };
+                let tx = conn.pending.lock().expect("pending lock").remove(&id);
+                if let Some(tx) = tx {
+                    let answer = match msg.get("error") {
+                        Some(e) => Err(RpcError::Agent {
+                            code: e.get("code").and_then(Value::as_i64).unwrap_or(0),
+                            message: e
+                                .get("message")
+                                .and_then(Value::as_str)
+                                .unwrap_or("no message")
+                                .to_string(),
+                        }),
+                        None => Ok(msg.get("result").cloned().unwrap_or(Value::Null)),
+                    };
+                    let _ = tx.send(answer);
+                }
+            }
+            (None, None) => {}
+        }
+    }
+    conn.fail_all();
+}
+
+/// The policy answer to a request from the agent.
+fn answer_request(method: &str, params: &Value) -> std::result::Result<Value, (i64, String)> {
+    match method {
+        "session/request_permission" => Ok(permission_answer(params)),
+        _ => Err((
+            METHOD_NOT_FOUND,
+            format!("method not found: {method} (this client offers no file system or terminal; use your own tools)"),
+        )),
+    }
+}
+
+/// Chooses `allow_always`, else `allow_once`; with neither, the request is cancelled.
+pub fn permission_answer(params: &Value) -> Value {
+    let options = params
+        .get("options")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let pick = |kind: &str| {
+        options
+            .iter()
+            .find(|o| o.get("kind").and_then(Value::as_str) == Some(kind))
+            .and_then(|o| o.get("optionId").cloned())
+    };
+    match pick("allow_always").or_else(|| pick("allow_once")) {
+        Some(id) => json!({ "outcome": { "outcome": "selected", "optionId": id } }),
+        None => json!({ "outcome": { "outcome": "cancelled" } }),
+    }
+}
+
+/// Events of one turn, built from `session/update` notifications.
+#[derive(Default)]
+struct TurnLog {
+    events: Vec<TurnEvent>,
+    /// Tool call id → index of its event.
+    calls: HashMap<String, usize>,
+    /// The last event is a message still receiving chunks.
+    open_message: bool,
+}
+
+impl TurnLog {
+    fn update(&mut self, params: &Value, cost_seen: &mut f64) {
+        let Some(u) = params.get("update") else {
+            return;
+        };
+        match u.get("sessionUpdate").and_then(Value::as_str) {
+            Some("agent_message_chunk") => {
+                let text = u
+                    .pointer("/content/text")
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
+                if text.is_empty() {
+                    return;
+                }
+                if self.open_message {
+                    if let Some(TurnEvent::Message { text: t }) = self.events.last_mut() {
+                        t.push_str(text);
+                        return;
+                    }
+                }
+                self.events.push(TurnEvent::Message {
+                    text: text.to_string(),
+                });
+                self.open_message = true;
+            }
+            Some("tool_call") => {
+                self.open_message = false;
+                let id = u
+                    .get("toolCallId")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string();
+                let name = u
+                    .get("title")
+                    .and_then(Value::as_str)
+                    .or_else(|| u.get("kind").and_then(Value::as_str))
+                    .unwrap_or("tool")
+                    .to_string();
+                let status = u
+                    .get("status")
+                    .and_then(Value::as_str)
+                    .unwrap_or("pending")
+                    .to_string();
+                self.calls.insert(id, self.events.len());
+                self.events.push(TurnEvent::ToolCall { name, status });
+            }
+            Some("tool_call_update") => {
+                self.open_message = false;
+                let id = u.get("toolCallId").and_then(Value::as_str).unwrap_or("");
+                let status = u.get("status").and_then(Value::as_str);
+                let title = u.get("title").and_then(Value::as_str);
+                match self.calls.get(id) {
+                    Some(&i) => {
+                        if let Some(TurnEvent::ToolCall { name, status: s }) =
+                            self.events.get_mut(i)
+                        {
+                            if let Some(st) = status {
+                                *s = st.to_string();
+                            }
+                            if let Some(t) = title {
+                                *name = t.to_string();
+                            }
+                        }
+                    }
+                    None => {
+                        self.calls.insert(id.to_string(), self.events.len());
+                        self.events.push(TurnEvent::ToolCall {
+                            name: title.unwrap_or("tool").to_string(),
+                            status: status.unwrap_or("pending").to_string(),
+                        });
+                    }
+                }
+            }
+            Some("usage_update") => {
+                if let Some(c) = u.pointer("/cost/amount").and_then(Value::as_f64) {
+                    *cost_seen = c;
+                }
+            }
+            _ => self.open_message = false,
+        }
+    }
+}
+
+/// Token usage in a `session/prompt` answer: `usage` (the ACP draft), else `_meta.usage`;
+/// camelCase or snake_case field names. Zeros when the agent reports none.
+fn usage_of(result: &Value) -> Usage {
+    let u = result
+        .get("usage")
+        .filter(|v| v.is_object())
+        .or_else(|| result.pointer("/_meta/usage").filter(|v| v.is_object()));
+    let Some(u) = u else {
+        return Usage::default();
+    };
+    let num = |names: &[&str]| {
+        names
+            .iter()
+            .find_map(|n| u.get(*n).and_then(Value::as_u64))
+            .unwrap_or(0)
+    };
+    let cost = ["costUsd", "cost_usd", "totalCostUsd", "total_cost_usd"]
+        .iter()
+        .find_map(|n| u.get(*n).and_then(Value::as_f64))
+        .or_else(|| u.pointer("/cost/amount").and_then(Value::as_f64))
+        .unwrap_or(0.0);
+    Usage {
+        input_tokens: num(&["inputTokens", "input_tokens"]),
+        output_tokens: num(&["outputTokens", "output_tokens"]),
+        cost_usd: cost,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn permission_prefers_allow_always_then_allow_once() {
+        let opts = |kinds: &[&str]| json!({ "options": kinds.iter().map(|k| json!({ "optionId": format!("o-{k}"), "name": k, "kind": k })).collect::<Vec<_>>() });
+        assert_eq!(
+            permission_answer(&opts(&["reject_once", "allow_once", "allow_always"])),
+            json!({ "outcome": { "outcome": "selected", "optionId": "o-allow_always" } })
+        );
+        assert_eq!(
+            permission_answer(&opts(&["reject_once", "allow_once"])),
+            json!({ "outcome": { "outcome": "selected", "optionId": "o-allow_once" } })
+        );
+        assert_eq!(
+            permission_answer(&opts(&["reject_once"])),
+            json!({ "outcome": { "outcome": "cancelled" } })
+        );
+    }
+
+    #[test]
+    fn unknown_requests_are_method_not_found() {
+        let e = answer_request("fs/read_text_file", &json!({})).unwrap_err();
+        assert_eq!(e.0, METHOD_NOT_FOUND);
+    }
+
+    #[test]
+    fn chunks_join_and_tool_calls_update_in_place() {
+        let mut log = TurnLog::default();
+        let mut cost = 0.0;
+        let up = |u: Value| json!({ "sessionId": "s", "update": u });
+        for u in [
+            json!({ "sessionUpdate": "agent_message_chunk", "content": { "type": "text", "text": "Hel" } }),
+            json!({ "sessionUpdate": "agent_message_chunk", "content": { "type": "text", "text": "lo" } }),
+            json!({ "sessionUpdate": "tool_call", "toolCallId": "c1", "title": "claim", "status": "in_progress" }),
+            json!({ "sessionUpdate": "tool_call_update", "toolCallId": "c1", "status": "completed" }),
+            json!({ "sessionUpdate": "agent_message_chunk", "content": { "type": "text", "text": "done" } }),
+            json!({ "sessionUpdate": "usage_update", "used": 10, "size": 100, "cost": { "amount": 0.25, "currency": "USD" } }),
+        ] {
+            log.update(&up(u), &mut cost);
+        }
+        assert_eq!(
+            log.events,
+            vec![
+                TurnEvent::Message {
+                    text: "Hello".into()
+                },
+                TurnEvent::ToolCall {
+                    name: "claim".into(),
+                    status: "completed".into()
+                },
+                TurnEvent::Message {
+                    text: "done".into()
+                },
+            ]
+        );
+        assert_eq!(cost, 0.25);
+    }
+
+    #[test]
+    fn usage_is_read_from_the_draft_field_or_meta() {
+        let u = usage_of(
+            &json!({ "stopReason": "end_turn", "usage": { "inputTokens": 12, "outputTokens": 3, "totalTokens": 15 } }),
+        );
+        assert_eq!((u.input_tokens, u.output_tokens), (12, 3));
+        let u = usage_of(
+            &json!({ "stopReason": "end_turn", "_meta": { "usage": { "input_tokens": 5, "output_tokens": 6, "cost_usd": 0.5 } } }),
+        );
+        assert_eq!((u.input_tokens, u.output_tokens, u.cost_usd), (5, 6, 0.5));
+        assert_eq!(
+            usage_of(&json!({ "stopReason": "end_turn" })),
+            Usage::default()
+        );
+    }
+}

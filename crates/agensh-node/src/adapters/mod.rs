@@ -1,0 +1,76 @@
+//! Adapters: one trait, one thin translation per kind of agent. The turn loop drives an
+//! [`Agent`] without knowing which agent is behind it.
+
+use std::path::PathBuf;
+
+use agensh_domain::Result;
+use serde::{Deserialize, Serialize};
+
+pub mod acp;
+
+/// What an agent gets to work with.
+#[derive(Debug, Clone)]
+pub struct AgentContext {
+    pub worker: String,
+    /// The worker's checkout, the agent's working directory.
+    pub checkout: PathBuf,
+    /// The hub's base URL.
+    pub hub_url: String,
+    /// The worker's token (for MCP and git over HTTP).
+    pub token: String,
+    /// Where the adapter may keep files of its own (session state, agent logs).
+    pub state_dir: PathBuf,
+}
+
+impl AgentContext {
+    /// The hub's MCP endpoint.
+    pub fn mcp_url(&self) -> String {
+        format!("{}/mcp", self.hub_url.trim_end_matches('/'))
+    }
+}
+
+/// Tokens and cost one turn used, as the agent's own stream reported them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Usage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cost_usd: f64,
+}
+
+impl std::ops::AddAssign for Usage {
+    fn add_assign(&mut self, o: Usage) {
+        self.input_tokens += o.input_tokens;
+        self.output_tokens += o.output_tokens;
+        self.cost_usd += o.cost_usd;
+    }
+}
+
+/// Something that happened during a turn, for the turn log and the live view.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum TurnEvent {
+    /// Text the agent said.
+    Message { text: String },
+    /// A tool the agent called, and how it ended.
+    ToolCall { name: String, status: String },
+}
+
+/// How a turn ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TurnOutcome {
+    /// The agent's reason (`end_turn`, `max_tokens`, `cancelled`, …).
+    pub stop_reason: String,
+    pub usage: Usage,
+    pub events: Vec<TurnEvent>,
+}
+
+/// One kind of agent, driven turn by turn.
+#[async_trait::async_trait]
+pub trait Agent: Send {
+    /// Starts the agent (its process and session) for the worker in `ctx`.
+    async fn start(&mut self, ctx: &AgentContext) -> Result<()>;
+    /// Runs one turn on `prompt`; returns when the agent ends the turn.
+    async fn turn(&mut self, prompt: &str) -> Result<TurnOutcome>;
+    /// Stops the agent and every process it started.
+    async fn stop(&mut self);
+}

@@ -1,0 +1,11 @@
+//! The node: starts a machine's workers, each with its own checkout and agent, and runs
+//! their turn loops against a hub given by URL.
+//!
+//! `adapters` holds the one interface the loop drives ([`adapters::Agent`]) and one thin
+//! translation per kind of agent; `turn` is the loop of one worker; `script` is the
+//! deterministic scripted agent used by tests and load runs.
+
+pub mod adapters;
+pub mod node;
+pub mod script;
+pub mod turn;

@@ -1,0 +1,201 @@
+//! Running a machine's workers: checkouts, staggered activation, one turn loop each, and a
+//! shared progress stream for the live view.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime};
+
+use agensh_client::Client;
+use agensh_domain::prompt::WorkerPrompt;
+use agensh_domain::worker::WorkerStatus;
+use agensh_domain::{Error, Result};
+use agensh_workspace::{checkout, Workspace};
+use tokio::sync::{mpsc, watch};
+
+use crate::adapters::acp::AcpAgent;
+use crate::adapters::{Agent, AgentContext, Usage};
+use crate::turn::{run_worker, Progress, WorkerPlan, WorkerSummary};
+
+/// Which agent drives the workers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AgentKind {
+    /// The deterministic scripted agent (tests and load), from a scenario file.
+    Script { scenario: PathBuf },
+    /// Any Agent Client Protocol agent, started with this command line.
+    Acp { command: Vec<String> },
+}
+
+impl AgentKind {
+    fn build(&self, agensh: &std::path::Path) -> Box<dyn Agent> {
+        match self {
+            AgentKind::Script { scenario } => Box::new(AcpAgent::new(
+                vec![
+                    agensh.to_string_lossy().to_string(),
+                    "agent".into(),
+                    "script".into(),
+                    "--scenario".into(),
+                    scenario.to_string_lossy().to_string(),
+                ],
+                Vec::new(),
+            )),
+            AgentKind::Acp { command } => Box::new(AcpAgent::new(command.clone(), Vec::new())),
+        }
+    }
+}
+
+/// Everything a node needs to run its workers.
+#[derive(Debug, Clone)]
+pub struct NodePlan {
+    /// The organization directory: checkouts go to `workers/<id>/`, logs to `.agensh/logs/`.
+    pub org_dir: PathBuf,
+    pub hub_url: String,
+    /// (worker id, token) of the workers this node runs.
+    pub workers: Vec<(String, String)>,
+    pub agent: AgentKind,
+    pub goal: String,
+    /// The whole organization's size (for the prompt).
+    pub organization_size: usize,
+    pub stagger: Duration,
+    pub idle_timeout: Duration,
+    pub ends_at: Option<SystemTime>,
+    pub notices_before_end: Vec<Duration>,
+    pub pack: Vec<String>,
+    /// The `agensh` binary (for the scripted agent).
+    pub agensh: PathBuf,
+}
+
+/// What the live view shows of one worker.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkerLine {
+    pub status: WorkerStatus,
+    pub turns: u64,
+    pub last_action: String,
+    pub usage: Usage,
+}
+
+/// The node's totals.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NodeSummary {
+    pub workers: BTreeMap<String, std::result::Result<WorkerSummary, String>>,
+}
+
+impl NodeSummary {
+    pub fn turns(&self) -> u64 {
+        self.workers
+            .values()
+            .filter_map(|r| r.as_ref().ok())
+            .map(|s| s.turns)
+            .sum()
+    }
+
+    pub fn usage(&self) -> Usage {
+        let mut u = Usage::default();
+        for s in self.workers.values().filter_map(|r| r.as_ref().ok()) {
+            u += s.usage;
+        }
+        u
+    }
+}
+
+/// Runs the workers of `plan` until the run ends or `stop` turns true. Progress of every
+/// worker goes to `progress` as `(worker id, Progress)`.
+pub async fn run_node(
+    plan: NodePlan,
+    stop: watch::Receiver<bool>,
+    progress: mpsc::UnboundedSender<(String, Progress)>,
+) -> Result<NodeSummary> {
+    let repo = agensh_workspace_dir(&plan.org_dir);
+    let ws = Workspace::open(&repo)?;
+    let mut set = tokio::task::JoinSet::new();
+    for (i, (id, token)) in plan.workers.iter().enumerate() {
+        if i > 0 && !plan.stagger.is_zero() {
+            let mut stop = stop.clone();
+            tokio::select! {
+                _ = tokio::time::sleep(plan.stagger) => {}
+                _ = stop.wait_for(|s| *s) => break,
+            }
+        }
+        let dir = checkout::checkout_dir(&plan.org_dir, id);
+        checkout::create(&ws, id, &dir).await?;
+        let ctx = AgentContext {
+            worker: id.clone(),
+            checkout: dir.clone(),
+            hub_url: plan.hub_url.clone(),
+            token: token.clone(),
+            state_dir: log_dir(&plan.org_dir, id),
+        };
+        let deadline = plan
+            .ends_at
+            .map(|e| {
+                format!(
+                    "The run ends at {} (UTC).",
+                    agensh_domain::time::rfc3339(ms(e))
+                )
+            })
+            .unwrap_or_default();
+        let launch_prompt = WorkerPrompt {
+            worker_id: id,
+            worker_count: plan.organization_size,
+            goal: &plan.goal,
+            checkout: &dir.to_string_lossy(),
+            branch: &checkout::work_branch(id),
+            deadline: &deadline,
+            pack: &plan.pack,
+        }
+        .render()?;
+        let worker_plan = WorkerPlan {
+            ctx,
+            launch_prompt,
+            idle_timeout: plan.idle_timeout,
+            ends_at: plan.ends_at,
+            notices_before_end: plan.notices_before_end.clone(),
+            log_dir: log_dir(&plan.org_dir, id),
+        };
+        std::fs::create_dir_all(&worker_plan.log_dir).map_err(|e| {
+            Error::internal(format!(
+                "cannot create {}: {e}",
+                worker_plan.log_dir.display()
+            ))
+        })?;
+        std::fs::write(
+            worker_plan.log_dir.join("launch-prompt.md"),
+            &worker_plan.launch_prompt,
+        )
+        .map_err(|e| Error::internal(format!("cannot store the launch prompt: {e}")))?;
+        let agent = plan.agent.build(&plan.agensh);
+        let hub = Client::new(&plan.hub_url, token);
+        let (stop, progress, id) = (stop.clone(), progress.clone(), id.clone());
+        set.spawn(async move {
+            (
+                id,
+                run_worker(worker_plan, agent, hub, stop, progress).await,
+            )
+        });
+    }
+    let mut summary = NodeSummary::default();
+    while let Some(joined) = set.join_next().await {
+        match joined {
+            Ok((id, r)) => {
+                summary.workers.insert(id, r.map_err(|e| e.message));
+            }
+            Err(e) => tracing::error!("a worker task failed: {e}"),
+        }
+    }
+    Ok(summary)
+}
+
+/// The bare repository of the organization at `org`.
+pub fn agensh_workspace_dir(org: &std::path::Path) -> PathBuf {
+    org.join(".agensh").join(agensh_workspace::REPO_DIR)
+}
+
+/// Where a worker's turns, prompts and agent logs go.
+pub fn log_dir(org: &std::path::Path, worker: &str) -> PathBuf {
+    org.join(".agensh").join("logs").join(worker)
+}
+
+fn ms(t: SystemTime) -> i64 {
+    t.duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}

@@ -1,0 +1,1581 @@
+//! The scripted agent: a deterministic Agent Client Protocol agent for tests and load runs,
+//! never the default for real work (`agensh agent script --scenario FILE`).
+//!
+//! It is the mirror image of the `acp` adapter: it answers `initialize`, `session/new`
+//! (taking the MCP server and its `Authorization` header from there), `session/load`,
+//! `session/prompt` and `session/cancel` over newline-delimited JSON-RPC on stdin/stdout.
+//! It acts only as an agent would: through the organization tools (an [`McpClient`]
+//! against the MCP server it was given) and `git` in its working directory (the worker's
+//! checkout). Its progress is kept in `<checkout>/.git/agensh-script/<session>.json`, so a
+//! restarted agent that loads its session goes on after the step it was in.
+//!
+//! A scenario (TOML) lists the goal's parts and the steps to follow:
+//!
+//! ```toml
+//! parts = ["p1", "p2"]              # each worker takes the first free part, in this order
+//! [templates]
+//! part = "def {part}():\n    return '{part}'\n"
+//! test = "from parts.{part} import {part}\n"
+//! [[step]]
+//! action = "claim_free_part"        # claim, see overlaps, release and move on
+//! [[step]]
+//! action = "write_part"
+//! [[step]]
+//! action = "commit_push"
+//! [[step]]
+//! action = "open_and_merge_pr"
+//! [[step]]
+//! action = "end_turn"
+//! ```
+//!
+//! Each prompt runs the steps from where the last turn stopped up to and including the next
+//! `end_turn`. When every part is taken (or every step done), later prompts only get an
+//! answer. Templates may use `{part}`, `{worker}`, `{branch}`, `{pr}`, `{claim}`, `{turn}`.
+//!
+//! Every tool call is reported to the client as `tool_call`/`tool_call_update` updates, its
+//! notices as an `agent_message_chunk`; with `AGENSH_SCRIPT_LOG` set, one JSON line per
+//! tool call (and per permission answer, client request and turn end) is appended there.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use agensh_client::mcp::{McpClient, ToolResult};
+use agensh_domain::{Error, Result};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::sync::oneshot;
+
+/// The environment variable naming the JSON-lines log of tool calls.
+pub const LOG_ENV: &str = "AGENSH_SCRIPT_LOG";
+
+/// A scenario: the parts of the goal, file templates, and the steps.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// Parts of the goal; each worker tries them in this order and takes the first free one.
+    #[serde(default)]
+    pub parts: Vec<String>,
+    /// Where a part's file goes (also the path its claim names).
+    #[serde(default = "default_part_path")]
+    pub part_path: String,
+    /// Where a part's test goes.
+    #[serde(default = "default_test_path")]
+    pub test_path: String,
+    #[serde(default)]
+    pub templates: Templates,
+    /// Per-turn usage to report (default: about one token per 4 characters in and out).
+    #[serde(default)]
+    pub usage: Option<UsageSpec>,
+    #[serde(default, rename = "step")]
+    pub steps: Vec<Step>,
+}
+
+fn default_part_path() -> String {
+    "parts/{part}.py".into()
+}
+
+fn default_test_path() -> String {
+    "tests/test_{part}.py".into()
+}
+
+/// File templates for `write_part`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Templates {
+    pub part: Option<String>,
+    pub test: Option<String>,
+}
+
+/// Fixed usage reported for every turn.
+#[derive(Debug, Clone, Copy, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UsageSpec {
+    #[serde(default)]
+    pub input_tokens: u64,
+    #[serde(default)]
+    pub output_tokens: u64,
+    /// Reported as the session's cumulative cost in a `usage_update`.
+    #[serde(default)]
+    pub cost_usd: f64,
+}
+
+/// One step of a scenario.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(tag = "action", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Step {
+    /// Claims the first part that is not done and not claimed (label `part-<name>`, paths
+    /// `[part_path]`); on an overlap with an earlier live claim, releases it and tries the
+    /// next. With every part taken, the turn ends and later prompts only get an answer.
+    ClaimFreePart {
+        #[serde(default)]
+        lease_secs: Option<u64>,
+    },
+    /// Writes the part's file and test from the templates.
+    WritePart,
+    /// Writes (or appends to) one file.
+    WriteFile {
+        path: String,
+        text: String,
+        #[serde(default)]
+        append: bool,
+    },
+    /// `git add -A`, commit (when anything changed), `git push origin HEAD:<branch>`.
+    /// Branch default: `{worker}/part-{part}` with a part, else `{worker}/work`.
+    CommitPush {
+        #[serde(default)]
+        message: Option<String>,
+        #[serde(default)]
+        branch: Option<String>,
+    },
+    /// `pr_open` for the pushed branch.
+    OpenPr {
+        #[serde(default)]
+        title: Option<String>,
+        #[serde(default)]
+        body: Option<String>,
+    },
+    /// `pr_merge`; on `merge_conflict`: `git pull origin main` (union merge), push, retry.
+    MergePr {
+        #[serde(default = "default_retries")]
+        retries: u32,
+    },
+    /// `open_pr` then `merge_pr`.
+    OpenAndMergePr {
+        #[serde(default)]
+        title: Option<String>,
+        #[serde(default)]
+        body: Option<String>,
+        #[serde(default = "default_retries")]
+        retries: u32,
+    },
+    /// `board_write`; label default `part-{part}` when a part is held.
+    BoardWrite {
+        kind: String,
+        text: String,
+        #[serde(default)]
+        label: Option<String>,
+        #[serde(default)]
+        detail: Option<String>,
+    },
+    /// `msg_dm`.
+    MsgDm { to: String, text: String },
+    /// `msg_post`; channel default `#general`.
+    MsgPost {
+        #[serde(default)]
+        channel: Option<String>,
+        text: String,
+    },
+    /// Releases the claim this agent holds.
+    Release,
+    /// Any tool with literal arguments (strings are templates).
+    Call {
+        tool: String,
+        #[serde(default)]
+        args: Value,
+    },
+    /// Calls `tool` every `every_ms` for `for_ms`, recording any notices (to observe
+    /// in-turn delivery); stops early at the first notice with `until_notice`.
+    Poll {
+        tool: String,
+        #[serde(default)]
+        args: Value,
+        #[serde(default = "default_every_ms")]
+        every_ms: u64,
+        for_ms: u64,
+        #[serde(default)]
+        until_notice: bool,
+    },
+    /// Waits.
+    Sleep { ms: u64 },
+    /// Says something (an `agent_message_chunk`).
+    Say { text: String },
+    /// Runs `git` with these arguments in the checkout.
+    Git { args: Vec<String> },
+    /// Asks the client `session/request_permission` for a tool call titled `title`.
+    RequestPermission {
+        #[serde(default = "default_permission_title")]
+        title: String,
+    },
+    /// Sends the client an arbitrary request and records the answer (to test how a client
+    /// answers what it does not offer).
+    ClientRequest {
+        method: String,
+        #[serde(default)]
+        params: Value,
+    },
+    /// Exits the process with `code` at once, mid-turn (to test crash handling).
+    Exit {
+        #[serde(default)]
+        code: i32,
+    },
+    /// Ends the turn.
+    EndTurn,
+}
+
+fn default_retries() -> u32 {
+    3
+}
+
+fn default_every_ms() -> u64 {
+    200
+}
+
+fn default_permission_title() -> String {
+    "run a command".into()
+}
+
+impl Scenario {
+    /// Reads and checks a scenario file.
+    pub fn load(path: &Path) -> Result<Scenario> {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            Error::invalid(
+                "bad_scenario",
+                format!("cannot read the scenario {}: {e}", path.display()),
+            )
+        })?;
+        Self::parse(&text).map_err(|e| {
+            Error::invalid("bad_scenario", format!("{}: {}", path.display(), e.message))
+        })
+    }
+
+    /// Parses and checks a scenario.
+    pub fn parse(text: &str) -> Result<Scenario> {
+        let s: Scenario = toml::from_str(text)
+            .map_err(|e| Error::invalid("bad_scenario", format!("not a valid scenario: {e}")))?;
+        for (i, step) in s.steps.iter().enumerate() {
+            let n = i + 1;
+            match step {
+                Step::ClaimFreePart { .. } if s.parts.is_empty() => {
+                    return Err(Error::invalid(
+                        "bad_scenario",
+                        format!("step {n} claims a part but the scenario lists no parts"),
+                    ))
+                }
+                Step::WritePart if s.templates.part.is_none() => {
+                    return Err(Error::invalid(
+                        "bad_scenario",
+                        format!("step {n} writes a part but [templates] has no `part`"),
+                    ))
+                }
+                Step::Poll { every_ms: 0, .. } => {
+                    return Err(Error::invalid(
+                        "bad_scenario",
+                        format!("step {n} polls every 0 ms — give every_ms of at least 1"),
+                    ))
+                }
+                _ => {}
+            }
+        }
+        Ok(s)
+    }
+}
+
+/// Runs the scripted agent on this process's stdin and stdout until stdin ends.
+pub async fn run_stdio(scenario_path: &Path) -> Result<()> {
+    let scenario = Scenario::load(scenario_path)?;
+    serve(scenario, tokio::io::stdin(), tokio::io::stdout()).await
+}
+
+/// Serves the ACP agent side on `input`/`output` until `input` ends.
+pub async fn serve<R, W>(scenario: Scenario, input: R, output: W) -> Result<()>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let shared = Arc::new(Shared {
+        out: tokio::sync::Mutex::new(Box::new(output)),
+        pending: Mutex::new(HashMap::new()),
+        next_id: AtomicU64::new(1),
+        scenario: Arc::new(scenario),
+        log: std::env::var_os(LOG_ENV).map(PathBuf::from),
+    });
+    let mut sessions: HashMap<String, Arc<SessionSlot>> = HashMap::new();
+    let mut tasks = tokio::task::JoinSet::new();
+    let mut lines = BufReader::new(input).lines();
+    while let Some(line) = lines
+        .next_line()
+        .await
+        .map_err(|e| Error::internal(format!("cannot read stdin: {e}")))?
+    {
+        let Ok(msg) = serde_json::from_str::<Value>(line.trim()) else {
+            continue;
+        };
+        let method = msg
+            .get("method")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        let id = msg.get("id").filter(|v| !v.is_null()).cloned();
+        let params = msg.get("params").cloned().unwrap_or(Value::Null);
+        match (method.as_deref(), id) {
+            (None, Some(id)) => {
+                // An answer to one of our requests.
+                if let Some(n) = id.as_u64() {
+                    let tx = shared.pending.lock().expect("pending lock").remove(&n);
+                    if let Some(tx) = tx {
+                        let _ = tx.send(msg);
+                    }
+                }
+            }
+            (Some("initialize"), Some(id)) => {
+                shared
+                    .reply(
+                        id,
+                        Ok(json!({
+                            "protocolVersion": 1,
+                            "agentCapabilities": {
+                                "loadSession": true,
+                                "promptCapabilities": { "image": false, "audio": false, "embeddedContext": false },
+                                "mcpCapabilities": { "http": true, "sse": false },
+                            },
+                            "authMethods": [],
+                            "agentInfo": { "name": "agensh-script", "version": env!("CARGO_PKG_VERSION") },
+                        })),
+                    )
+                    .await;
+            }
+            (Some(m @ ("session/new" | "session/load")), Some(id)) => {
+                let load = (m == "session/load").then(|| {
+                    params
+                        .get("sessionId")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_string()
+                });
+                match new_session(&params, load.as_deref()).await {
+                    Ok(slot) => {
+                        let sid = slot.id.clone();
+                        sessions.insert(sid.clone(), Arc::new(slot));
+                        let answer = match load {
+                            Some(_) => json!({}),
+                            None => json!({ "sessionId": sid }),
+                        };
+                        shared.reply(id, Ok(answer)).await;
+                    }
+                    Err(e) => shared.reply(id, Err(e)).await,
+                }
+            }
+            (Some("session/prompt"), Some(id)) => {
+                let sid = params
+                    .get("sessionId")
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
+                let Some(slot) = sessions.get(sid).cloned() else {
+                    shared
+                        .reply(id, Err((-32602, format!("unknown session {sid:?}"))))
+                        .await;
+                    continue;
+                };
+                let prompt = prompt_text(&params);
+                let sh = shared.clone();
+                tasks.spawn(async move {
+                    let answer = run_prompt(&sh, &slot, &prompt).await;
+                    sh.reply(id, Ok(answer)).await;
+                });
+            }
+            (Some("session/cancel"), None) => {
+                let sid = params
+                    .get("sessionId")
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
+                if let Some(slot) = sessions.get(sid) {
+                    slot.cancel.store(true, Ordering::SeqCst);
+                }
+            }
+            (Some(m), Some(id)) => {
+                shared
+                    .reply(id, Err((-32601, format!("method not found: {m}"))))
+                    .await;
+            }
+            _ => {}
+        }
+        // Reap finished prompts.
+        while tasks.try_join_next().is_some() {}
+    }
+    // The client went away: cancel what runs and let it answer into the void.
+    for slot in sessions.values() {
+        slot.cancel.store(true, Ordering::SeqCst);
+    }
+    let _ = tokio::time::timeout(Duration::from_secs(2), async {
+        while tasks.join_next().await.is_some() {}
+    })
+    .await;
+    Ok(())
+}
+
+/// What every session shares: the output, our outstanding requests, the scenario.
+struct Shared {
+    out: tokio::sync::Mutex<Box<dyn AsyncWrite + Unpin + Send>>,
+    pending: Mutex<HashMap<u64, oneshot::Sender<Value>>>,
+    next_id: AtomicU64,
+    scenario: Arc<Scenario>,
+    log: Option<PathBuf>,
+}
+
+impl Shared {
+    async fn send(&self, msg: &Value) {
+        let mut line = serde_json::to_vec(msg).expect("JSON serializes");
+        line.push(b'\n');
+        let mut out = self.out.lock().await;
+        let _ = out.write_all(&line).await;
+        let _ = out.flush().await;
+    }
+
+    async fn reply(&self, id: Value, answer: std::result::Result<Value, (i64, String)>) {
+        let msg = match answer {
+            Ok(result) => json!({ "jsonrpc": "2.0", "id": id, "result": result }),
+            Err((code, message)) => json!({
+                "jsonrpc": "2.0", "id": id, "error": { "code": code, "message": message },
+            }),
+        };
+        self.send(&msg).await;
+    }
+
+    async fn update(&self, session: &str, update: Value) {
+        self.send(&json!({
+            "jsonrpc": "2.0",
+            "method": "session/update",
+            "params": { "sessionId": session, "update": update },
+        }))
+        .await;
+    }
+
+    /// Sends the client a request; its whole answer message (result or error).
+    async fn request(&self, method: &str, params: Value) -> Value {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        self.pending.lock().expect("pending lock").insert(id, tx);
+        self.send(&json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }))
+            .await;
+        rx.await
+            .unwrap_or_else(|_| json!({ "error": { "code": -1, "message": "no answer" } }))
+    }
+
+    /// Appends one JSON line to the script log, if there is one.
+    fn log(&self, mut entry: Value) {
+        let Some(path) = &self.log else { return };
+        entry["t_ms"] = json!(now_ms());
+        let mut line = entry.to_string();
+        line.push('\n');
+        let written = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, line.as_bytes()));
+        if let Err(e) = written {
+            tracing::warn!("cannot write the script log {}: {e}", path.display());
+        }
+    }
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// A session: its fixed facts, a cancel flag, and the state a prompt works on.
+struct SessionSlot {
+    id: String,
+    cancel: AtomicBool,
+    state: tokio::sync::Mutex<State>,
+}
+
+/// What the agent remembers between turns.
+struct State {
+    session: String,
+    cwd: PathBuf,
+    worker: String,
+    mcp_url: Option<String>,
+    token: Option<String>,
+    mcp: Option<McpClient>,
+    /// The next step to run.
+    cursor: usize,
+    /// Nothing left to do: every part taken or every step run.
+    idle: bool,
+    part: Option<String>,
+    claim: Option<String>,
+    branch: Option<String>,
+    pr: Option<i64>,
+    turns: u64,
+    calls: u64,
+    cost_total: f64,
+    /// Where the progress above is kept, for `session/load` after a restart.
+    state_file: Option<PathBuf>,
+}
+
+impl State {
+    /// Keeps the progress for a later `session/load`.
+    fn save(&self) {
+        let Some(path) = &self.state_file else { return };
+        let progress = json!({
+            "cursor": self.cursor,
+            "idle": self.idle,
+            "part": self.part,
+            "claim": self.claim,
+            "branch": self.branch,
+            "pr": self.pr,
+            "turns": self.turns,
+            "calls": self.calls,
+            "cost_total": self.cost_total,
+        });
+        let saved = path
+            .parent()
+            .map_or(Ok(()), std::fs::create_dir_all)
+            .and_then(|()| std::fs::write(path, progress.to_string()));
+        if let Err(e) = saved {
+            tracing::warn!("cannot keep the session state in {}: {e}", path.display());
+        }
+    }
+
+    /// Takes back the progress a `save` kept.
+    fn restore(&mut self, v: &Value) {
+        let text = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
+        self.cursor = v.get("cursor").and_then(Value::as_u64).unwrap_or(0) as usize;
+        self.idle = v.get("idle").and_then(Value::as_bool).unwrap_or(false);
+        self.part = text("part");
+        self.claim = text("claim");
+        self.branch = text("branch");
+        self.pr = v.get("pr").and_then(Value::as_i64);
+        self.turns = v.get("turns").and_then(Value::as_u64).unwrap_or(0);
+        self.calls = v.get("calls").and_then(Value::as_u64).unwrap_or(0);
+        self.cost_total = v.get("cost_total").and_then(Value::as_f64).unwrap_or(0.0);
+    }
+}
+
+static SESSIONS: AtomicU64 = AtomicU64::new(1);
+
+/// A new session, or with `load` the stored session of that id.
+async fn new_session(
+    params: &Value,
+    load: Option<&str>,
+) -> std::result::Result<SessionSlot, (i64, String)> {
+    let cwd = params
+        .get("cwd")
+        .and_then(Value::as_str)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| std::env::current_dir().unwrap_or_default());
+    let server = params
+        .get("mcpServers")
+        .and_then(Value::as_array)
+        .and_then(|list| {
+            list.iter()
+                .find(|s| s.get("name").and_then(Value::as_str) == Some("agensh"))
+                .or_else(|| {
+                    list.iter()
+                        .find(|s| s.get("type").and_then(Value::as_str) == Some("http"))
+                })
+                .cloned()
+        });
+    let mcp_url = server
+        .as_ref()
+        .and_then(|s| s.get("url").and_then(Value::as_str))
+        .map(str::to_string);
+    let token = server
+        .as_ref()
+        .and_then(|s| s.get("headers").and_then(Value::as_array))
+        .and_then(|hs| {
+            hs.iter().find(|h| {
+                h.get("name")
+                    .and_then(Value::as_str)
+                    .is_some_and(|n| n.eq_ignore_ascii_case("authorization"))
+            })
+        })
+        .and_then(|h| h.get("value").and_then(Value::as_str))
+        .map(|v| v.strip_prefix("Bearer ").unwrap_or(v).to_string());
+    let worker = match std::env::var("AGENSH_WORKER") {
+        Ok(w) if !w.is_empty() => w,
+        _ => git_output(&cwd, &["config", "user.name"])
+            .await
+            .filter(|w| !w.is_empty())
+            .unwrap_or_else(|| "agent".into()),
+    };
+    let id = match load {
+        Some(id) => id.to_string(),
+        None => format!(
+            "script-{}-{}-{}",
+            now_ms(),
+            std::process::id(),
+            SESSIONS.fetch_add(1, Ordering::Relaxed)
+        ),
+    };
+    let safe = !id.is_empty()
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    let state_file = match git_output(&cwd, &["rev-parse", "--absolute-git-dir"]).await {
+        Some(dir) if safe => Some(
+            Path::new(&dir)
+                .join("agensh-script")
+                .join(format!("{id}.json")),
+        ),
+        _ => None,
+    };
+    let mut state = State {
+        session: id.clone(),
+        cwd,
+        worker,
+        mcp_url,
+        token,
+        mcp: None,
+        cursor: 0,
+        idle: false,
+        part: None,
+        claim: None,
+        branch: None,
+        pr: None,
+        turns: 0,
+        calls: 0,
+        cost_total: 0.0,
+        state_file,
+    };
+    if load.is_some() {
+        let kept = state
+            .state_file
+            .as_ref()
+            .and_then(|f| std::fs::read(f).ok())
+            .and_then(|b| serde_json::from_slice::<Value>(&b).ok());
+        match kept {
+            Some(v) => state.restore(&v),
+            None => return Err((-32002, format!("no session {id:?} is stored here"))),
+        }
+    } else {
+        state.save();
+    }
+    Ok(SessionSlot {
+        id,
+        cancel: AtomicBool::new(false),
+        state: tokio::sync::Mutex::new(state),
+    })
+}
+
+fn prompt_text(params: &Value) -> String {
+    params
+        .get("prompt")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|b| b.get("text").and_then(Value::as_str))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// How a run of steps ended.
+enum Flow {
+    Next,
+    EndTurn,
+    /// Nothing left to do (every part taken): end the turn, idle from now on.
+    Idle,
+}
+
+/// Runs one prompt: steps up to the next `end_turn`; the `session/prompt` answer.
+async fn run_prompt(sh: &Shared, slot: &SessionSlot, prompt: &str) -> Value {
+    let mut st = slot.state.lock().await;
+    slot.cancel.store(false, Ordering::SeqCst);
+    st.turns += 1;
+    let mut t = Turn {
+        sh,
+        st: &mut st,
+        cancel: &slot.cancel,
+        out_chars: 0,
+    };
+    let stop_reason = t.run().await;
+    let usage = match sh.scenario.usage {
+        Some(u) => (u.input_tokens, u.output_tokens),
+        None => (
+            (prompt.chars().count() as u64).div_ceil(4),
+            (t.out_chars as u64).div_ceil(4),
+        ),
+    };
+    if let Some(u) = sh.scenario.usage.filter(|u| u.cost_usd > 0.0) {
+        t.st.cost_total += u.cost_usd;
+        let total = t.st.cost_total;
+        sh.update(
+            &t.st.session,
+            json!({
+                "sessionUpdate": "usage_update",
+                "used": usage.0 + usage.1,
+                "size": 200_000,
+                "cost": { "amount": total, "currency": "USD" },
+            }),
+        )
+        .await;
+    }
+    t.st.save();
+    sh.log(json!({
+        "event": "turn_end",
+        "worker": t.st.worker,
+        "session": t.st.session,
+        "turn": t.st.turns,
+        "stop_reason": stop_reason,
+        "part": t.st.part,
+    }));
+    json!({
+        "stopReason": stop_reason,
+        "usage": {
+            "inputTokens": usage.0,
+            "outputTokens": usage.1,
+            "totalTokens": usage.0 + usage.1,
+        },
+    })
+}
+
+/// One turn's working context.
+struct Turn<'a> {
+    sh: &'a Shared,
+    st: &'a mut State,
+    cancel: &'a AtomicBool,
+    /// Characters the agent produced (for the usage estimate).
+    out_chars: usize,
+}
+
+impl Turn<'_> {
+    fn cancelled(&self) -> bool {
+        self.cancel.load(Ordering::SeqCst)
+    }
+
+    async fn run(&mut self) -> &'static str {
+        let scenario = self.sh.scenario.clone();
+        if self.st.idle || self.st.cursor >= scenario.steps.len() {
+            self.st.idle = true;
+            self.say("Nothing left for me to do.").await;
+            return "end_turn";
+        }
+        while self.st.cursor < scenario.steps.len() {
+            if self.cancelled() {
+                return "cancelled";
+            }
+            let step = &scenario.steps[self.st.cursor];
+            self.st.cursor += 1;
+            // A crash inside this step resumes after it (a `session/load` skips it).
+            self.st.save();
+            match self.step(step).await {
+                Flow::Next => {}
+                Flow::EndTurn => break,
+                Flow::Idle => {
+                    self.st.idle = true;
+                    self.st.cursor = scenario.steps.len();
+                    break;
+                }
+            }
+        }
+        if self.cancelled() {
+            return "cancelled";
+        }
+        "end_turn"
+    }
+
+    async fn step(&mut self, step: &Step) -> Flow {
+        match step {
+            Step::ClaimFreePart { lease_secs } => return self.claim_free_part(*lease_secs).await,
+            Step::WritePart => self.write_part().await,
+            Step::WriteFile { path, text, append } => {
+                let (path, text) = (self.fill(path), self.fill(text));
+                self.write_file(&path, &text, *append).await;
+            }
+            Step::CommitPush { message, branch } => {
+                self.commit_push(message.as_deref(), branch.as_deref())
+                    .await;
+            }
+            Step::OpenPr { title, body } => {
+                self.open_pr(title.as_deref(), body.as_deref()).await;
+            }
+            Step::MergePr { retries } => {
+                self.merge_pr(*retries).await;
+            }
+            Step::OpenAndMergePr {
+                title,
+                body,
+                retries,
+            } => {
+                if self.open_pr(title.as_deref(), body.as_deref()).await {
+                    self.merge_pr(*retries).await;
+                }
+            }
+            Step::BoardWrite {
+                kind,
+                text,
+                label,
+                detail,
+            } => {
+                let mut args = json!({ "kind": kind, "text": self.fill(text) });
+                match label {
+                    Some(l) => args["label"] = json!(self.fill(l)),
+                    None => {
+                        if let Some(p) = &self.st.part {
+                            args["label"] = json!(format!("part-{p}"));
+                        }
+                    }
+                }
+                if let Some(d) = detail {
+                    args["detail"] = json!(self.fill(d));
+                }
+                self.tool("board_write", args).await;
+            }
+            Step::MsgDm { to, text } => {
+                let args = json!({ "to": self.fill(to), "text": self.fill(text) });
+                self.tool("msg_dm", args).await;
+            }
+            Step::MsgPost { channel, text } => {
+                let channel = channel.as_deref().unwrap_or("#general");
+                let args = json!({ "channel": self.fill(channel), "text": self.fill(text) });
+                self.tool("msg_post", args).await;
+            }
+            Step::Release => {
+                if let Some(id) = self.st.claim.take() {
+                    self.tool("release", json!({ "id": id })).await;
+                }
+            }
+            Step::Call { tool, args } => {
+                let args = self.fill_value(args);
+                self.tool(tool, args).await;
+            }
+            Step::Poll {
+                tool,
+                args,
+                every_ms,
+                for_ms,
+                until_notice,
+            } => {
+                let args = self.fill_value(args);
+                let end = Instant::now() + Duration::from_millis(*for_ms);
+                loop {
+                    let r = self.tool(tool, args.clone()).await;
+                    if (*until_notice && r.notices.is_some()) || self.cancelled() {
+                        break;
+                    }
+                    let next = Instant::now() + Duration::from_millis(*every_ms);
+                    if next >= end {
+                        break;
+                    }
+                    self.sleep(Duration::from_millis(*every_ms)).await;
+                }
+            }
+            Step::Sleep { ms } => self.sleep(Duration::from_millis(*ms)).await,
+            Step::Say { text } => {
+                let text = self.fill(text);
+                self.say(&text).await;
+            }
+            Step::Git { args } => {
+                let args: Vec<String> = args.iter().map(|a| self.fill(a)).collect();
+                let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+                let _ = self.git(&refs).await;
+            }
+            Step::RequestPermission { title } => self.request_permission(title).await,
+            Step::ClientRequest { method, params } => {
+                let answer = self.sh.request(method, params.clone()).await;
+                self.sh.log(json!({
+                    "event": "client_request",
+                    "worker": self.st.worker,
+                    "session": self.st.session,
+                    "method": method,
+                    "result": answer.get("result"),
+                    "error": answer.get("error"),
+                }));
+                let text = match answer.get("error") {
+                    Some(e) => format!("{method} failed: {e}"),
+                    None => format!("{method} answered"),
+                };
+                self.say(&text).await;
+            }
+            Step::Exit { code } => {
+                self.sh.out.lock().await.flush().await.ok();
+                std::process::exit(*code);
+            }
+            Step::EndTurn => return Flow::EndTurn,
+        }
+        Flow::Next
+    }
+
+    /// Sleeps, waking early on cancel.
+    async fn sleep(&self, d: Duration) {
+        let end = Instant::now() + d;
+        while !self.cancelled() {
+            let now = Instant::now();
+            if now >= end {
+                break;
+            }
+            tokio::time::sleep((end - now).min(Duration::from_millis(50))).await;
+        }
+    }
+
+    /// Replaces `{part}`, `{worker}`, `{branch}`, `{pr}`, `{claim}`, `{turn}`.
+    fn fill(&self, t: &str) -> String {
+        let pr = self.st.pr.map(|n| n.to_string()).unwrap_or_default();
+        let turn = self.st.turns.to_string();
+        t.replace("{part}", self.st.part.as_deref().unwrap_or(""))
+            .replace("{worker}", &self.st.worker)
+            .replace("{branch}", self.st.branch.as_deref().unwrap_or(""))
+            .replace("{pr}", &pr)
+            .replace("{claim}", self.st.claim.as_deref().unwrap_or(""))
+            .replace("{turn}", &turn)
+    }
+
+    fn fill_value(&self, v: &Value) -> Value {
+        match v {
+            Value::String(s) => Value::String(self.fill(s)),
+            Value::Array(a) => Value::Array(a.iter().map(|x| self.fill_value(x)).collect()),
+            Value::Object(o) => Value::Object(
+                o.iter()
+                    .map(|(k, x)| (k.clone(), self.fill_value(x)))
+                    .collect(),
+            ),
+            Value::Null => json!({}),
+            other => other.clone(),
+        }
+    }
+
+    async fn say(&mut self, text: &str) {
+        self.out_chars += text.chars().count();
+        self.sh
+            .update(
+                &self.st.session,
+                json!({
+                    "sessionUpdate": "agent_message_chunk",
+                    "content": { "type": "text", "text": text },
+                }),
+            )
+            .await;
+    }
+
+    fn next_call_id(&mut self) -> String {
+        self.st.calls += 1;
+        format!("call-{}", self.st.calls)
+    }
+
+    /// Calls an organization tool, reporting it to the client and the script log.
+    async fn tool(&mut self, name: &str, args: Value) -> ToolResult {
+        let call = self.next_call_id();
+        self.out_chars += args.to_string().chars().count();
+        self.sh
+            .update(
+                &self.st.session,
+                json!({
+                    "sessionUpdate": "tool_call",
+                    "toolCallId": call,
+                    "title": name,
+                    "kind": "other",
+                    "status": "in_progress",
+                    "rawInput": args,
+                }),
+            )
+            .await;
+        let result = self.call_mcp(name, args.clone()).await;
+        self.sh
+            .update(
+                &self.st.session,
+                json!({
+                    "sessionUpdate": "tool_call_update",
+                    "toolCallId": call,
+                    "status": if result.is_error { "failed" } else { "completed" },
+                    "content": [{ "type": "content", "content": { "type": "text", "text": result.text } }],
+                    "rawOutput": {
+                        "text": result.text,
+                        "isError": result.is_error,
+                        "notices": result.notices,
+                        "structured": result.structured,
+                    },
+                }),
+            )
+            .await;
+        self.sh.log(json!({
+            "event": "tool",
+            "worker": self.st.worker,
+            "session": self.st.session,
+            "turn": self.st.turns,
+            "tool": name,
+            "args": args,
+            "is_error": result.is_error,
+            "text": result.text,
+            "notices": result.notices,
+            "structured": result.structured,
+        }));
+        if let Some(n) = &result.notices {
+            let n = n.clone();
+            self.say(&n).await;
+        }
+        result
+    }
+
+    async fn call_mcp(&mut self, name: &str, args: Value) -> ToolResult {
+        if self.st.mcp.is_none() {
+            let (Some(url), Some(token)) = (self.st.mcp_url.clone(), self.st.token.clone()) else {
+                return failed(
+                    "no MCP server named agensh (type http, with an Authorization header) was given in session/new",
+                );
+            };
+            match McpClient::connect(&url, &token).await {
+                Ok(c) => self.st.mcp = Some(c),
+                Err(e) => return failed(&e.message),
+            }
+        }
+        let mcp = self.st.mcp.as_ref().expect("connected");
+        match mcp.call_tool(name, args).await {
+            Ok(r) => r,
+            Err(e) => failed(&e.message),
+        }
+    }
+
+    /// Runs git in the checkout, reported as an `execute` tool call; its output, or the
+    /// error output when it fails.
+    async fn git(&mut self, args: &[&str]) -> std::result::Result<String, String> {
+        let call = self.next_call_id();
+        let title = format!("git {}", args.join(" "));
+        self.sh
+            .update(
+                &self.st.session,
+                json!({
+                    "sessionUpdate": "tool_call",
+                    "toolCallId": call,
+                    "title": title,
+                    "kind": "execute",
+                    "status": "in_progress",
+                }),
+            )
+            .await;
+        let worker = self.st.worker.clone();
+        let out = git_command(&self.st.cwd, &worker, args).output().await;
+        let (ok, text) = match out {
+            Ok(o) => (
+                o.status.success(),
+                format!(
+                    "{}{}",
+                    String::from_utf8_lossy(&o.stdout),
+                    String::from_utf8_lossy(&o.stderr)
+                ),
+            ),
+            Err(e) => (false, format!("cannot run git: {e}")),
+        };
+        self.sh
+            .update(
+                &self.st.session,
+                json!({
+                    "sessionUpdate": "tool_call_update",
+                    "toolCallId": call,
+                    "status": if ok { "completed" } else { "failed" },
+                    "content": [{ "type": "content", "content": { "type": "text", "text": text } }],
+                }),
+            )
+            .await;
+        if ok {
+            Ok(text)
+        } else {
+            tracing::info!("{title} failed: {text}");
+            Err(text)
+        }
+    }
+
+    async fn claim_free_part(&mut self, lease_secs: Option<u64>) -> Flow {
+        if self.st.part.is_some() && self.st.claim.is_some() {
+            return Flow::Next; // still holding one
+        }
+        let scenario = self.sh.scenario.clone();
+        let fetched = self
+            .git(&["fetch", "--quiet", "origin", "main"])
+            .await
+            .is_ok();
+        for part in &scenario.parts {
+            if self.cancelled() {
+                return Flow::EndTurn;
+            }
+            let path = scenario.part_path.replace("{part}", part);
+            if fetched
+                && self
+                    .git(&["cat-file", "-e", &format!("FETCH_HEAD:{path}")])
+                    .await
+                    .is_ok()
+            {
+                continue; // done already
+            }
+            let mut args = json!({
+                "text": format!("part {part}"),
+                "label": format!("part-{part}"),
+                "paths": [&path],
+            });
+            if let Some(l) = lease_secs {
+                args["lease_secs"] = json!(l);
+            }
+            let r = self.tool("claim", args).await;
+            if r.is_error {
+                continue;
+            }
+            let Some(mine) = claim_id(&r) else {
+                continue;
+            };
+            let earlier: Vec<String> = overlap_ids(&r)
+                .into_iter()
+                .filter(|o| match (seq_of(o), seq_of(&mine)) {
+                    (Some(a), Some(b)) => a < b,
+                    _ => true,
+                })
+                .collect();
+            if earlier.is_empty() {
+                // A peer may have merged it and let its claim go since the check above.
+                if self
+                    .git(&["fetch", "--quiet", "origin", "main"])
+                    .await
+                    .is_ok()
+                    && self
+                        .git(&["cat-file", "-e", &format!("FETCH_HEAD:{path}")])
+                        .await
+                        .is_ok()
+                {
+                    self.tool("release", json!({ "id": mine })).await;
+                    continue;
+                }
+                self.st.part = Some(part.clone());
+                self.st.claim = Some(mine);
+                self.st.branch = None;
+                self.st.pr = None;
+                let msg = format!("I took part {part}.");
+                self.say(&msg).await;
+                return Flow::Next;
+            }
+            let msg = format!(
+                "Part {part} is claimed already ({}); trying the next one.",
+                earlier.join(", ")
+            );
+            self.say(&msg).await;
+            self.tool("release", json!({ "id": mine })).await;
+        }
+        self.say("Every part is taken; nothing for me to do.").await;
+        Flow::Idle
+    }
+
+    async fn write_part(&mut self) {
+        let Some(part) = self.st.part.clone() else {
+            self.say("No part held: nothing to write.").await;
+            return;
+        };
+        let scenario = self.sh.scenario.clone();
+        let files = [
+            (&scenario.part_path, &scenario.templates.part),
+            (&scenario.test_path, &scenario.templates.test),
+        ];
+        for (path, template) in files {
+            if let Some(t) = template {
+                let path = path.replace("{part}", &part);
+                let text = self.fill(t);
+                self.write_file(&path, &text, false).await;
+            }
+        }
+    }
+
+    async fn write_file(&mut self, path: &str, text: &str, append: bool) {
+        let call = self.next_call_id();
+        let full = self.st.cwd.join(path);
+        let title = format!("write {path}");
+        self.sh
+            .update(
+                &self.st.session,
+                json!({
+                    "sessionUpdate": "tool_call",
+                    "toolCallId": call,
+                    "title": title,
+                    "kind": "edit",
+                    "status": "in_progress",
+                    "locations": [{ "path": full.display().to_string() }],
+                }),
+            )
+            .await;
+        self.out_chars += text.chars().count();
+        let written = (|| -> std::io::Result<()> {
+            if let Some(dir) = full.parent() {
+                std::fs::create_dir_all(dir)?;
+            }
+            let mut f = std::fs::OpenOptions::new()
+                .create(true)
+                .write(true)
+                .append(append)
+                .truncate(!append)
+                .open(&full)?;
+            std::io::Write::write_all(&mut f, text.as_bytes())
+        })();
+        let status = match &written {
+            Ok(()) => "completed",
+            Err(e) => {
+                tracing::warn!("cannot write {}: {e}", full.display());
+                "failed"
+            }
+        };
+        self.sh
+            .update(
+                &self.st.session,
+                json!({ "sessionUpdate": "tool_call_update", "toolCallId": call, "status": status }),
+            )
+            .await;
+    }
+
+    async fn commit_push(&mut self, message: Option<&str>, branch: Option<&str>) -> bool {
+        let branch = match branch {
+            Some(b) => self.fill(b),
+            None => match &self.st.part {
+                Some(p) => format!("{}/part-{p}", self.st.worker),
+                None => format!("{}/work", self.st.worker),
+            },
+        };
+        self.st.branch = Some(branch.clone());
+        let message = match message {
+            Some(m) => self.fill(m),
+            None => match &self.st.part {
+                Some(p) => format!("Part {p}"),
+                None => "Work".to_string(),
+            },
+        };
+        if self.git(&["add", "-A"]).await.is_err() {
+            return false;
+        }
+        let staged = self.git(&["diff", "--cached", "--quiet"]).await.is_err();
+        if staged
+            && self
+                .git(&["commit", "--quiet", "-m", &message])
+                .await
+                .is_err()
+        {
+            return false;
+        }
+        self.push().await
+    }
+
+    async fn push(&mut self) -> bool {
+        let Some(branch) = self.st.branch.clone() else {
+            return false;
+        };
+        self.git(&[
+            "push",
+            "--quiet",
+            "origin",
+            &format!("HEAD:refs/heads/{branch}"),
+        ])
+        .await
+        .is_ok()
+    }
+
+    async fn open_pr(&mut self, title: Option<&str>, body: Option<&str>) -> bool {
+        let Some(branch) = self.st.branch.clone() else {
+            self.say("Nothing pushed: no pull request to open.").await;
+            return false;
+        };
+        let title = match title {
+            Some(t) => self.fill(t),
+            None => match &self.st.part {
+                Some(p) => format!("Part {p}"),
+                None => format!("Work of {}", self.st.worker),
+            },
+        };
+        let mut args = json!({ "branch": branch, "title": title });
+        if let Some(b) = body {
+            args["body"] = json!(self.fill(b));
+        }
+        let r = self.tool("pr_open", args).await;
+        if r.is_error {
+            return false;
+        }
+        self.st.pr = pr_number(&r);
+        self.st.pr.is_some()
+    }
+
+    async fn merge_pr(&mut self, retries: u32) -> bool {
+        let Some(number) = self.st.pr else {
+            self.say("No pull request to merge.").await;
+            return false;
+        };
+        let mut attempts = 0;
+        loop {
+            let r = self.tool("pr_merge", json!({ "number": number })).await;
+            if !r.is_error {
+                return true;
+            }
+            if attempts >= retries || self.cancelled() {
+                return false;
+            }
+            attempts += 1;
+            if r.text.contains("merge_in_progress") || r.text.contains("being merged") {
+                self.sleep(Duration::from_millis(200)).await;
+                continue;
+            }
+            if !(r.text.contains("merge_conflict") || r.text.contains("conflicts with main")) {
+                return false;
+            }
+            self.say("The merge conflicts with main; merging main into my branch.")
+                .await;
+            if !self.merge_main().await || !self.push().await {
+                return false;
+            }
+        }
+    }
+
+    /// `git pull origin main`, settling conflicts by keeping both sides (union merge).
+    async fn merge_main(&mut self) -> bool {
+        let Ok(git_dir) = self.git(&["rev-parse", "--absolute-git-dir"]).await else {
+            return false;
+        };
+        let attributes = Path::new(git_dir.trim()).join("agensh-union-attributes");
+        if std::fs::write(&attributes, "* merge=union\n").is_err() {
+            return false;
+        }
+        let attr = format!("core.attributesFile={}", attributes.display());
+        let pulled = self
+            .git(&[
+                "-c",
+                &attr,
+                "-c",
+                "pull.rebase=false",
+                "pull",
+                "--quiet",
+                "--no-edit",
+                "origin",
+                "main",
+            ])
+            .await;
+        if pulled.is_err() {
+            let _ = self.git(&["merge", "--abort"]).await;
+            return false;
+        }
+        true
+    }
+
+    async fn request_permission(&mut self, title: &str) {
+        let call = self.next_call_id();
+        let answer = self
+            .sh
+            .request(
+                "session/request_permission",
+                json!({
+                    "sessionId": self.st.session,
+                    "toolCall": { "toolCallId": call, "title": title, "kind": "execute", "status": "pending" },
+                    "options": [
+                        { "optionId": "allow-once", "name": "Allow once", "kind": "allow_once" },
+                        { "optionId": "allow-always", "name": "Always allow", "kind": "allow_always" },
+                        { "optionId": "reject-once", "name": "Reject", "kind": "reject_once" },
+                    ],
+                }),
+            )
+            .await;
+        let outcome = answer
+            .pointer("/result/outcome/outcome")
+            .and_then(Value::as_str)
+            .unwrap_or("error")
+            .to_string();
+        let option = answer
+            .pointer("/result/outcome/optionId")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        self.sh.log(json!({
+            "event": "permission",
+            "worker": self.st.worker,
+            "session": self.st.session,
+            "title": title,
+            "outcome": outcome,
+            "option": option,
+            "error": answer.get("error"),
+        }));
+        let msg = match &option {
+            Some(o) => format!("Permission for {title}: {outcome} ({o})."),
+            None => format!("Permission for {title}: {outcome}."),
+        };
+        self.say(&msg).await;
+    }
+}
+
+fn failed(message: &str) -> ToolResult {
+    ToolResult {
+        text: message.to_string(),
+        is_error: true,
+        notices: None,
+        structured: None,
+    }
+}
+
+/// A `git` command in `dir` that ignores the user's configuration and never prompts;
+/// commits made here carry `worker` as their author.
+fn git_command(dir: &Path, worker: &str, args: &[&str]) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new("git");
+    cmd.current_dir(dir)
+        .arg("-c")
+        .arg(format!("user.name={worker}"))
+        .arg("-c")
+        .arg(format!("user.email={worker}@agensh.invalid"))
+        .args(args)
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true);
+    cmd
+}
+
+async fn git_output(dir: &Path, args: &[&str]) -> Option<String> {
+    let out = tokio::process::Command::new("git")
+        .current_dir(dir)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// The record id (`G12`) a claim answered with.
+fn claim_id(r: &ToolResult) -> Option<String> {
+    if let Some(s) = &r.structured {
+        for p in ["/record/id", "/id", "/claim/id"] {
+            if let Some(id) = s.pointer(p).and_then(Value::as_str) {
+                return Some(id.to_string());
+            }
+        }
+    }
+    record_ids(&r.text).into_iter().next()
+}
+
+/// The ids of the overlapping claims a claim answer reports.
+fn overlap_ids(r: &ToolResult) -> Vec<String> {
+    // The hub answers a claim with `{record, overlaps}`; no `overlaps` means none.
+    if let Some(s) = r.structured.as_ref().filter(|s| s.get("record").is_some()) {
+        return s
+            .get("overlaps")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|o| o.get("id").and_then(Value::as_str).map(str::to_string))
+            .collect();
+    }
+    let mine = claim_id(r);
+    r.text
+        .lines()
+        .filter(|l| l.to_ascii_lowercase().contains("overlap"))
+        .flat_map(record_ids)
+        .filter(|id| Some(id) != mine.as_ref())
+        .collect()
+}
+
+/// Every `G<digits>` token in `text`, in order.
+fn record_ids(text: &str) -> Vec<String> {
+    text.split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|w| w.len() > 1 && w.starts_with('G') && w[1..].bytes().all(|b| b.is_ascii_digit()))
+        .map(str::to_string)
+        .collect()
+}
+
+fn seq_of(id: &str) -> Option<i64> {
+    id.strip_prefix('G')?.parse().ok()
+}
+
+/// The number of the PR a `pr_open` answered with.
+fn pr_number(r: &ToolResult) -> Option<i64> {
+    if let Some(s) = &r.structured {
+        for p in ["/number", "/pr/number"] {
+            if let Some(n) = s.pointer(p).and_then(Value::as_i64) {
+                return Some(n);
+            }
+        }
+    }
+    let i = r.text.find('#')?;
+    let digits: String = r.text[i + 1..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const EXAMPLE: &str = r#"
+parts = ["p1", "p2", "p3"]
+[templates]
+part = "def {part}():\n    return '{part}'\n"
+test = "from parts.{part} import {part}\n"
+[[step]]
+action = "claim_free_part"
+[[step]]
+action = "write_part"
+[[step]]
+action = "commit_push"
+[[step]]
+action = "open_and_merge_pr"
+[[step]]
+action = "board_write"
+kind = "PATCH_SUMMARY"
+text = "files=parts/{part}.py | idea=... | evidence=tests passed"
+[[step]]
+action = "release"
+[[step]]
+action = "poll"
+tool = "board_read"
+every_ms = 200
+for_ms = 2000
+[[step]]
+action = "call"
+tool = "msg_dm"
+args = { to = "w02", text = "hello from {worker}" }
+[[step]]
+action = "end_turn"
+"#;
+
+    #[test]
+    fn the_example_scenario_parses() {
+        let s = Scenario::parse(EXAMPLE).unwrap();
+        assert_eq!(s.parts, ["p1", "p2", "p3"]);
+        assert_eq!(s.steps.len(), 9);
+        assert!(matches!(
+            s.steps[0],
+            Step::ClaimFreePart { lease_secs: None }
+        ));
+        assert!(matches!(
+            s.steps[6],
+            Step::Poll {
+                every_ms: 200,
+                for_ms: 2000,
+                ..
+            }
+        ));
+        match &s.steps[7] {
+            Step::Call { tool, args } => {
+                assert_eq!(tool, "msg_dm");
+                assert_eq!(args["to"], json!("w02"));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn mistakes_are_named() {
+        let e = Scenario::parse("[[step]]\naction = \"fly\"\n").unwrap_err();
+        assert!(e.message.contains("fly"), "{}", e.message);
+        let e = Scenario::parse("[[step]]\naction = \"sleep\"\nms = 1\nextra = 2\n").unwrap_err();
+        assert!(e.message.contains("extra"), "{}", e.message);
+        let e = Scenario::parse("[[step]]\naction = \"claim_free_part\"\n").unwrap_err();
+        assert!(e.message.contains("no parts"), "{}", e.message);
+    }
+
+    #[test]
+    fn ids_and_numbers_are_read_from_text_or_structure() {
+        let r = ToolResult {
+            text: "claimed G12 part p1\noverlap: G7 by w01 (part-p1)".into(),
+            ..Default::default()
+        };
+        assert_eq!(claim_id(&r).as_deref(), Some("G12"));
+        assert_eq!(overlap_ids(&r), ["G7"]);
+        let r = ToolResult {
+            structured: Some(json!({ "record": { "id": "G3" }, "overlaps": [{ "id": "G2" }] })),
+            ..Default::default()
+        };
+        assert_eq!(claim_id(&r).as_deref(), Some("G3"));
+        assert_eq!(overlap_ids(&r), ["G2"]);
+        let r = ToolResult {
+            text: "opened PR #14 from w01/part-p1".into(),
+            ..Default::default()
+        };
+        assert_eq!(pr_number(&r), Some(14));
+    }
+}

@@ -1,0 +1,398 @@
+//! The turn loop of one worker: launch prompt; then, at each turn boundary, the pending
+//! events batched into the next prompt with the unread board digest; an idle timeout sends
+//! a continue prompt; deadline notices at their times; the run's end stops the worker.
+//! The worker's status is kept current at the hub and every turn is logged.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime};
+
+use agensh_client::Client;
+use agensh_domain::event::{kinds, Event, Priority};
+use agensh_domain::prompt::{render, CONTINUE_TEMPLATE, DEADLINE_TEMPLATE};
+use agensh_domain::worker::WorkerStatus;
+use agensh_domain::Result;
+use serde_json::json;
+use tokio::sync::{mpsc, watch};
+
+use crate::adapters::{Agent, AgentContext, Usage};
+
+/// Longest single long-poll while idle.
+const POLL_SECS: u64 = 30;
+/// Most events listed in one prompt; the rest are summarized by count.
+const EVENTS_SHOWN: usize = 50;
+
+/// How one worker runs.
+#[derive(Debug, Clone)]
+pub struct WorkerPlan {
+    pub ctx: AgentContext,
+    /// The rendered launch prompt.
+    pub launch_prompt: String,
+    /// Time without events after a turn before a continue prompt.
+    pub idle_timeout: Duration,
+    /// When the run ends, if it has a limit.
+    pub ends_at: Option<SystemTime>,
+    /// Notices sent this long before the end (e.g. 45 and 5 minutes).
+    pub notices_before_end: Vec<Duration>,
+    /// Where turns are logged (`.agensh/logs/<id>/`).
+    pub log_dir: PathBuf,
+}
+
+/// What the worker tells the node as it goes (for the live view).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Progress {
+    Status(WorkerStatus),
+    /// A turn ended: how many so far, what the agent did last, the usage so far.
+    Turn {
+        turns: u64,
+        last_action: String,
+        usage: Usage,
+    },
+}
+
+/// What a worker did in the whole run.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct WorkerSummary {
+    pub turns: u64,
+    pub usage: Usage,
+}
+
+/// Why the next prompt is being sent.
+enum Next {
+    Events(Vec<Event>),
+    Idle,
+    Deadline(Duration),
+    Stop,
+}
+
+/// Runs `agent` for the worker of `plan` until the run ends or `stop` turns true.
+pub async fn run_worker(
+    plan: WorkerPlan,
+    mut agent: Box<dyn Agent>,
+    hub: Client,
+    mut stop: watch::Receiver<bool>,
+    progress: mpsc::UnboundedSender<(String, Progress)>,
+) -> Result<WorkerSummary> {
+    let id = plan.ctx.worker.clone();
+    let report = |p: Progress| {
+        let _ = progress.send((id.clone(), p));
+    };
+    let set_status = |status: WorkerStatus| {
+        let hub = hub.clone();
+        let id = id.clone();
+        report(Progress::Status(status));
+        async move {
+            if let Err(e) = hub.set_status(&id, status).await {
+                tracing::warn!(worker = %id, "could not report status {}: {e}", status.as_str());
+            }
+        }
+    };
+    std::fs::create_dir_all(&plan.log_dir).map_err(|e| {
+        agensh_domain::Error::internal(format!("cannot create {}: {e}", plan.log_dir.display()))
+    })?;
+    let mut log = TurnLog::open(&plan.log_dir)?;
+
+    set_status(WorkerStatus::Starting).await;
+    if let Err(e) = agent.start(&plan.ctx).await {
+        set_status(WorkerStatus::Dead).await;
+        return Err(e);
+    }
+    let mut summary = WorkerSummary::default();
+    let mut prompt = plan.launch_prompt.clone();
+    let mut carried: Vec<i64> = Vec::new();
+    let mut after = 0i64;
+    let mut notices_left: Vec<Duration> = plan.notices_before_end.clone();
+    notices_left.sort_by(|a, b| b.cmp(a));
+
+    loop {
+        if *stop.borrow() || past(plan.ends_at) {
+            break;
+        }
+        set_status(WorkerStatus::Busy).await;
+        let started = SystemTime::now();
+        let outcome = tokio::select! {
+            r = agent.turn(&prompt) => Some(r),
+            _ = stopped(&mut stop) => None,
+            _ = sleep_until(plan.ends_at) => None,
+        };
+        let Some(outcome) = outcome else { break };
+        let outcome = match outcome {
+            Ok(o) => o,
+            Err(e) => {
+                log.write(json!({ "prompt": prompt, "error": e.message, "started": ms(started) }));
+                set_status(WorkerStatus::Dead).await;
+                agent.stop().await;
+                return Err(e);
+            }
+        };
+        summary.turns += 1;
+        summary.usage += outcome.usage;
+        log.write(json!({
+            "turn": summary.turns, "started": ms(started), "ended": ms(SystemTime::now()),
+            "prompt": prompt, "stop_reason": outcome.stop_reason, "usage": outcome.usage,
+            "events": outcome.events,
+        }));
+        let last_action = outcome
+            .events
+            .iter()
+            .rev()
+            .find_map(|e| match e {
+                crate::adapters::TurnEvent::ToolCall { name, .. } => Some(name.clone()),
+                _ => None,
+            })
+            .unwrap_or_else(|| outcome.stop_reason.clone());
+        report(Progress::Turn {
+            turns: summary.turns,
+            last_action,
+            usage: summary.usage,
+        });
+        // The turn that carried these events is complete: they are delivered.
+        if !carried.is_empty() {
+            if let Err(e) = hub.ack(&carried).await {
+                tracing::warn!(worker = %id, "could not acknowledge events: {e}");
+            }
+            carried.clear();
+        }
+
+        set_status(WorkerStatus::Idle).await;
+        let next = wait_for_reason(&hub, &plan, after, &mut notices_left, &mut stop).await;
+        prompt = match next {
+            Next::Stop => break,
+            Next::Events(events) => {
+                after = events.iter().map(|e| e.seq).max().unwrap_or(after);
+                carried = events.iter().map(|e| e.seq).collect();
+                let digest = if events.iter().any(|e| e.kind == kinds::BOARD_RECORD) {
+                    hub.read_board().await.unwrap_or_default()
+                } else {
+                    Vec::new()
+                };
+                events_prompt(&events, &digest)
+            }
+            Next::Idle => render(
+                CONTINUE_TEMPLATE,
+                &[
+                    ("worker_id", &id),
+                    (
+                        "idle_minutes",
+                        &format!("{:.0}", plan.idle_timeout.as_secs_f64() / 60.0),
+                    ),
+                ],
+            )?,
+            Next::Deadline(left) => {
+                let minutes = left.as_secs().div_ceil(60);
+                let advice = if left <= Duration::from_secs(600) {
+                    "Final integration: merge what is ready now, post your PATCH_SUMMARY, release your claims. Start nothing new."
+                } else {
+                    "Integrate and merge what you have; stop starting new features."
+                };
+                render(
+                    DEADLINE_TEMPLATE,
+                    &[
+                        ("worker_id", &id),
+                        ("minutes_left", &minutes.to_string()),
+                        ("advice", advice),
+                    ],
+                )?
+            }
+        };
+    }
+    agent.stop().await;
+    set_status(WorkerStatus::Stopped).await;
+    Ok(summary)
+}
+
+/// Waits at a turn boundary for the next reason to prompt: events, a deadline notice, the
+/// idle timeout, or the end.
+async fn wait_for_reason(
+    hub: &Client,
+    plan: &WorkerPlan,
+    after: i64,
+    notices_left: &mut Vec<Duration>,
+    stop: &mut watch::Receiver<bool>,
+) -> Next {
+    let idle_until = tokio::time::Instant::now() + plan.idle_timeout;
+    loop {
+        if *stop.borrow() || past(plan.ends_at) {
+            return Next::Stop;
+        }
+        if let Some(ends_at) = plan.ends_at {
+            let left = ends_at
+                .duration_since(SystemTime::now())
+                .unwrap_or_default();
+            if let Some(pos) = notices_left.iter().position(|n| left <= *n) {
+                // Send the nearest notice due; skip any older ones it makes redundant.
+                notices_left.drain(..=pos);
+                return Next::Deadline(left);
+            }
+        }
+        let now = tokio::time::Instant::now();
+        if now >= idle_until {
+            return Next::Idle;
+        }
+        let mut wait = (idle_until - now).as_secs().clamp(1, POLL_SECS);
+        if let Some(ends_at) = plan.ends_at {
+            let left = ends_at
+                .duration_since(SystemTime::now())
+                .unwrap_or_default();
+            if let Some(next_notice) = notices_left.first() {
+                wait = wait.min(left.saturating_sub(*next_notice).as_secs().max(1));
+            }
+            wait = wait.min(left.as_secs().max(1));
+        }
+        let polled = tokio::select! {
+            r = hub.events(after, wait) => r,
+            _ = stopped(stop) => return Next::Stop,
+        };
+        match polled {
+            Ok(events) if !events.is_empty() => return Next::Events(events),
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(worker = %plan.ctx.worker, "could not poll events: {e}");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
+    }
+}
+
+/// The prompt for a batch of events: one line each, urgent first, and the board digest.
+fn events_prompt(events: &[Event], digest: &[agensh_domain::view::ViewEntry]) -> String {
+    let now = ms(SystemTime::now());
+    let mut lines = vec!["While you were working, this happened:".to_string()];
+    let mut shown = 0;
+    for priority in [Priority::Urgent, Priority::Normal] {
+        for e in events
+            .iter()
+            .filter(|e| e.priority == priority && e.kind != kinds::BOARD_RECORD)
+        {
+            if shown == EVENTS_SHOWN {
+                break;
+            }
+            lines.push(format!("- {}", describe(e)));
+            shown += 1;
+        }
+    }
+    let rest = events
+        .iter()
+        .filter(|e| e.kind != kinds::BOARD_RECORD)
+        .count()
+        .saturating_sub(shown);
+    if rest > 0 {
+        lines.push(format!("- … and {rest} more (see `inbox`, `pr_list`)"));
+    }
+    if !digest.is_empty() {
+        lines.push(String::new());
+        lines.push(format!("New on the board ({} records):", digest.len()));
+        for entry in digest.iter().take(EVENTS_SHOWN) {
+            lines.push(format!("  {}", entry.record.line(now)));
+        }
+    }
+    lines.push(String::new());
+    lines.push("Take what matters into account and continue the loop.".to_string());
+    lines.join("\n")
+}
+
+/// One line for an event.
+fn describe(e: &Event) -> String {
+    let p = &e.payload;
+    let s = |k: &str| p[k].as_str().unwrap_or("").to_string();
+    match e.kind.as_str() {
+        kinds::DIRECT_MESSAGE => format!("DM from {}: {}", s("from"), s("text")),
+        kinds::CHANNEL_POST => format!("{} {}: {}", s("to"), s("from"), s("text")),
+        kinds::PR_OPENED => format!(
+            "PR #{} opened by {}: {}",
+            p["number"],
+            s("author"),
+            s("title")
+        ),
+        kinds::PR_REVIEW => format!(
+            "{} reviewed your PR #{} ({}): {}",
+            s("reviewer"),
+            p["number"],
+            s("verdict"),
+            s("text")
+        ),
+        kinds::PR_REVIEWED => format!(
+            "{} reviewed PR #{} ({})",
+            s("reviewer"),
+            p["number"],
+            s("verdict")
+        ),
+        kinds::PR_COMMENTED => format!(
+            "{} commented on PR #{}: {}",
+            s("by"),
+            p["number"],
+            s("text")
+        ),
+        kinds::PR_MERGED => format!(
+            "PR #{} by {} merged: {}",
+            p["number"],
+            s("author"),
+            s("title")
+        ),
+        kinds::PR_CLOSED => format!("PR #{} closed: {}", p["number"], s("title")),
+        kinds::PR_MERGE_FAILED => format!(
+            "your PR #{} could not merge: {}",
+            p["number"],
+            p["reason"]["message"].as_str().unwrap_or("")
+        ),
+        kinds::MAIN_UPDATED => format!(
+            "main moved to {} (by {})",
+            &s("commit")[..s("commit").len().min(10)],
+            s("by")
+        ),
+        kinds::NOTICE => format!("notice: {}", s("text")),
+        other => format!("{other}: {p}"),
+    }
+}
+
+fn ms(t: SystemTime) -> i64 {
+    t.duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+fn past(ends_at: Option<SystemTime>) -> bool {
+    ends_at.is_some_and(|e| SystemTime::now() >= e)
+}
+
+async fn sleep_until(ends_at: Option<SystemTime>) {
+    match ends_at {
+        Some(e) => {
+            tokio::time::sleep(e.duration_since(SystemTime::now()).unwrap_or_default()).await
+        }
+        None => std::future::pending().await,
+    }
+}
+
+async fn stopped(stop: &mut watch::Receiver<bool>) {
+    while !*stop.borrow_and_update() {
+        if stop.changed().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+/// Appends one JSON line per turn to `turns.jsonl`.
+struct TurnLog {
+    file: std::fs::File,
+}
+
+impl TurnLog {
+    fn open(dir: &std::path::Path) -> Result<Self> {
+        let path = dir.join("turns.jsonl");
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(|e| {
+                agensh_domain::Error::internal(format!("cannot open {}: {e}", path.display()))
+            })?;
+        Ok(TurnLog { file })
+    }
+
+    fn write(&mut self, entry: serde_json::Value) {
+        if let Err(e) = writeln!(self.file, "{entry}") {
+            tracing::warn!("cannot write the turn log: {e}");
+        }
+    }
+}
