@@ -1,0 +1,438 @@
+//! `agensh run` end to end: real processes (the hub and node in one `agensh run`, one
+//! scripted ACP agent process per worker), real git, real HTTP, real MCP.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::agensh;
+use serde_json::Value;
+
+/// A seed project: a test runner that checks every part's test.
+fn seed(dir: &Path) {
+    std::fs::create_dir_all(dir.join("tests")).unwrap();
+    std::fs::write(
+        dir.join("check.sh"),
+        "#!/bin/sh\nset -e\nn=0\nfor t in tests/test_*.py; do python3 \"$t\"; n=$((n+1)); done\necho \"$n part tests passed\"\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("README.md"), "Eight independent parts.\n").unwrap();
+}
+
+const PART_TEMPLATES: &str = r#"
+[templates]
+part = "def {part}():\n    return '{part}'\n"
+test = "import sys\nsys.path.insert(0, '.')\nfrom parts.{part} import {part}\nassert {part}() == '{part}'\n"
+"#;
+
+/// An organization seeded with the project, with `[run]` settings replaced.
+fn org(tmp: &Path, run: &[(&str, &str)]) -> PathBuf {
+    let src = tmp.join("src");
+    seed(&src);
+    let dir = tmp.join("org");
+    let out = agensh()
+        .args([
+            "init",
+            dir.to_str().unwrap(),
+            "--goal",
+            "implement parts p1..p8",
+            "--from",
+            src.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let path = dir.join("agensh.toml");
+    let mut toml = std::fs::read_to_string(&path).unwrap();
+    for (key, value) in run {
+        let start = toml
+            .find(&format!("\n{key} = "))
+            .unwrap_or_else(|| panic!("no {key} in agensh.toml"))
+            + 1;
+        let end = start + toml[start..].find('\n').unwrap();
+        toml.replace_range(start..end, &format!("{key} = {value}"));
+    }
+    std::fs::write(&path, toml).unwrap();
+    dir
+}
+
+fn scenario(tmp: &Path, text: &str) -> PathBuf {
+    let path = tmp.join("scenario.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// Starts `agensh run DIR --agent script --scenario S` with extra args.
+fn start_run(dir: &Path, scenario: &Path, log: &Path, extra: &[&str]) -> Child {
+    agensh()
+        .args([
+            "run",
+            dir.to_str().unwrap(),
+            "--agent",
+            "script",
+            "--scenario",
+            scenario.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+            "--json",
+        ])
+        .args(extra)
+        .env("AGENSH_SCRIPT_LOG", log)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("agensh run starts")
+}
+
+/// Waits for the run to end and returns its JSON summary.
+fn finish(child: Child, limit: Duration) -> Value {
+    let started = Instant::now();
+    let pid = child.id();
+    let waiter = std::thread::spawn(move || child.wait_with_output().unwrap());
+    while !waiter.is_finished() {
+        if started.elapsed() > limit {
+            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+            panic!("agensh run did not end within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let out = waiter.join().unwrap();
+    assert!(
+        out.status.success(),
+        "run failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "summary is not JSON ({e}): {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
+}
+
+fn lines(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+fn turns(dir: &Path, worker: &str) -> Vec<Value> {
+    lines(&dir.join(".agensh/logs").join(worker).join("turns.jsonl"))
+}
+
+fn wait_until(limit: Duration, what: &str, mut ok: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !ok() {
+        assert!(started.elapsed() < limit, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn eight_scripted_workers_build_eight_parts_and_main_passes_its_tests() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = org(tmp.path(), &[("stagger_secs", "0.2")]);
+    let s = scenario(
+        tmp.path(),
+        &format!(
+            "parts = [\"p1\", \"p2\", \"p3\", \"p4\", \"p5\", \"p6\", \"p7\", \"p8\"]\n{PART_TEMPLATES}\n\
+             [[step]]\naction = \"claim_free_part\"\n[[step]]\naction = \"write_part\"\n[[step]]\naction = \"commit_push\"\n\
+             [[step]]\naction = \"open_and_merge_pr\"\n[[step]]\naction = \"board_write\"\nkind = \"PATCH_SUMMARY\"\n\
+             text = \"files=parts/{{part}}.py | idea=return the name | evidence=test passed\"\n\
+             [[step]]\naction = \"release\"\n[[step]]\naction = \"end_turn\"\n"
+        ),
+    );
+    let log = tmp.path().join("script.jsonl");
+    let run = start_run(&dir, &s, &log, &["--workers", "8", "--hours", "0.008"]);
+    let summary = finish(run, Duration::from_secs(120));
+    assert_eq!(summary["prs_merged"], 8, "{summary}");
+    assert!(
+        summary["failed_workers"].as_array().unwrap().is_empty(),
+        "{summary}"
+    );
+
+    // Every part claimed exactly once in the end: each worker merged a different part.
+    let merged: Vec<String> = lines(&log)
+        .iter()
+        .filter(|l| l["event"] == "turn_end" && l["turn"] == 1)
+        .filter_map(|l| l["part"].as_str().map(str::to_string))
+        .collect();
+    let mut unique = merged.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), 8, "parts per worker: {merged:?}");
+    // At least one worker saw another's claim in its claim answer and moved on.
+    let overlaps = lines(&log)
+        .iter()
+        .filter(|l| l["tool"] == "claim" && l["text"].as_str().unwrap_or("").contains("overlap"))
+        .count();
+    assert!(overlaps > 0, "no worker ran into a claimed part");
+
+    let main = tmp.path().join("main");
+    git(
+        tmp.path(),
+        &[
+            "clone",
+            "-q",
+            dir.join(".agensh/workspace.git").to_str().unwrap(),
+            main.to_str().unwrap(),
+        ],
+    );
+    for p in 1..=8 {
+        assert!(
+            main.join(format!("parts/p{p}.py")).exists(),
+            "p{p} missing on main"
+        );
+    }
+    let check = Command::new("sh")
+        .arg("check.sh")
+        .current_dir(&main)
+        .output()
+        .unwrap();
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+    assert!(String::from_utf8_lossy(&check.stdout).contains("8 part tests passed"));
+    let fsck = Command::new("git")
+        .args([
+            "--git-dir",
+            dir.join(".agensh/workspace.git").to_str().unwrap(),
+            "fsck",
+            "--no-progress",
+        ])
+        .output()
+        .unwrap();
+    assert!(fsck.status.success());
+}
+
+#[test]
+fn a_dm_reaches_a_busy_worker_inside_its_turn_and_a_channel_post_at_the_next_turn_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = org(tmp.path(), &[("notices_minutes", "[0.001]")]);
+    let s = scenario(
+        tmp.path(),
+        "[[step]]\naction = \"poll\"\ntool = \"workers\"\nevery_ms = 200\nfor_ms = 6000\n[[step]]\naction = \"end_turn\"\n",
+    );
+    let log = tmp.path().join("script.jsonl");
+    let run = start_run(&dir, &s, &log, &["--workers", "1", "--hours", "0.004"]);
+    wait_until(Duration::from_secs(30), "the first tool call", || {
+        lines(&log).iter().any(|l| l["event"] == "tool")
+    });
+    let send = |args: &[&str]| {
+        let out = agensh().current_dir(&dir).args(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    send(&["msg", "send", "w01", "please look at PR 1"]);
+    send(&["msg", "send", "#general", "standup in five"]);
+    finish(run, Duration::from_secs(60));
+
+    let calls: Vec<Value> = lines(&log)
+        .into_iter()
+        .filter(|l| l["event"] == "tool")
+        .collect();
+    let with_dm: Vec<&Value> = calls
+        .iter()
+        .filter(|l| {
+            l["notices"]
+                .as_str()
+                .unwrap_or("")
+                .contains("please look at PR 1")
+        })
+        .collect();
+    assert_eq!(with_dm.len(), 1, "the DM is a notice exactly once");
+    assert_eq!(with_dm[0]["turn"], 1, "inside the turn it was sent in");
+    assert!(
+        calls
+            .iter()
+            .all(|l| !l["notices"].as_str().unwrap_or("").contains("standup")),
+        "a channel post is no notice"
+    );
+
+    let t = turns(&dir, "w01");
+    assert!(t.len() >= 2, "{t:?}");
+    let prompts: Vec<&str> = t
+        .iter()
+        .map(|x| x["prompt"].as_str().unwrap_or(""))
+        .collect();
+    assert!(
+        prompts[1].contains("standup in five"),
+        "the next turn carries the post: {}",
+        prompts[1]
+    );
+    assert_eq!(
+        prompts
+            .iter()
+            .filter(|p| p.contains("standup in five"))
+            .count(),
+        1,
+        "once"
+    );
+    assert!(
+        !prompts[1].contains("please look at PR 1"),
+        "the DM was delivered already"
+    );
+}
+
+#[test]
+fn an_idle_worker_gets_a_continue_prompt() {
+    let tmp = tempfile::tempdir().unwrap();
+    // Deadline notices out of the way: this run is shorter than their default lead.
+    let dir = org(
+        tmp.path(),
+        &[("idle_timeout_secs", "2"), ("notices_minutes", "[0.001]")],
+    );
+    let s = scenario(tmp.path(), "[[step]]\naction = \"end_turn\"\n");
+    let log = tmp.path().join("script.jsonl");
+    let run = start_run(&dir, &s, &log, &["--workers", "1", "--hours", "0.0025"]);
+    finish(run, Duration::from_secs(60));
+    let t = turns(&dir, "w01");
+    assert!(t.len() >= 2, "{t:?}");
+    let second = t[1]["prompt"].as_str().unwrap();
+    assert!(second.contains("You have been idle"), "{second}");
+    let gap = t[1]["started"].as_i64().unwrap() - t[0]["ended"].as_i64().unwrap();
+    assert!(
+        (1_500..6_000).contains(&gap),
+        "continue prompt after the 2 s idle timeout, got {gap} ms"
+    );
+}
+
+#[test]
+fn deadline_notices_arrive_at_their_configured_times() {
+    let tmp = tempfile::tempdir().unwrap();
+    // A 24 s run with notices 15 s and 6 s before the end.
+    let dir = org(
+        tmp.path(),
+        &[
+            ("notices_minutes", "[0.25, 0.1]"),
+            ("idle_timeout_secs", "600"),
+        ],
+    );
+    let s = scenario(tmp.path(), "[[step]]\naction = \"end_turn\"\n");
+    let log = tmp.path().join("script.jsonl");
+    let started = chrono_ms();
+    let run = start_run(&dir, &s, &log, &["--workers", "1", "--hours", "0.00667"]);
+    finish(run, Duration::from_secs(60));
+    let t = turns(&dir, "w01");
+    let notices: Vec<&Value> = t
+        .iter()
+        .filter(|x| x["prompt"].as_str().unwrap_or("").contains("Time check"))
+        .collect();
+    assert_eq!(notices.len(), 2, "{t:?}");
+    let at = |v: &Value| v["started"].as_i64().unwrap() - started;
+    assert!(
+        (7_000..12_500).contains(&at(notices[0])),
+        "first notice at {} ms",
+        at(notices[0])
+    );
+    assert!(
+        (16_000..21_500).contains(&at(notices[1])),
+        "second notice at {} ms",
+        at(notices[1])
+    );
+    assert!(notices[1]["prompt"]
+        .as_str()
+        .unwrap()
+        .contains("Final integration"));
+}
+
+fn chrono_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+/// Processes whose command line mentions `needle`.
+fn processes_with(needle: &str) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        if let Ok(cmd) = std::fs::read(format!("/proc/{pid}/cmdline")) {
+            if String::from_utf8_lossy(&cmd).contains(needle) {
+                found.push(pid);
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn ctrl_c_stops_every_agent_and_leaves_a_consistent_store() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = org(tmp.path(), &[("stagger_secs", "0")]);
+    let s = scenario(
+        tmp.path(),
+        "[[step]]\naction = \"poll\"\ntool = \"board_read\"\nevery_ms = 300\nfor_ms = 120000\n[[step]]\naction = \"end_turn\"\n",
+    );
+    let log = tmp.path().join("script.jsonl");
+    let run = start_run(&dir, &s, &log, &["--workers", "3", "--hours", "1"]);
+    let needle = s.to_string_lossy().to_string();
+    wait_until(Duration::from_secs(40), "three busy agents", || {
+        processes_with(&needle).len() >= 3
+    });
+    let status = Command::new("kill")
+        .args(["-INT", &run.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    finish(run, Duration::from_secs(30));
+    wait_until(Duration::from_secs(5), "no agent process left", || {
+        processes_with(&needle).is_empty()
+    });
+
+    let hub = common::HubProcess::start(&dir);
+    let workers = hub.admin();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let list = rt.block_on(workers.workers()).unwrap();
+    assert_eq!(list.len(), 3);
+    for w in list {
+        assert_eq!(
+            w.status.as_str(),
+            "stopped",
+            "{} left {}",
+            w.id,
+            w.status.as_str()
+        );
+    }
+    drop(hub);
+    let fsck = Command::new("git")
+        .args([
+            "--git-dir",
+            dir.join(".agensh/workspace.git").to_str().unwrap(),
+            "fsck",
+            "--no-progress",
+        ])
+        .output()
+        .unwrap();
+    assert!(fsck.status.success());
+}
