@@ -436,3 +436,33 @@ fn ctrl_c_stops_every_agent_and_leaves_a_consistent_store() {
         .unwrap();
     assert!(fsck.status.success());
 }
+
+#[test]
+fn a_node_runs_workers_against_a_hub_in_another_process() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = org(tmp.path(), &[("notices_minutes", "[0.001]"), ("stagger_secs", "0")]);
+    let hub = common::HubProcess::start(&dir);
+    let out = agensh().current_dir(&dir).args(["workers", "add", "2"]).output().unwrap();
+    assert!(out.status.success());
+    let s = scenario(
+        tmp.path(),
+        &format!(
+            "parts = [\"p1\", \"p2\"]\n{PART_TEMPLATES}\n[[step]]\naction = \"claim_free_part\"\n[[step]]\naction = \"write_part\"\n\
+             [[step]]\naction = \"commit_push\"\n[[step]]\naction = \"open_and_merge_pr\"\n[[step]]\naction = \"end_turn\"\n"
+        ),
+    );
+    let node = agensh()
+        .current_dir(&dir)
+        .args(["--hub", &hub.info.url, "--token", &hub.info.admin_token])
+        .args(["node", "--workers", "2", "--agent", "script", "--scenario", s.to_str().unwrap(), "--hours", "0.003"])
+        .output()
+        .unwrap();
+    assert!(node.status.success(), "{}", String::from_utf8_lossy(&node.stderr));
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let stats = rt.block_on(hub.admin().stats()).unwrap();
+    assert_eq!(stats.prs_merged, 2);
+    for w in rt.block_on(hub.admin().workers()).unwrap() {
+        assert_eq!(w.status.as_str(), "stopped");
+        assert!(!turns(&dir, &w.id).is_empty(), "{} logged no turn", w.id);
+    }
+}

@@ -100,6 +100,8 @@ pub async fn run_worker(
     let mut summary = WorkerSummary::default();
     let mut prompt = plan.launch_prompt.clone();
     let mut carried: Vec<i64> = Vec::new();
+    // (seq, created_at) of the events the next prompt carries, for the turn log.
+    let mut carried_at: Vec<(i64, i64)> = Vec::new();
     let mut after = 0i64;
     let mut notices_left: Vec<Duration> = plan.notices_before_end.clone();
     notices_left.sort_by(|a, b| b.cmp(a));
@@ -131,6 +133,7 @@ pub async fn run_worker(
             "turn": summary.turns, "started": ms(started), "ended": ms(SystemTime::now()),
             "prompt": prompt, "stop_reason": outcome.stop_reason, "usage": outcome.usage,
             "events": outcome.events,
+            "carried": carried_at.iter().map(|(seq, at)| json!({ "seq": seq, "created_at": at })).collect::<Vec<_>>(),
         }));
         let last_action = outcome
             .events
@@ -153,6 +156,7 @@ pub async fn run_worker(
             }
             carried.clear();
         }
+        carried_at.clear();
 
         set_status(WorkerStatus::Idle).await;
         let next = wait_for_reason(&hub, &plan, after, &mut notices_left, &mut stop).await;
@@ -161,6 +165,7 @@ pub async fn run_worker(
             Next::Events(events) => {
                 after = events.iter().map(|e| e.seq).max().unwrap_or(after);
                 carried = events.iter().map(|e| e.seq).collect();
+                carried_at = events.iter().map(|e| (e.seq, e.created_at)).collect();
                 let digest = if events.iter().any(|e| e.kind == kinds::BOARD_RECORD) {
                     hub.read_board().await.unwrap_or_default()
                 } else {
