@@ -6,6 +6,7 @@
 
 mod hub;
 mod merge;
+mod node;
 mod stats;
 
 use clap::{Parser, Subcommand};
@@ -23,6 +24,8 @@ enum Bench {
     Hub(hub::Args),
     /// The git workspace: merge latency against a temporary-clone merge; 1,024 checkouts.
     Merge(merge::Args),
+    /// The node: memory per worker and turn-dispatch latency with 1,024 scripted workers.
+    Node(node::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -33,5 +36,6 @@ fn main() -> anyhow::Result<()> {
     match cli.bench {
         Bench::Hub(a) => rt.block_on(hub::run(a)),
         Bench::Merge(a) => rt.block_on(merge::run(a)),
+        Bench::Node(a) => rt.block_on(node::run(a)),
     }
 }

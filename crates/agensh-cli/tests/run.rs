@@ -440,9 +440,16 @@ fn ctrl_c_stops_every_agent_and_leaves_a_consistent_store() {
 #[test]
 fn a_node_runs_workers_against_a_hub_in_another_process() {
     let tmp = tempfile::tempdir().unwrap();
-    let dir = org(tmp.path(), &[("notices_minutes", "[0.001]"), ("stagger_secs", "0")]);
+    let dir = org(
+        tmp.path(),
+        &[("notices_minutes", "[0.001]"), ("stagger_secs", "0")],
+    );
     let hub = common::HubProcess::start(&dir);
-    let out = agensh().current_dir(&dir).args(["workers", "add", "2"]).output().unwrap();
+    let out = agensh()
+        .current_dir(&dir)
+        .args(["workers", "add", "2"])
+        .output()
+        .unwrap();
     assert!(out.status.success());
     let s = scenario(
         tmp.path(),
@@ -454,10 +461,24 @@ fn a_node_runs_workers_against_a_hub_in_another_process() {
     let node = agensh()
         .current_dir(&dir)
         .args(["--hub", &hub.info.url, "--token", &hub.info.admin_token])
-        .args(["node", "--workers", "2", "--agent", "script", "--scenario", s.to_str().unwrap(), "--hours", "0.003"])
+        .args([
+            "node",
+            "--workers",
+            "2",
+            "--agent",
+            "script",
+            "--scenario",
+            s.to_str().unwrap(),
+            "--hours",
+            "0.003",
+        ])
         .output()
         .unwrap();
-    assert!(node.status.success(), "{}", String::from_utf8_lossy(&node.stderr));
+    assert!(
+        node.status.success(),
+        "{}",
+        String::from_utf8_lossy(&node.stderr)
+    );
     let rt = tokio::runtime::Runtime::new().unwrap();
     let stats = rt.block_on(hub.admin().stats()).unwrap();
     assert_eq!(stats.prs_merged, 2);

@@ -100,6 +100,7 @@ pub async fn run_worker(
     let mut summary = WorkerSummary::default();
     let mut prompt = plan.launch_prompt.clone();
     let mut carried: Vec<i64> = Vec::new();
+    let mut carried_urgent: Vec<i64> = Vec::new();
     // (seq, created_at) of the events the next prompt carries, for the turn log.
     let mut carried_at: Vec<(i64, i64)> = Vec::new();
     let mut after = 0i64;
@@ -111,6 +112,14 @@ pub async fn run_worker(
             break;
         }
         set_status(WorkerStatus::Busy).await;
+        // Urgent events this prompt carries are acknowledged as it is handed over: else the
+        // hub would show them again as notices of the agent's first tool call in this turn.
+        if !carried_urgent.is_empty() {
+            if let Err(e) = hub.ack(&carried_urgent).await {
+                tracing::warn!(worker = %id, "could not acknowledge events: {e}");
+            }
+            carried_urgent.clear();
+        }
         let started = SystemTime::now();
         let outcome = tokio::select! {
             r = agent.turn(&prompt) => Some(r),
@@ -164,7 +173,10 @@ pub async fn run_worker(
             Next::Stop => break,
             Next::Events(events) => {
                 after = events.iter().map(|e| e.seq).max().unwrap_or(after);
-                carried = events.iter().map(|e| e.seq).collect();
+                let (urgent, normal): (Vec<&Event>, Vec<&Event>) =
+                    events.iter().partition(|e| e.priority == Priority::Urgent);
+                carried_urgent = urgent.iter().map(|e| e.seq).collect();
+                carried = normal.iter().map(|e| e.seq).collect();
                 carried_at = events.iter().map(|e| (e.seq, e.created_at)).collect();
                 let digest = if events.iter().any(|e| e.kind == kinds::BOARD_RECORD) {
                     hub.read_board().await.unwrap_or_default()

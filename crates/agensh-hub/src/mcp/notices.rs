@@ -21,7 +21,7 @@ use crate::state::{now_ms, AppState};
 /// Board records listed in a digest; the rest are counted.
 pub const DIGEST_LINES: usize = 10;
 /// Other notices (DMs, reviews, failed merges, operator notices) shown in full; the rest
-/// are counted (the messages stay unread in the inbox).
+/// are counted, left pending and shown with the next results.
 pub const ITEM_LINES: usize = 20;
 /// Events read from the queue per page, and pages read at most per call.
 const PAGE: usize = 1_000;
@@ -89,8 +89,25 @@ pub async fn collect(
             break;
         }
     }
-    let seqs = urgent.iter().map(|e| e.seq).collect();
     let shown: Vec<&Event> = urgent.iter().filter(|e| !covered(e, covers)).collect();
+    // Acknowledge what this result shows or already covered; items past the cap stay
+    // pending and come with the next result (board records are all covered by the digest
+    // and `board_read`).
+    let mut items = 0;
+    let overflow: HashSet<i64> = shown
+        .iter()
+        .filter(|e| e.kind != kinds::BOARD_RECORD)
+        .filter(|_| {
+            items += 1;
+            items > ITEM_LINES
+        })
+        .map(|e| e.seq)
+        .collect();
+    let seqs = urgent
+        .iter()
+        .map(|e| e.seq)
+        .filter(|seq| !overflow.contains(seq))
+        .collect();
     Ok(Some(Pending {
         text: render(&shown, now_ms()),
         worker,
@@ -177,7 +194,7 @@ pub fn render(events: &[&Event], now: i64) -> Option<String> {
     }
     if more > 0 {
         lines.push(format!(
-            "- … and {more} more (direct messages stay unread: inbox shows them)"
+            "- … and {more} more, shown with your next tool results (inbox lists messages now)"
         ));
     }
     if !board.is_empty() {
@@ -290,7 +307,9 @@ mod tests {
             ITEM_LINES
         );
         assert!(
-            text.ends_with("- … and 5 more (direct messages stay unread: inbox shows them)"),
+            text.ends_with(
+                "- … and 5 more, shown with your next tool results (inbox lists messages now)"
+            ),
             "{text}"
         );
     }
