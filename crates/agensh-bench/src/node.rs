@@ -8,7 +8,10 @@
 //!    system runs one such sidecar per worker;
 //! 2. **turn-dispatch latency** — `#general` posts, one at a time; for every worker and
 //!    post, the time from the event's creation at the hub to the prompt that carries it
-//!    being sent to the agent (`started` − `created_at` in the worker's turn log).
+//!    being sent to the agent (`started` − `created_at` in the worker's turn log), and the
+//!    CPU the node, the hub and the agents spent per post (the machine's cores are shared
+//!    by all of them). By default every agent turn ends at once, the worst case: workers
+//!    that finish compete with the dispatch to the others; `--turn-ms` makes turns last.
 //!
 //! Everything runs as separate processes (`agensh hub`, `agensh node`, the agents), each
 //! in its own process group; the benchmark is their subreaper, so it can verify that
@@ -41,6 +44,10 @@ pub struct Args {
     /// Seconds between the last worker's turn for one post and the next post.
     #[arg(long, default_value_t = 2.0)]
     gap_secs: f64,
+    /// Milliseconds each agent turn takes (0: every turn ends at once, so workers that
+    /// finish compete for the CPU with the dispatch to the others — the worst case).
+    #[arg(long, default_value_t = 0)]
+    turn_ms: u64,
     /// Seconds to let the node settle once every worker is idle, before reading memory.
     #[arg(long, default_value_t = 3.0)]
     settle_secs: f64,
@@ -65,9 +72,22 @@ pub struct Args {
     json: bool,
 }
 
-/// A scenario whose every turn ends at once: the agents cost nothing but their process.
-const SCENARIO: &str =
-    "# agensh-bench node: every turn ends at once.\n[[step]]\naction = \"end_turn\"\n";
+/// The agents' scenario. With `turn_ms` 0 every turn ends at once (the agents cost
+/// nothing but their process); else each of the first `turns` turns first sleeps that
+/// long, so workers finishing a turn do not compete with the dispatch of the others.
+fn scenario(turn_ms: u64, turns: usize) -> String {
+    let mut s = String::from("# agensh-bench node\n");
+    if turn_ms > 0 {
+        for _ in 0..turns {
+            s.push_str(&format!(
+                "[[step]]\naction = \"sleep\"\nms = {turn_ms}\n[[step]]\naction = \"end_turn\"\n"
+            ));
+        }
+    } else {
+        s.push_str("[[step]]\naction = \"end_turn\"\n");
+    }
+    s
+}
 
 /// Open files the node needs per worker (agent stdin/stdout, the hub connection, the
 /// turn log, slack), and for itself.
@@ -672,13 +692,27 @@ pub async fn run(a: Args) -> Result<()> {
         }
         None => tmp.path().join("org"),
     };
-    let scenario = tmp.path().join("end-turn.toml");
-    std::fs::write(&scenario, SCENARIO)?;
-    init_org(&agensh, &dir, &scenario, a.workers)?;
-    let outcome = measure(&a, &agensh, &dir, &scenario, nproc).await;
+    let scenario = dir.join(".agensh/bench-scenario.toml");
+    let outcome = async {
+        init_org(&agensh, &dir, &scenario, a.workers)?;
+        // Turns: the launch turn and one per post, with some to spare.
+        std::fs::write(&scenario, self::scenario(a.turn_ms, a.posts + 8))?;
+        // On Ctrl-C or SIGTERM the measurement is dropped, and with it every process it
+        // started (their groups do not get the terminal's signal).
+        let mut term =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        tokio::select! {
+            r = measure(&a, &agensh, &dir, &scenario, nproc) => r,
+            _ = tokio::signal::ctrl_c() => Err(anyhow!("interrupted; stopped every process it started")),
+            _ = term.recv() => Err(anyhow!("terminated; stopped every process it started")),
+        }
+    }
+    .await;
     if a.keep {
         eprintln!("kept the organization in {}", dir.display());
-        let _ = tmp.keep();
+        if a.dir.is_none() {
+            let _ = tmp.keep();
+        }
     } else {
         if a.dir.is_some() {
             let _ = std::fs::remove_dir_all(&dir);
@@ -861,6 +895,8 @@ async fn measure(
 
     let per_worker = rss.saturating_sub(rss1) / (n as u64 - 1);
     let per_worker_hwm = hwm.saturating_sub(hwm1) / (n as u64 - 1);
+    // After every worker has taken a turn per post (allocator pools and buffers warm).
+    let per_worker_after = rss_after.saturating_sub(rss1) / (n as u64 - 1);
     let nodejs_json = match &nodejs {
         Ok((njs, version)) => json!({
             "version": version,
@@ -873,6 +909,7 @@ async fn measure(
     Ok(json!({
         "workers": n,
         "posts": a.posts,
+        "turn_ms": a.turn_ms,
         "activation": {
             "seconds": (activation.as_secs_f64() * 10.0).round() / 10.0,
             "agents": agents.len(),
@@ -881,6 +918,7 @@ async fn measure(
             "per_worker_rss_mib": mib(per_worker),
             "per_worker_rss_kib": per_worker / 1024,
             "per_worker_hwm_mib": mib(per_worker_hwm),
+            "per_worker_rss_after_posts_kib": per_worker_after / 1024,
             "node_rss_mib": mib(rss),
             "node_hwm_mib": mib(hwm),
             "node_pss_mib": mib(node_pss),
@@ -927,8 +965,12 @@ fn print_table(r: &Value) {
     let l = &r["latency"];
     let js = &r["nodejs"];
     let c = &r["cleanup"];
+    let turns = match r["turn_ms"].as_u64().unwrap_or(0) {
+        0 => "turns end at once".to_string(),
+        t => format!("turns take {t} ms"),
+    };
     println!(
-        "node benchmark: {} scripted workers in one node process, {} posts",
+        "node benchmark: {} scripted workers in one node process, {} posts, {turns}",
         r["workers"], r["posts"]
     );
     println!(
@@ -936,10 +978,11 @@ fn print_table(r: &Value) {
         r["workers"], r["activation"]["seconds"], r["activation"]["agents"]
     );
     println!(
-        "memory/worker  {} MiB RSS ({} KiB; peak {} MiB), agents excluded   target <= 4 MiB: {}",
+        "memory/worker  {} MiB RSS ({} KiB; peak {} MiB; {} KiB after the posts), agents excluded   target <= 4 MiB: {}",
         m["per_worker_rss_mib"],
         m["per_worker_rss_kib"],
         m["per_worker_hwm_mib"],
+        m["per_worker_rss_after_posts_kib"],
         mark(m["per_worker_rss_mib"].as_f64().unwrap_or(f64::MAX) <= 4.0)
     );
     println!(

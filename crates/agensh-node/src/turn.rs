@@ -77,15 +77,13 @@ pub async fn run_worker(
     let report = |p: Progress| {
         let _ = progress.send((id.clone(), p));
     };
-    let set_status = |status: WorkerStatus| {
-        let hub = hub.clone();
-        let id = id.clone();
-        report(Progress::Status(status));
-        async move {
-            if let Err(e) = hub.set_status(&id, status).await {
-                tracing::warn!(worker = %id, "could not report status {}: {e}", status.as_str());
-            }
-        }
+    // Status updates go to the hub from a background task, in order, so no prompt waits
+    // for one; `finish` waits for the last (stopped or dead) before the worker returns.
+    let status = StatusReporter::start(hub.clone(), id.clone());
+    let set_status = |s: WorkerStatus| {
+        report(Progress::Status(s));
+        status.set(s);
+        std::future::ready(())
     };
     std::fs::create_dir_all(&plan.log_dir).map_err(|e| {
         agensh_domain::Error::internal(format!("cannot create {}: {e}", plan.log_dir.display()))
@@ -95,6 +93,7 @@ pub async fn run_worker(
     set_status(WorkerStatus::Starting).await;
     if let Err(e) = agent.start(&plan.ctx).await {
         set_status(WorkerStatus::Dead).await;
+        status.finish().await;
         return Err(e);
     }
     let mut summary = WorkerSummary::default();
@@ -133,6 +132,7 @@ pub async fn run_worker(
                 log.write(json!({ "prompt": prompt, "error": e.message, "started": ms(started) }));
                 set_status(WorkerStatus::Dead).await;
                 agent.stop().await;
+                status.finish().await;
                 return Err(e);
             }
         };
@@ -215,6 +215,7 @@ pub async fn run_worker(
     }
     agent.stop().await;
     set_status(WorkerStatus::Stopped).await;
+    status.finish().await;
     Ok(summary)
 }
 
@@ -408,8 +409,42 @@ impl TurnLog {
     }
 
     fn write(&mut self, entry: serde_json::Value) {
-        if let Err(e) = writeln!(self.file, "{entry}") {
+        // One write per line: formatting straight into the file would cost a system call
+        // per JSON token.
+        let mut line = entry.to_string();
+        line.push('\n');
+        if let Err(e) = self.file.write_all(line.as_bytes()) {
             tracing::warn!("cannot write the turn log: {e}");
         }
+    }
+}
+
+/// Sends a worker's status changes to the hub in order, off the turn loop's path.
+struct StatusReporter {
+    tx: mpsc::UnboundedSender<WorkerStatus>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl StatusReporter {
+    fn start(hub: Client, id: String) -> Self {
+        let (tx, mut rx) = mpsc::unbounded_channel::<WorkerStatus>();
+        let task = tokio::spawn(async move {
+            while let Some(status) = rx.recv().await {
+                if let Err(e) = hub.set_status(&id, status).await {
+                    tracing::warn!(worker = %id, "could not report status {}: {e}", status.as_str());
+                }
+            }
+        });
+        StatusReporter { tx, task }
+    }
+
+    fn set(&self, status: WorkerStatus) {
+        let _ = self.tx.send(status);
+    }
+
+    /// Waits until every status set so far has reached the hub.
+    async fn finish(self) {
+        drop(self.tx);
+        let _ = self.task.await;
     }
 }

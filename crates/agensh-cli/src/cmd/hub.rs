@@ -71,7 +71,7 @@ fn process_alive(pid: u32) -> bool {
 
 /// Lifts the soft limit on open files to the hard limit: every waiting worker holds a
 /// connection, and 1,024 workers need more than the common default of 1,024 files.
-fn raise_open_file_limit() {
+pub fn raise_open_file_limit() {
     #[cfg(unix)]
     // SAFETY: getrlimit/setrlimit only read and write the struct we pass.
     unsafe {

@@ -18,7 +18,7 @@ use anyhow::{bail, Context, Result};
 use tokio::sync::{mpsc, watch};
 
 use crate::cli::{Global, NodeArgs, RunArgs, StatusArgs};
-use crate::cmd::hub::wait_for_stop_signal;
+use crate::cmd::hub::{raise_open_file_limit, wait_for_stop_signal};
 use crate::cmd::init::load_config;
 use crate::connect::client;
 use crate::output::{json, now_ms};
@@ -113,6 +113,7 @@ fn stop_on_signal() -> watch::Receiver<bool> {
 
 pub async fn run(a: RunArgs) -> Result<()> {
     let mut config = load_config(&a.dir)?;
+    raise_open_file_limit();
     apply_overrides(&mut config, a.workers, a.agent, a.scenario, a.hours)?;
     let started = Instant::now();
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&state_dir(&a.dir).join(STORE_FILE))?);
@@ -161,6 +162,7 @@ pub async fn run(a: RunArgs) -> Result<()> {
 
 pub async fn node(g: &Global, a: NodeArgs) -> Result<()> {
     let mut config = load_config(&g.dir)?;
+    raise_open_file_limit();
     apply_overrides(&mut config, Some(a.workers), a.agent, a.scenario, a.hours)?;
     let admin = client(g)?;
     let known = admin.workers().await?;
