@@ -136,6 +136,20 @@ fn wait_until(limit: Duration, what: &str, mut ok: impl FnMut() -> bool) {
     }
 }
 
+/// `git fsck` of the organization's bare repository finds nothing wrong.
+fn assert_fsck_clean(dir: &Path) {
+    let repo = dir.join(".agensh/workspace.git");
+    let fsck = Command::new("git")
+        .args(["--git-dir", repo.to_str().unwrap(), "fsck", "--no-progress"])
+        .output()
+        .unwrap();
+    assert!(
+        fsck.status.success(),
+        "{}",
+        String::from_utf8_lossy(&fsck.stderr)
+    );
+}
+
 fn git(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
         .current_dir(dir)
@@ -217,16 +231,7 @@ fn eight_scripted_workers_build_eight_parts_and_main_passes_its_tests() {
         String::from_utf8_lossy(&check.stderr)
     );
     assert!(String::from_utf8_lossy(&check.stdout).contains("8 part tests passed"));
-    let fsck = Command::new("git")
-        .args([
-            "--git-dir",
-            dir.join(".agensh/workspace.git").to_str().unwrap(),
-            "fsck",
-            "--no-progress",
-        ])
-        .output()
-        .unwrap();
-    assert!(fsck.status.success());
+    assert_fsck_clean(&dir);
 }
 
 #[test]
@@ -425,16 +430,7 @@ fn ctrl_c_stops_every_agent_and_leaves_a_consistent_store() {
         );
     }
     drop(hub);
-    let fsck = Command::new("git")
-        .args([
-            "--git-dir",
-            dir.join(".agensh/workspace.git").to_str().unwrap(),
-            "fsck",
-            "--no-progress",
-        ])
-        .output()
-        .unwrap();
-    assert!(fsck.status.success());
+    assert_fsck_clean(&dir);
 }
 
 #[test]
