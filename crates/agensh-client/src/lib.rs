@@ -242,14 +242,24 @@ impl Client {
 
     /// Unacknowledged events above `after`; waits up to `wait` seconds for the first.
     pub async fn events(&self, after: i64, wait: u64) -> Result<Vec<Event>> {
+        self.ack_and_poll(&[], after, wait).await
+    }
+
+    /// Acknowledges `acks`, then polls like [`Client::events`] — one request instead of two.
+    pub async fn ack_and_poll(&self, acks: &[i64], after: i64, wait: u64) -> Result<Vec<Event>> {
         #[derive(Deserialize)]
         struct Polled {
             events: Vec<Event>,
         }
+        let mut q = vec![("after", after.to_string()), ("wait", wait.to_string())];
+        if !acks.is_empty() {
+            let list: Vec<String> = acks.iter().map(i64::to_string).collect();
+            q.push(("ack", list.join(",")));
+        }
         let p: Polled = self
             .send(
                 self.request(Method::GET, "/events")
-                    .query(&[("after", after), ("wait", wait as i64)])
+                    .query(&q)
                     .timeout(Duration::from_secs(wait + 30)),
             )
             .await?;

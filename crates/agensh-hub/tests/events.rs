@@ -352,3 +352,24 @@ async fn an_operator_dedup_key_cannot_suppress_a_hub_event() {
         .collect();
     assert_eq!(kinds_seen, vec![kinds::NOTICE, kinds::BOARD_RECORD]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_poll_can_acknowledge_events_in_the_same_request() {
+    let hub = TestHub::start().await;
+    let ws = hub.workers(2).await;
+    ws[0].send_message(&msg("#general", "one")).await.unwrap();
+    ws[0].send_message(&msg("#general", "two")).await.unwrap();
+    let first = ws[1].events(0, 0).await.unwrap();
+    assert_eq!(first.len(), 2);
+    let rest = ws[1].ack_and_poll(&[first[0].seq], 0, 0).await.unwrap();
+    assert_eq!(
+        seqs(&rest),
+        vec![first[1].seq],
+        "the acknowledged event is gone"
+    );
+    let err = ws[1]
+        .ack_and_poll(&[first[0].seq + 1000], 0, 0)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, "not_your_event");
+}

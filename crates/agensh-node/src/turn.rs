@@ -158,17 +158,26 @@ pub async fn run_worker(
             last_action,
             usage: summary.usage,
         });
-        // The turn that carried these events is complete: they are delivered.
+        // The turn that carried these events is complete: they are delivered. They are
+        // acknowledged with the next poll (one request), or on their own below.
+        carried_at.clear();
+
+        set_status(WorkerStatus::Idle).await;
+        let next = wait_for_reason(
+            &hub,
+            &plan,
+            after,
+            &mut carried,
+            &mut notices_left,
+            &mut stop,
+        )
+        .await;
         if !carried.is_empty() {
             if let Err(e) = hub.ack(&carried).await {
                 tracing::warn!(worker = %id, "could not acknowledge events: {e}");
             }
             carried.clear();
         }
-        carried_at.clear();
-
-        set_status(WorkerStatus::Idle).await;
-        let next = wait_for_reason(&hub, &plan, after, &mut notices_left, &mut stop).await;
         prompt = match next {
             Next::Stop => break,
             Next::Events(events) => {
@@ -225,6 +234,7 @@ async fn wait_for_reason(
     hub: &Client,
     plan: &WorkerPlan,
     after: i64,
+    to_ack: &mut Vec<i64>,
     notices_left: &mut Vec<Duration>,
     stop: &mut watch::Receiver<bool>,
 ) -> Next {
@@ -258,9 +268,12 @@ async fn wait_for_reason(
             wait = wait.min(left.as_secs().max(1));
         }
         let polled = tokio::select! {
-            r = hub.events(after, wait) => r,
+            r = hub.ack_and_poll(to_ack, after, wait) => r,
             _ = stopped(stop) => return Next::Stop,
         };
+        if polled.is_ok() {
+            to_ack.clear();
+        }
         match polled {
             Ok(events) if !events.is_empty() => return Next::Events(events),
             Ok(_) => {}
@@ -429,7 +442,11 @@ impl StatusReporter {
     fn start(hub: Client, id: String) -> Self {
         let (tx, mut rx) = mpsc::unbounded_channel::<WorkerStatus>();
         let task = tokio::spawn(async move {
-            while let Some(status) = rx.recv().await {
+            while let Some(mut status) = rx.recv().await {
+                // Only the latest status matters: skip those already overtaken.
+                while let Ok(newer) = rx.try_recv() {
+                    status = newer;
+                }
                 if let Err(e) = hub.set_status(&id, status).await {
                     tracing::warn!(worker = %id, "could not report status {}: {e}", status.as_str());
                 }

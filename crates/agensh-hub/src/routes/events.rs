@@ -29,6 +29,8 @@ pub struct PollQuery {
     #[serde(default)]
     wait: u64,
     limit: Option<usize>,
+    /// Events to acknowledge first, comma-separated (saves a request per turn).
+    ack: Option<String>,
 }
 
 /// Unacknowledged events for the caller; waits up to `wait` seconds for the first one.
@@ -60,6 +62,22 @@ pub async fn poll(
             .into())
         }
     };
+    if let Some(list) = q.ack.as_deref().filter(|l| !l.is_empty()) {
+        let seqs = list
+            .split(',')
+            .map(|n| n.trim().parse::<i64>())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|_| {
+                Error::invalid(
+                    "bad_ack",
+                    "ack must list event numbers separated by commas, like ack=12,15",
+                )
+            })?;
+        let n = s.store.ack_events(&worker, seqs).await?;
+        s.metrics
+            .events_acked
+            .fetch_add(n as u64, Ordering::Relaxed);
+    }
     // Subscribe before reading the store so nothing committed in between is missed.
     let mut bus = s.store.subscribe();
     let mut events = s.store.pending_events(&worker, q.after, limit).await?;
