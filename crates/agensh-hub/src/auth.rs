@@ -77,13 +77,7 @@ impl FromRequestParts<AppState> for Caller {
                 },
                 Some(id) => {
                     validate_worker_id(&id)?;
-                    let known = state
-                        .tokens
-                        .read()
-                        .expect("tokens lock")
-                        .values()
-                        .any(|w| *w == id);
-                    if !known {
+                    if state.token_of(&id).is_none() {
                         return Err(ApiError(Error::not_found(
                             "unknown_worker",
                             format!("there is no worker \"{id}\" to act as — `agensh workers list` shows the workers"),

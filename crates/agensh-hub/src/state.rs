@@ -50,6 +50,16 @@ pub fn now_ms() -> i64 {
 }
 
 impl Inner {
+    /// The token of `worker`, or `None` when no such worker is registered.
+    pub fn token_of(&self, worker: &str) -> Option<String> {
+        self.tokens
+            .read()
+            .expect("tokens lock")
+            .iter()
+            .find(|(_, w)| *w == worker)
+            .map(|(t, _)| t.clone())
+    }
+
     /// Notes that `worker` made a request now.
     pub fn touch(&self, worker: &str) {
         self.activity

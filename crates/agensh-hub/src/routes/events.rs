@@ -203,13 +203,7 @@ pub async fn notice(
     }
     if let Some(to) = &b.to {
         agensh_domain::ids::validate_worker_id(to)?;
-        if !s
-            .tokens
-            .read()
-            .expect("tokens lock")
-            .values()
-            .any(|w| w == to)
-        {
+        if s.token_of(to).is_none() {
             return Err(Error::not_found(
                 "unknown_worker",
                 format!("there is no worker \"{to}\" — `agensh workers list` shows the workers"),

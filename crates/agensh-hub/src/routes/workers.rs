@@ -53,17 +53,12 @@ pub async fn token(
 ) -> ApiResult<Json<NewWorker>> {
     caller.require_admin()?;
     validate_worker_id(&id)?;
-    let tokens = s.tokens.read().expect("tokens lock");
-    let token = tokens
-        .iter()
-        .find(|(_, w)| **w == id)
-        .map(|(t, _)| t.clone())
-        .ok_or_else(|| {
-            Error::not_found(
-                "unknown_worker",
-                format!("there is no worker \"{id}\" — `agensh workers list` shows the workers"),
-            )
-        })?;
+    let token = s.token_of(&id).ok_or_else(|| {
+        Error::not_found(
+            "unknown_worker",
+            format!("there is no worker \"{id}\" — `agensh workers list` shows the workers"),
+        )
+    })?;
     Ok(Json(NewWorker { id, token }))
 }
 
