@@ -170,10 +170,7 @@ async fn seed(
 }
 
 fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
+    agensh_domain::time::unix_ms(std::time::SystemTime::now())
 }
 
 struct HubProc {

@@ -21,8 +21,5 @@ pub fn exit_code(e: &anyhow::Error) -> i32 {
 
 /// Unix milliseconds now.
 pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
+    agensh_domain::time::unix_ms(std::time::SystemTime::now())
 }

@@ -1,5 +1,12 @@
 //! Timestamps are Unix milliseconds (`i64`) everywhere; this module formats them.
 
+/// `t` as Unix milliseconds (0 for times before 1970). The caller reads the clock.
+pub fn unix_ms(t: std::time::SystemTime) -> i64 {
+    t.duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
 /// Formats Unix milliseconds as RFC 3339 in UTC, e.g. `2026-11-30T01:02:03Z`.
 pub fn rfc3339(ms: i64) -> String {
     let secs = ms.div_euclid(1000);
@@ -48,6 +55,16 @@ mod tests {
         assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
         assert_eq!(rfc3339(951_782_400_000), "2000-02-29T00:00:00Z");
         assert_eq!(rfc3339(1_796_000_523_000), "2026-11-30T01:02:03Z");
+    }
+
+    #[test]
+    fn unix_ms_counts_from_the_epoch_and_clamps_earlier_times() {
+        let epoch = std::time::UNIX_EPOCH;
+        assert_eq!(
+            unix_ms(epoch + std::time::Duration::from_millis(1_500)),
+            1_500
+        );
+        assert_eq!(unix_ms(epoch - std::time::Duration::from_secs(1)), 0);
     }
 
     #[test]

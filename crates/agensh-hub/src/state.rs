@@ -43,10 +43,7 @@ impl std::ops::Deref for AppState {
 
 /// Unix milliseconds now.
 pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
+    agensh_domain::time::unix_ms(std::time::SystemTime::now())
 }
 
 impl Inner {

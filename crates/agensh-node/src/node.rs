@@ -7,6 +7,7 @@ use std::time::{Duration, SystemTime};
 
 use agensh_client::Client;
 use agensh_domain::prompt::WorkerPrompt;
+use agensh_domain::time::unix_ms;
 use agensh_domain::worker::WorkerStatus;
 use agensh_domain::{Error, Result};
 use agensh_workspace::{checkout, Workspace};
@@ -129,7 +130,7 @@ pub async fn run_node(
             .map(|e| {
                 format!(
                     "The run ends at {} (UTC).",
-                    agensh_domain::time::rfc3339(ms(e))
+                    agensh_domain::time::rfc3339(unix_ms(e))
                 )
             })
             .unwrap_or_default();
@@ -192,10 +193,4 @@ pub fn agensh_workspace_dir(org: &std::path::Path) -> PathBuf {
 /// Where a worker's turns, prompts and agent logs go.
 pub fn log_dir(org: &std::path::Path, worker: &str) -> PathBuf {
     org.join(".agensh").join("logs").join(worker)
-}
-
-fn ms(t: SystemTime) -> i64 {
-    t.duration_since(SystemTime::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
 }

@@ -471,11 +471,8 @@ impl Shared {
     }
 }
 
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
+fn now_ms() -> i64 {
+    agensh_domain::time::unix_ms(SystemTime::now())
 }
 
 /// A session: its fixed facts, a cancel flag, and the state a prompt works on.

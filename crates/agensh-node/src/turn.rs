@@ -10,6 +10,7 @@ use std::time::{Duration, SystemTime};
 use agensh_client::Client;
 use agensh_domain::event::{kinds, Event, Priority};
 use agensh_domain::prompt::{render, CONTINUE_TEMPLATE, DEADLINE_TEMPLATE};
+use agensh_domain::time::unix_ms;
 use agensh_domain::worker::WorkerStatus;
 use agensh_domain::Result;
 use serde_json::json;
@@ -129,7 +130,9 @@ pub async fn run_worker(
         let outcome = match outcome {
             Ok(o) => o,
             Err(e) => {
-                log.write(json!({ "prompt": prompt, "error": e.message, "started": ms(started) }));
+                log.write(
+                    json!({ "prompt": prompt, "error": e.message, "started": unix_ms(started) }),
+                );
                 set_status(WorkerStatus::Dead).await;
                 agent.stop().await;
                 status.finish().await;
@@ -139,7 +142,7 @@ pub async fn run_worker(
         summary.turns += 1;
         summary.usage += outcome.usage;
         log.write(json!({
-            "turn": summary.turns, "started": ms(started), "ended": ms(SystemTime::now()),
+            "turn": summary.turns, "started": unix_ms(started), "ended": unix_ms(SystemTime::now()),
             "prompt": prompt, "stop_reason": outcome.stop_reason, "usage": outcome.usage,
             "events": outcome.events,
             "carried": carried_at.iter().map(|(seq, at)| json!({ "seq": seq, "created_at": at })).collect::<Vec<_>>(),
@@ -287,7 +290,7 @@ async fn wait_for_reason(
 
 /// The prompt for a batch of events: one line each, urgent first, and the board digest.
 fn events_prompt(events: &[Event], digest: &[agensh_domain::view::ViewEntry]) -> String {
-    let now = ms(SystemTime::now());
+    let now = unix_ms(SystemTime::now());
     let mut lines = vec!["While you were working, this happened:".to_string()];
     let mut shown = 0;
     for priority in [Priority::Urgent, Priority::Normal] {
@@ -374,12 +377,6 @@ fn describe(e: &Event) -> String {
         kinds::NOTICE => format!("notice: {}", s("text")),
         other => format!("{other}: {p}"),
     }
-}
-
-fn ms(t: SystemTime) -> i64 {
-    t.duration_since(SystemTime::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
 }
 
 fn past(ends_at: Option<SystemTime>) -> bool {
