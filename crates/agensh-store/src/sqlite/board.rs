@@ -11,7 +11,6 @@ use agensh_domain::{Error, Result};
 use rusqlite::{params, Connection, OptionalExtension, Row};
 
 use super::conn::{sql_err, WriteCtx};
-use super::events;
 
 /// Most history rows one recent view reads before it stops looking further back.
 const VIEW_SCAN_LIMIT: usize = 50_000;
@@ -137,9 +136,7 @@ pub fn append(
         target: None,
         except: None,
     };
-    if let Some(e) = events::insert(conn, &event, now)? {
-        ctx.emitted.push(e);
-    }
+    ctx.emit(&event, now)?;
     Ok(Appended { record, overlaps })
 }
 

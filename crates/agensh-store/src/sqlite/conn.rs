@@ -27,6 +27,21 @@ pub struct WriteCtx<'a> {
     pub emitted: Vec<Event>,
 }
 
+impl WriteCtx<'_> {
+    /// Stores `event` (unless its dedup key was used) and publishes it after the commit.
+    pub fn emit(
+        &mut self,
+        event: &agensh_domain::event::NewEvent,
+        now: i64,
+    ) -> Result<Option<Event>> {
+        let stored = super::events::insert(self.conn, event, now)?;
+        if let Some(e) = &stored {
+            self.emitted.push(e.clone());
+        }
+        Ok(stored)
+    }
+}
+
 type Completion = Box<dyn FnOnce(Result<()>, &broadcast::Sender<Arc<Event>>) + Send>;
 type Job = Box<dyn FnOnce(&Connection) -> Completion + Send>;
 

@@ -7,7 +7,7 @@ use agensh_domain::{Error, Result};
 use rusqlite::{params, Connection, OptionalExtension, Row};
 
 use super::conn::{sql_err, WriteCtx};
-use super::{events, workers};
+use super::workers;
 use crate::MessageQuery;
 
 fn row_to_message(row: &Row<'_>) -> rusqlite::Result<Message> {
@@ -65,9 +65,7 @@ pub fn post(ctx: &mut WriteCtx<'_>, from: &str, m: NewMessage, now: i64) -> Resu
         target: to,
         except: None,
     };
-    if let Some(e) = events::insert(conn, &event, now)? {
-        ctx.emitted.push(e);
-    }
+    ctx.emit(&event, now)?;
     Ok(msg)
 }
 

@@ -161,15 +161,7 @@ impl Store for SqliteStore {
     }
 
     async fn enqueue(&self, event: NewEvent, now: i64) -> Result<Option<Event>> {
-        self.db
-            .write(move |ctx| {
-                let e = events::insert(ctx.conn, &event, now)?;
-                if let Some(e) = &e {
-                    ctx.emitted.push(e.clone());
-                }
-                Ok(e)
-            })
-            .await
+        self.db.write(move |ctx| ctx.emit(&event, now)).await
     }
 
     async fn pending_events(&self, worker: &str, after: i64, limit: usize) -> Result<Vec<Event>> {

@@ -14,7 +14,6 @@ use rusqlite::{params, Connection, OptionalExtension, Row};
 use serde_json::json;
 
 use super::conn::{sql_err, WriteCtx};
-use super::events;
 
 const PR_COLUMNS: &str = "number, author, branch, base, title, body, state, created_at, updated_at, closed_by, merge_commit";
 
@@ -91,10 +90,7 @@ fn load(conn: &Connection, number: i64) -> Result<PullRequest> {
 
 /// Stores `event` and hands it to the writer to publish after the commit.
 fn emit(ctx: &mut WriteCtx<'_>, event: NewEvent, now: i64) -> Result<()> {
-    if let Some(e) = events::insert(ctx.conn, &event, now)? {
-        ctx.emitted.push(e);
-    }
-    Ok(())
+    ctx.emit(&event, now).map(drop)
 }
 
 fn broadcast(kind: &str, payload: serde_json::Value, key: String, source: &str) -> NewEvent {
