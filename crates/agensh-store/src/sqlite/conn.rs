@@ -191,12 +191,11 @@ fn writer_loop(mut conn: Connection, rx: mpsc::Receiver<Job>, bus: broadcast::Se
         let tx = match conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate) {
             Ok(tx) => tx,
             Err(e) => {
-                let err = sql_err(e);
-                for job in group {
-                    // The job never ran; answer it with the error.
-                    drop(job);
-                    tracing::error!("store: cannot begin a transaction: {err}");
-                }
+                // The jobs never ran: dropping them answers each caller with an error.
+                tracing::error!(
+                    "store: cannot begin a transaction for {} write(s): {e}",
+                    group.len()
+                );
                 continue;
             }
         };
