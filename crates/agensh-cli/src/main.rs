@@ -39,6 +39,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Pr(a) => cmd::pr::run(&g, a).await,
         Command::Mcp(a) => cmd::mcp::run(&g, a).await,
         Command::Agent(a) => cmd::agent::run(a).await,
+        Command::Model(a) => cmd::model::run(a).await,
         Command::Run(a) => cmd::run::run(a).await,
         Command::Node(a) => cmd::run::node(&g, a).await,
         Command::Status(a) => cmd::run::status(&g, a).await,

@@ -19,6 +19,66 @@ pub struct Config {
     pub merge: MergeConfig,
     #[serde(default)]
     pub run: RunConfig,
+    #[serde(default)]
+    pub model: ModelConfig,
+}
+
+/// The calling styles the built-in agent knows (`model.style`).
+pub const TOOL_STYLES: [&str; 3] = ["auto", "tools", "json"];
+/// The local model's sizes (`model.local_size`).
+pub const LOCAL_SIZES: [&str; 2] = ["0.5b", "1.5b"];
+/// The agents `run.agent` may name.
+pub const AGENTS: [&str; 3] = ["builtin", "acp", "script"];
+
+/// `[model]`: the endpoint the built-in agent talks to.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ModelConfig {
+    /// An OpenAI-compatible base URL (`…/v1`); empty: the local model agensh installs and serves.
+    pub url: String,
+    /// The model name sent to the endpoint (empty: the local model's own name).
+    pub name: String,
+    /// The environment variable holding the endpoint's API key (empty: none is sent).
+    pub api_key_env: String,
+    /// How the agent calls tools: `auto`, `tools` (native tool_calls) or `json` (one
+    /// schema-constrained action per reply).
+    pub style: String,
+    /// The context window per worker, in tokens; the conversation is compacted near it.
+    pub context_tokens: u32,
+    /// Longest reply per request, in tokens.
+    pub max_reply_tokens: u32,
+    /// Sampling temperature.
+    pub temperature: f64,
+    /// Model requests per turn before the turn ends.
+    pub max_steps_per_turn: u32,
+    /// Longest a shell command of the agent may run, in seconds.
+    pub command_timeout_secs: u64,
+    /// The local model's size when `url` is empty: `0.5b` or `1.5b`.
+    pub local_size: String,
+}
+
+impl Default for ModelConfig {
+    fn default() -> Self {
+        ModelConfig {
+            url: String::new(),
+            name: String::new(),
+            api_key_env: String::new(),
+            style: "auto".into(),
+            context_tokens: 8192,
+            max_reply_tokens: 1024,
+            temperature: 0.2,
+            max_steps_per_turn: 24,
+            command_timeout_secs: 120,
+            local_size: "1.5b".into(),
+        }
+    }
+}
+
+impl ModelConfig {
+    /// True when the built-in agent runs on the local model agensh serves itself.
+    pub fn is_local(&self) -> bool {
+        self.url.trim().is_empty()
+    }
 }
 
 /// `[run]`: how a run drives its workers.
@@ -27,7 +87,8 @@ pub struct Config {
 pub struct RunConfig {
     /// Workers in the organization.
     pub workers: usize,
-    /// The agent: `script` (tests and load), `acp` (any ACP agent, see `agent_command`).
+    /// The agent: `builtin` (the built-in agent over `[model]`), `acp` (any ACP agent, see
+    /// `agent_command`) or `script` (tests and load).
     pub agent: String,
     /// For `acp`: the command line that starts the agent.
     pub agent_command: Vec<String>,
@@ -47,7 +108,7 @@ impl Default for RunConfig {
     fn default() -> Self {
         RunConfig {
             workers: 4,
-            agent: String::new(),
+            agent: "builtin".into(),
             agent_command: Vec::new(),
             scenario: String::new(),
             hours: 6.0,
@@ -85,6 +146,10 @@ impl Default for MergeConfig {
 #[serde(deny_unknown_fields)]
 pub struct Organization {
     pub goal: String,
+    /// A directory (relative to agensh.toml) whose files seed `main` when `agensh run`
+    /// creates the organization's state next to an agensh.toml that has none yet.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub seed: String,
 }
 
 /// `[hub]`: where and how the hub serves.
@@ -134,11 +199,13 @@ impl Config {
         Config {
             organization: Organization {
                 goal: goal.to_string(),
+                seed: String::new(),
             },
             hub: HubConfig::default(),
             board: BoardConfig::default(),
             merge: MergeConfig::default(),
             run: RunConfig::default(),
+            model: ModelConfig::default(),
         }
     }
 
@@ -215,6 +282,17 @@ impl Config {
                 "agensh.toml: run.idle_timeout_secs and every run.notices_minutes must be positive",
             ));
         }
+        if !self.run.agent.is_empty() && !AGENTS.contains(&self.run.agent.as_str()) {
+            return Err(Error::invalid(
+                "bad_config",
+                format!(
+                    "run.agent \"{}\" is not an agent agensh knows — use one of {}",
+                    self.run.agent,
+                    AGENTS.join(", ")
+                ),
+            ));
+        }
+        self.model.validate()?;
         if self.hub.max_wait_secs == 0 || self.hub.max_wait_secs > 3_600 {
             return Err(Error::invalid(
                 "bad_config",
@@ -226,6 +304,10 @@ impl Config {
 
     /// The file `agensh init` writes: every setting with its default and a comment.
     pub fn template(&self) -> String {
+        format!("{}{}", self.template_main(), self.model.template())
+    }
+
+    fn template_main(&self) -> String {
         let goal = toml::Value::String(self.organization.goal.clone());
         let listen = toml::Value::String(self.hub.listen.clone());
         format!(
@@ -234,7 +316,7 @@ impl Config {
 
 [organization]
 # What every worker works toward. Each worker gets the same prompt but its ID.
-goal = {goal}
+goal = {goal}{seed}
 
 [hub]
 # Address the hub listens on. Keep loopback unless nodes on other hosts must reach it.
@@ -262,8 +344,9 @@ required_approvals = {approvals}
 [run]
 # Workers in the organization (`agensh run --workers N` overrides it).
 workers = {workers}
-# The agent: "script" (a deterministic agent for tests and load; needs `scenario`), or
-# "acp" (any Agent Client Protocol agent, started with `agent_command`).
+# The agent: "builtin" (agensh's own agent over the [model] endpoint; the default),
+# "acp" (any Agent Client Protocol agent, started with `agent_command`), or "script"
+# (a deterministic agent for tests and load; needs `scenario`).
 agent = {agent}
 agent_command = {agent_command}
 scenario = {scenario}
@@ -276,6 +359,14 @@ idle_timeout_secs = {idle}
 # Deadline notices, in minutes before the end of the run.
 notices_minutes = {notices}
 "#,
+            seed = if self.organization.seed.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "\n# Files that seed main when `agensh run` creates the organization here.\nseed = {}",
+                    toml::Value::String(self.organization.seed.clone())
+                )
+            },
             body_limit = self.hub.body_limit,
             max_wait = self.hub.max_wait_secs,
             view_cap = self.board.view_cap,
@@ -308,6 +399,92 @@ notices_minutes = {notices}
     }
 }
 
+impl ModelConfig {
+    /// Checks the values of `[model]`.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |m: String| Err(Error::invalid("bad_config", format!("agensh.toml: {m}")));
+        if !TOOL_STYLES.contains(&self.style.as_str()) {
+            return bad(format!(
+                "model.style \"{}\" — use one of {}",
+                self.style,
+                TOOL_STYLES.join(", ")
+            ));
+        }
+        if !LOCAL_SIZES.contains(&self.local_size.as_str()) {
+            return bad(format!(
+                "model.local_size \"{}\" — use one of {}",
+                self.local_size,
+                LOCAL_SIZES.join(", ")
+            ));
+        }
+        let url = self.url.trim();
+        if !(url.is_empty() || url.starts_with("http://") || url.starts_with("https://")) {
+            return bad(format!(
+                "model.url \"{url}\" is not an http(s) URL — give the endpoint's base, e.g. http://127.0.0.1:8000/v1"
+            ));
+        }
+        if !(1024..=2_000_000).contains(&self.context_tokens) {
+            return bad("model.context_tokens must be between 1024 and 2000000".into());
+        }
+        if self.max_reply_tokens == 0 || self.max_reply_tokens >= self.context_tokens {
+            return bad(
+                "model.max_reply_tokens must be positive and below model.context_tokens".into(),
+            );
+        }
+        if !(0.0..=2.0).contains(&self.temperature) {
+            return bad("model.temperature must be between 0 and 2".into());
+        }
+        if !(1..=1000).contains(&self.max_steps_per_turn) {
+            return bad("model.max_steps_per_turn must be between 1 and 1000".into());
+        }
+        if !(1..=86_400).contains(&self.command_timeout_secs) {
+            return bad("model.command_timeout_secs must be between 1 and 86400".into());
+        }
+        Ok(())
+    }
+
+    fn template(&self) -> String {
+        format!(
+            r#"
+[model]
+# The built-in agent's endpoint: any OpenAI-compatible base URL (a hosted API, vLLM,
+# llama.cpp, Ollama — e.g. "http://127.0.0.1:8000/v1"). Empty: the local model, which
+# `agensh run` installs on first use (`agensh model install`) and serves itself.
+url = {url}
+# The model name sent to the endpoint (empty: the local model's own name).
+name = {name}
+# The environment variable that holds the endpoint's API key (empty: no key is sent).
+api_key_env = {key}
+# How the agent calls tools: "auto", "tools" (native tool_calls) or "json" (one
+# schema-constrained action per reply; what small local models need).
+style = {style}
+# Context window per worker, in tokens; the conversation is compacted near it.
+context_tokens = {ctx}
+# Longest reply per request, in tokens.
+max_reply_tokens = {reply}
+# Sampling temperature.
+temperature = {temp}
+# Model requests per turn before the turn ends and pending events are delivered.
+max_steps_per_turn = {steps}
+# Longest one shell command of the agent may run, in seconds (its process group is killed).
+command_timeout_secs = {cmd}
+# The local model's size when url is empty: "0.5b" (faster) or "1.5b" (better).
+local_size = {size}
+"#,
+            url = toml::Value::String(self.url.clone()),
+            name = toml::Value::String(self.name.clone()),
+            key = toml::Value::String(self.api_key_env.clone()),
+            style = toml::Value::String(self.style.clone()),
+            ctx = self.context_tokens,
+            reply = self.max_reply_tokens,
+            temp = toml::Value::Float(self.temperature),
+            steps = self.max_steps_per_turn,
+            cmd = self.command_timeout_secs,
+            size = toml::Value::String(self.local_size.clone()),
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -316,6 +493,28 @@ mod tests {
     fn template_parses_back_to_the_same_configuration() {
         let c = Config::with_goal("build a \"calculator\"\nwith tests");
         assert_eq!(Config::parse(&c.template()).unwrap(), c);
+    }
+
+    #[test]
+    fn a_seed_and_a_hosted_model_parse_back_too() {
+        let mut c = Config::with_goal("g");
+        c.organization.seed = "seed".into();
+        c.model.url = "https://example.invalid/v1".into();
+        c.model.style = "tools".into();
+        assert_eq!(Config::parse(&c.template()).unwrap(), c);
+    }
+
+    #[test]
+    fn bad_model_settings_say_what_is_allowed() {
+        let e =
+            Config::parse("[organization]\ngoal = \"x\"\n[model]\nstyle = \"xml\"\n").unwrap_err();
+        assert!(e.message.contains("auto, tools, json"), "{}", e.message);
+        let e = Config::parse("[organization]\ngoal = \"x\"\n[model]\nurl = \"localhost:8000\"\n")
+            .unwrap_err();
+        assert!(e.message.contains("http"), "{}", e.message);
+        let e =
+            Config::parse("[organization]\ngoal = \"x\"\n[run]\nagent = \"claud\"\n").unwrap_err();
+        assert!(e.message.contains("builtin, acp, script"), "{}", e.message);
     }
 
     #[test]

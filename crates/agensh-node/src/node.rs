@@ -14,16 +14,19 @@ use agensh_workspace::{checkout, Workspace};
 use tokio::sync::{mpsc, watch};
 
 use crate::adapters::acp::AcpAgent;
+use crate::adapters::builtin::{BuiltinAgent, BuiltinConfig};
 use crate::adapters::{Agent, AgentContext, Usage};
 use crate::turn::{run_worker, Progress, WorkerPlan, WorkerSummary};
 
 /// Which agent drives the workers.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub enum AgentKind {
     /// The deterministic scripted agent (tests and load), from a scenario file.
     Script { scenario: PathBuf },
     /// Any Agent Client Protocol agent, started with this command line.
     Acp { command: Vec<String> },
+    /// The built-in agent over an OpenAI-compatible endpoint.
+    Builtin(BuiltinConfig),
 }
 
 impl AgentKind {
@@ -40,6 +43,16 @@ impl AgentKind {
                 Vec::new(),
             )),
             AgentKind::Acp { command } => Box::new(AcpAgent::new(command.clone(), Vec::new())),
+            AgentKind::Builtin(config) => Box::new(BuiltinAgent::new(config.clone())),
+        }
+    }
+
+    /// A few words for the operator: which agent, and on which model.
+    pub fn describe(&self) -> String {
+        match self {
+            AgentKind::Script { .. } => "scripted agent".into(),
+            AgentKind::Acp { command } => format!("ACP agent `{}`", command.join(" ")),
+            AgentKind::Builtin(c) => format!("built-in agent on {} at {}", c.model, c.base_url),
         }
     }
 }

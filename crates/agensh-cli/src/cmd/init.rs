@@ -59,6 +59,33 @@ pub async fn create(dir: &Path, config: &Config, from: Option<&Path>) -> Result<
     Ok(())
 }
 
+/// For `agensh run` on a directory that has an agensh.toml but no state yet (an example, a
+/// configuration written by hand): creates `.agensh/` with `main` seeded from
+/// `organization.seed` (relative to the directory). Returns whether it created anything.
+pub async fn create_state_if_missing(dir: &Path, config: &Config) -> Result<bool> {
+    let state = agensh_hub::state_dir(dir);
+    if state.exists() {
+        return Ok(false);
+    }
+    let seed = (!config.organization.seed.is_empty()).then(|| dir.join(&config.organization.seed));
+    let source = match &seed {
+        Some(src) => Source::detect(src).with_context(|| {
+            format!(
+                "organization.seed in {} names {}",
+                dir.join(CONFIG_FILE).display(),
+                src.display()
+            )
+        })?,
+        None => Source::Empty,
+    };
+    let made = fill_state_dir(&state, config, source).await;
+    if made.is_err() {
+        let _ = std::fs::remove_dir_all(&state);
+    }
+    made?;
+    Ok(true)
+}
+
 /// Creates `.agensh/` (mode 0700) with the store and the seeded git workspace.
 async fn fill_state_dir(state: &Path, config: &Config, source: Source<'_>) -> Result<()> {
     std::fs::create_dir_all(state).with_context(|| format!("cannot create {}", state.display()))?;

@@ -6,6 +6,7 @@ pub mod events;
 pub mod hub;
 pub mod init;
 pub mod mcp;
+pub mod model;
 pub mod msg;
 pub mod pr;
 pub mod run;

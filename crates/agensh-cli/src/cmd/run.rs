@@ -11,26 +11,44 @@ use agensh_client::Client;
 use agensh_domain::config::Config;
 use agensh_domain::worker::{WorkerInfo, WorkerStatus};
 use agensh_hub::{state_dir, write_hub_info, HubInfo, STORE_FILE};
+use agensh_model::ModelServer;
+use agensh_node::adapters::builtin::{BuiltinConfig, ToolStyle};
 use agensh_node::node::{run_node, AgentKind, NodePlan, NodeSummary, WorkerLine};
 use agensh_node::turn::Progress;
 use agensh_store::{SqliteStore, Store};
 use anyhow::{bail, Context, Result};
 use tokio::sync::{mpsc, watch};
 
-use crate::cli::{Global, NodeArgs, RunArgs, StatusArgs};
+use crate::cli::{Global, ModelFlags, NodeArgs, RunArgs, StatusArgs};
 use crate::cmd::hub::{raise_open_file_limit, wait_for_stop_signal};
 use crate::cmd::init::load_config;
 use crate::connect::client;
 use crate::output::{json, now_ms};
 
-/// Flags that override `[run]` in agensh.toml.
+/// Flags that override `[run]` and `[model]` in agensh.toml.
 fn apply_overrides(
     config: &mut Config,
     workers: Option<usize>,
     agent: Option<String>,
     scenario: Option<PathBuf>,
     hours: Option<f64>,
+    model: &ModelFlags,
 ) -> Result<()> {
+    if let Some(u) = &model.model_url {
+        config.model.url = u.clone();
+    }
+    if let Some(m) = &model.model {
+        config.model.name = m.clone();
+    }
+    if let Some(k) = &model.api_key_env {
+        config.model.api_key_env = k.clone();
+    }
+    if let Some(s) = &model.tool_style {
+        config.model.style = s.clone();
+    }
+    if let Some(s) = &model.model_size {
+        config.model.local_size = s.clone();
+    }
     if let Some(n) = workers {
         config.run.workers = n;
     }
@@ -47,6 +65,70 @@ fn apply_overrides(
     Ok(())
 }
 
+/// The agent the workers run, and the local model server when the built-in agent runs on
+/// the local model (kept alive for the run; stopped when dropped).
+async fn prepare_agent(
+    config: &Config,
+    dir: &Path,
+    local_workers: usize,
+) -> Result<(AgentKind, Option<ModelServer>)> {
+    if matches!(config.run.agent.as_str(), "builtin" | "") {
+        let (builtin, server) = builtin_config(config, local_workers).await?;
+        return Ok((AgentKind::Builtin(builtin), server));
+    }
+    Ok((agent_kind(config, dir)?, None))
+}
+
+/// The built-in agent's settings from `[model]`; on the local model, installs it the first
+/// time and starts its server with one slot per worker.
+async fn builtin_config(
+    config: &Config,
+    local_workers: usize,
+) -> Result<(BuiltinConfig, Option<ModelServer>)> {
+    let m = &config.model;
+    let style: ToolStyle = m.style.parse()?;
+    let mut b = BuiltinConfig {
+        base_url: m.url.trim().trim_end_matches('/').to_string(),
+        model: m.name.clone(),
+        api_key: None,
+        style,
+        context_tokens: m.context_tokens,
+        max_reply_tokens: m.max_reply_tokens,
+        max_steps_per_turn: m.max_steps_per_turn,
+        command_timeout: Duration::from_secs(m.command_timeout_secs),
+        temperature: m.temperature as f32,
+        ..BuiltinConfig::default()
+    };
+    if !m.api_key_env.is_empty() {
+        b.api_key = Some(std::env::var(&m.api_key_env).map_err(|_| {
+            anyhow::anyhow!(
+                "model.api_key_env names {} but it is not set — export {}=… or set model.api_key_env = \"\"",
+                m.api_key_env,
+                m.api_key_env
+            )
+        })?);
+    }
+    if !m.is_local() {
+        if b.model.is_empty() {
+            bail!("model.url is set but model.name is empty — say which model the endpoint should run (--model NAME)");
+        }
+        return Ok((b, None));
+    }
+    let size: agensh_model::Size = m.local_size.parse()?;
+    let server =
+        crate::cmd::model::start_local(size, local_workers as u32, m.context_tokens).await?;
+    b.base_url = server.base_url();
+    if b.model.is_empty() {
+        b.model = server.model_name().to_string();
+    }
+    if b.style == ToolStyle::Auto {
+        // Small local models answer native tool definitions in prose; schema-constrained
+        // actions always parse.
+        b.style = ToolStyle::Json;
+    }
+    Ok((b, Some(server)))
+}
+
 fn agent_kind(config: &Config, dir: &Path) -> Result<AgentKind> {
     match config.run.agent.as_str() {
         "script" => {
@@ -54,19 +136,24 @@ fn agent_kind(config: &Config, dir: &Path) -> Result<AgentKind> {
                 bail!("the script agent needs a scenario: --scenario FILE (or run.scenario in agensh.toml)");
             }
             let path = PathBuf::from(&config.run.scenario);
-            let path = if path.is_relative() && !path.exists() { dir.join(path) } else { path };
-            Ok(AgentKind::Script { scenario: std::path::absolute(path)? })
+            let path = if path.is_relative() && !path.exists() {
+                dir.join(path)
+            } else {
+                path
+            };
+            Ok(AgentKind::Script {
+                scenario: std::path::absolute(path)?,
+            })
         }
         "acp" => {
             if config.run.agent_command.is_empty() {
                 bail!("the acp agent needs run.agent_command in agensh.toml, e.g. [\"gemini\", \"--acp\"]");
             }
-            Ok(AgentKind::Acp { command: config.run.agent_command.clone() })
+            Ok(AgentKind::Acp {
+                command: config.run.agent_command.clone(),
+            })
         }
-        "" => bail!(
-            "no agent configured: pass --agent script --scenario FILE, or set run.agent in agensh.toml (the built-in agent on a local model comes next)"
-        ),
-        other => bail!("unknown agent \"{other}\" — use script or acp"),
+        other => bail!("unknown agent \"{other}\" — use builtin, acp or script"),
     }
 }
 
@@ -76,6 +163,7 @@ fn plan(
     hub_url: &str,
     workers: Vec<(String, String)>,
     size: usize,
+    agent: AgentKind,
 ) -> Result<NodePlan> {
     let ends_at = (config.run.hours > 0.0)
         .then(|| SystemTime::now() + Duration::from_secs_f64(config.run.hours * 3600.0));
@@ -83,7 +171,7 @@ fn plan(
         org_dir: std::path::absolute(dir)?,
         hub_url: hub_url.to_string(),
         workers,
-        agent: agent_kind(config, dir)?,
+        agent,
         goal: config.organization.goal.clone(),
         organization_size: size,
         stagger: Duration::from_secs_f64(config.run.stagger_secs),
@@ -114,7 +202,21 @@ fn stop_on_signal() -> watch::Receiver<bool> {
 pub async fn run(a: RunArgs) -> Result<()> {
     let mut config = load_config(&a.dir)?;
     raise_open_file_limit();
-    apply_overrides(&mut config, a.workers, a.agent, a.scenario, a.hours)?;
+    apply_overrides(
+        &mut config,
+        a.workers,
+        a.agent,
+        a.scenario,
+        a.hours,
+        &a.model,
+    )?;
+    if crate::cmd::init::create_state_if_missing(&a.dir, &config).await? {
+        eprintln!(
+            "created the organization's state in {}",
+            agensh_hub::state_dir(&a.dir).display()
+        );
+    }
+    let (agent, model_server) = prepare_agent(&config, &a.dir, config.run.workers).await?;
     let started = Instant::now();
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&state_dir(&a.dir).join(STORE_FILE))?);
     let repo = state_dir(&a.dir).join(agensh_workspace::REPO_DIR);
@@ -142,10 +244,12 @@ pub async fn run(a: RunArgs) -> Result<()> {
     for w in known.iter().take(n) {
         workers.push((w.id.clone(), admin.worker_token(&w.id).await?.token));
     }
-    let plan = plan(&config, &a.dir, &hub.url, workers, n)?;
+    let plan = plan(&config, &a.dir, &hub.url, workers, n, agent)?;
     eprintln!(
-        "running {n} worker(s) with the {} agent on \"{}\" — hub {}; Ctrl-C stops",
-        config.run.agent, config.organization.goal, hub.url
+        "running {n} worker(s) with the {} on \"{}\" — hub {}; Ctrl-C stops",
+        plan.agent.describe(),
+        config.organization.goal.trim(),
+        hub.url
     );
     let stop = stop_on_signal();
     let (tx, rx) = mpsc::unbounded_channel();
@@ -154,6 +258,9 @@ pub async fn run(a: RunArgs) -> Result<()> {
     let summary = node.await.context("the node stopped unexpectedly")??;
     let _ = view.await;
     let stats = store.stats().await?;
+    if let Some(server) = model_server {
+        server.stop().await;
+    }
     hub.shutdown().await;
     let _ = std::fs::remove_file(state_dir(&a.dir).join(agensh_hub::HUB_JSON));
     print_summary(&summary, &stats, started.elapsed(), a.json);
@@ -163,7 +270,14 @@ pub async fn run(a: RunArgs) -> Result<()> {
 pub async fn node(g: &Global, a: NodeArgs) -> Result<()> {
     let mut config = load_config(&g.dir)?;
     raise_open_file_limit();
-    apply_overrides(&mut config, Some(a.workers), a.agent, a.scenario, a.hours)?;
+    apply_overrides(
+        &mut config,
+        Some(a.workers),
+        a.agent,
+        a.scenario,
+        a.hours,
+        &a.model,
+    )?;
     let admin = client(g)?;
     let known = admin.workers().await?;
     let mut workers = Vec::new();
@@ -182,7 +296,8 @@ pub async fn node(g: &Global, a: NodeArgs) -> Result<()> {
             known.len()
         );
     }
-    let plan = plan(&config, &g.dir, admin.base(), workers, known.len())?;
+    let (agent, model_server) = prepare_agent(&config, &g.dir, a.workers).await?;
+    let plan = plan(&config, &g.dir, admin.base(), workers, known.len(), agent)?;
     let stop = stop_on_signal();
     let (tx, rx) = mpsc::unbounded_channel();
     let node = tokio::spawn(run_node(plan, stop, tx));
@@ -199,6 +314,9 @@ pub async fn node(g: &Global, a: NodeArgs) -> Result<()> {
     });
     let summary = node.await??;
     let _ = printer.await;
+    if let Some(server) = model_server {
+        server.stop().await;
+    }
     eprintln!("node done: {} turn(s)", summary.turns());
     Ok(())
 }

@@ -7,6 +7,7 @@ use agensh_domain::Result;
 use serde::{Deserialize, Serialize};
 
 pub mod acp;
+pub mod builtin;
 
 /// What an agent gets to work with.
 #[derive(Debug, Clone)]

@@ -20,6 +20,8 @@ use agensh_workspace::Workspace;
 use serde_json::Value;
 use tempfile::TempDir;
 
+pub mod replay;
+
 /// What `PARTS.md` on the first `main` holds; scenarios append a line per part to it, so
 /// merges of parallel branches conflict there.
 pub const PARTS_MD: &str = "# parts\n";

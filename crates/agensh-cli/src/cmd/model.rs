@@ -1,0 +1,287 @@
+//! `agensh model install|serve|status`: the local language model (agensh-model does the
+//! work; this file parses, reports progress and prints).
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use agensh_model::{
+    data_dir, install, installed, status, InstallProgress, Installed, ModelServer, ServeOptions,
+    Size, XLLAMACPP_VERSION,
+};
+use anyhow::{bail, Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::cli::{ModelArgs, ModelCommand};
+use crate::cmd::hub::wait_for_stop_signal;
+use crate::output::json;
+
+pub async fn run(a: ModelArgs) -> Result<()> {
+    match a.command {
+        ModelCommand::Install { size, force } => install_cmd(size.parse()?, force).await,
+        ModelCommand::Serve {
+            size,
+            listen,
+            parallel,
+            context,
+        } => serve(size.parse()?, &listen, parallel, context).await,
+        ModelCommand::Status { json: as_json } => status_cmd(as_json),
+    }
+}
+
+async fn install_cmd(size: Size, force: bool) -> Result<()> {
+    let dir = data_dir()?;
+    let spec = size.spec();
+    if !force {
+        if let Some(i) = installed(&dir, size) {
+            println!(
+                "the {size} model is installed already: {} (sha256 {} verified) — --force installs it again",
+                i.model_file.display(),
+                spec.sha256
+            );
+            return Ok(());
+        }
+    }
+    let started = Instant::now();
+    let i = install_with_bar(&dir, size, force).await?;
+    println!(
+        "installed the {size} model in {:.0} s: {}",
+        started.elapsed().as_secs_f64(),
+        i.model_file.display()
+    );
+    println!(
+        "sha256 {} verified, {} bytes; server xllamacpp {XLLAMACPP_VERSION} in {}",
+        spec.sha256,
+        spec.bytes,
+        venv_of(&i.python).display()
+    );
+    println!("serve it: agensh model serve --size {size}");
+    Ok(())
+}
+
+/// Installs with a progress bar on stderr.
+async fn install_with_bar(dir: &Path, size: Size, force: bool) -> Result<Installed> {
+    let mut bar = StepBar::new();
+    let result = install(dir, size, force, &mut |p| bar.update(p)).await;
+    bar.finish();
+    Ok(result?)
+}
+
+/// The local model for `agensh run`/`node`: installed the first time (with a progress
+/// bar), then served on a free loopback port with one slot per worker, each with
+/// `context_per_request` tokens. The server stops when the returned value is stopped or
+/// dropped; its log is `<data>/models/serve-<size>.log`.
+pub async fn start_local(
+    size: Size,
+    parallel: u32,
+    context_per_request: u32,
+) -> Result<ModelServer> {
+    let dir = data_dir()?;
+    let inst = match installed(&dir, size) {
+        Some(i) => i,
+        None => {
+            eprintln!(
+                "installing the local {size} model into {} (once; about {} MB)",
+                dir.display(),
+                size.spec().bytes >> 20
+            );
+            install_with_bar(&dir, size, false).await?
+        }
+    };
+    let opts = ServeOptions {
+        parallel: parallel.max(1),
+        context_per_request,
+        log_file: Some(serve_log(&dir, size)),
+        ..ServeOptions::default()
+    };
+    Ok(ModelServer::start(&inst, &opts).await?)
+}
+
+fn serve_log(dir: &Path, size: Size) -> PathBuf {
+    dir.join("models").join(format!("serve-{size}.log"))
+}
+
+/// `<venv>/bin/python` → `<venv>`.
+fn venv_of(python: &Path) -> &Path {
+    python.parent().and_then(Path::parent).unwrap_or(python)
+}
+
+/// One progress bar that changes shape with each step: a spinner for steps of unknown
+/// length, items for the parts, bytes while joining. Plain lines when not on a terminal.
+struct StepBar {
+    bar: ProgressBar,
+    step: String,
+    tty: bool,
+}
+
+impl StepBar {
+    fn new() -> Self {
+        StepBar {
+            bar: ProgressBar::new(0),
+            step: String::new(),
+            tty: std::io::stderr().is_terminal(),
+        }
+    }
+
+    fn update(&mut self, p: InstallProgress) {
+        if p.step != self.step {
+            self.step = p.step.clone();
+            if !self.tty {
+                eprintln!("{}", p.step);
+            }
+            let template = if p.bytes {
+                "{msg} [{bar:40}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}"
+            } else if p.total > 0 {
+                "{spinner} {msg} [{bar:40}] {pos}/{len} {elapsed}"
+            } else {
+                "{spinner} {msg} {elapsed}"
+            };
+            self.bar.reset();
+            self.bar.set_message(p.step);
+            self.bar.set_style(
+                ProgressStyle::with_template(template)
+                    .expect("template")
+                    .progress_chars("=> "),
+            );
+            self.bar.enable_steady_tick(Duration::from_millis(120));
+        }
+        self.bar.set_length(p.total);
+        self.bar.set_position(p.done);
+    }
+
+    fn finish(&self) {
+        self.bar.finish_and_clear();
+    }
+}
+
+async fn serve(size: Size, listen: &str, parallel: u32, context: u32) -> Result<()> {
+    let dir = data_dir()?;
+    let Some(inst) = installed(&dir, size) else {
+        bail!(
+            "the {size} model is not installed in {}: run `agensh model install --size {size}` first",
+            dir.display()
+        );
+    };
+    let (host, port) = parse_listen(listen)?;
+    let log = serve_log(&dir, size);
+    let opts = ServeOptions {
+        host,
+        port,
+        parallel,
+        context_per_request: context,
+        threads: 0,
+        log_file: Some(log.clone()),
+    };
+    eprintln!("loading the {size} model (log: {})", log.display());
+    let started = Instant::now();
+    let mut server = tokio::select! {
+        s = ModelServer::start(&inst, &opts) => s?,
+        _ = wait_for_stop_signal() => return Ok(()),
+    };
+    let url = server.base_url();
+    println!(
+        "serving {} at {url} (ready in {:.1} s; {parallel} request(s) at once, {context} tokens of context each)",
+        server.model_name(),
+        started.elapsed().as_secs_f64()
+    );
+    println!(
+        "point any OpenAI-compatible client at {url} with model \"{}\" (any API key); Ctrl-C stops",
+        server.model_name()
+    );
+    let exited = tokio::select! {
+        _ = wait_for_stop_signal() => None,
+        st = server.wait() => Some(st),
+    };
+    match exited {
+        None => {
+            server.stop().await;
+            eprintln!("stopped");
+            Ok(())
+        }
+        Some(st) => {
+            let st = st.map_or_else(|e| e.to_string(), |s| s.to_string());
+            bail!(
+                "the model server exited on its own ({st}); see its log: {}",
+                log.display()
+            )
+        }
+    }
+}
+
+/// "HOST:PORT" or "[V6]:PORT" → (host, port).
+fn parse_listen(listen: &str) -> Result<(String, u16)> {
+    let (host, port) = listen
+        .rsplit_once(':')
+        .with_context(|| format!("--listen {listen}: want HOST:PORT, e.g. 127.0.0.1:8080"))?;
+    let port = port
+        .parse::<u16>()
+        .with_context(|| format!("--listen {listen}: the port must be a number 0-65535"))?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    if host.is_empty() {
+        bail!("--listen {listen}: the host is empty, e.g. 127.0.0.1:{port}");
+    }
+    Ok((host.to_string(), port))
+}
+
+fn status_cmd(as_json: bool) -> Result<()> {
+    let dir = data_dir()?;
+    let all: Vec<_> = Size::ALL.iter().map(|s| status(&dir, *s)).collect();
+    if as_json {
+        json(&serde_json::json!({
+            "data_dir": dir,
+            "server_package": format!("xllamacpp {XLLAMACPP_VERSION}"),
+            "models": all,
+        }));
+        return Ok(());
+    }
+    println!("data directory: {}", dir.display());
+    for s in &all {
+        if s.installed {
+            println!(
+                "{}  installed  {}  {} bytes  sha256 {} verified",
+                s.size,
+                s.model_file.display(),
+                s.want_bytes,
+                s.sha256
+            );
+            continue;
+        }
+        let file = match (s.file_bytes, s.verified) {
+            (None, _) => "no model file".to_string(),
+            (Some(_), true) => format!("model file verified ({})", s.model_file.display()),
+            (Some(n), false) => format!(
+                "model file {n} of {} bytes, not verified ({})",
+                s.want_bytes,
+                s.model_file.display()
+            ),
+        };
+        let server = if s.server_package {
+            "server package installed"
+        } else {
+            "no server package"
+        };
+        println!(
+            "{}  not installed  ({file}; {server}) — agensh model install --size {}",
+            s.size, s.size
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_listen;
+
+    #[test]
+    fn listen_addresses() {
+        assert_eq!(
+            parse_listen("127.0.0.1:8080").unwrap(),
+            ("127.0.0.1".into(), 8080)
+        );
+        assert_eq!(parse_listen("0.0.0.0:0").unwrap(), ("0.0.0.0".into(), 0));
+        assert_eq!(parse_listen("[::1]:9000").unwrap(), ("::1".into(), 9000));
+        for bad in ["8080", "127.0.0.1:x", ":8080", "h:70000"] {
+            assert!(parse_listen(bad).is_err(), "{bad}");
+        }
+    }
+}

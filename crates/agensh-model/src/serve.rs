@@ -1,0 +1,373 @@
+//! Serving an installed model: the server is a child process in its own process group,
+//! tied to us by its stdin (it exits at EOF, so it dies with us even on kill -9).
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncSeekExt, BufReader};
+use tokio::process::{Child, ChildStdin, Command};
+use tokio::time::Instant;
+
+use crate::error::{Error, Result};
+use crate::install::Installed;
+
+/// The server script, run with the venv's python.
+const SCRIPT: &str = include_str!("serve.py");
+/// How long loading the model and answering `/health` may take.
+const START_TIMEOUT: Duration = Duration::from_secs(180);
+/// How long `stop` waits after SIGTERM before SIGKILL.
+const STOP_GRACE: Duration = Duration::from_secs(5);
+/// Lines of the server's log an error quotes.
+const LOG_TAIL: usize = 25;
+const READY_LINE: &str = "AGENSH_LISTENING ";
+
+/// How to serve.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServeOptions {
+    /// Address to listen on; default 127.0.0.1.
+    pub host: String,
+    /// 0 picks a free port (see [`ModelServer::base_url`]).
+    pub port: u16,
+    /// Requests served at once (llama.cpp slots).
+    pub parallel: u32,
+    /// Context window of each request, in tokens; the server's total is this × parallel.
+    pub context_per_request: u32,
+    /// CPU threads; 0 = all cores.
+    pub threads: u32,
+    /// Append the server's log here; None keeps its last lines in memory for errors.
+    pub log_file: Option<PathBuf>,
+}
+
+impl Default for ServeOptions {
+    fn default() -> Self {
+        ServeOptions {
+            host: "127.0.0.1".into(),
+            port: 0,
+            parallel: 4,
+            context_per_request: 8192,
+            threads: 0,
+            log_file: None,
+        }
+    }
+}
+
+enum Log {
+    File(PathBuf),
+    Memory(
+        Arc<Mutex<VecDeque<String>>>,
+        Option<tokio::task::JoinHandle<()>>,
+    ),
+}
+
+/// A running model server. Stop it with [`ModelServer::stop`]; dropping it kills it.
+pub struct ModelServer {
+    child: Child,
+    /// Never written: the server exits when this closes.
+    stdin: Option<ChildStdin>,
+    host: String,
+    port: u16,
+    alias: &'static str,
+    log: Log,
+}
+
+impl ModelServer {
+    /// Starts the server for `inst` and waits until `GET /health` answers 200 (up to
+    /// 180 s). If the process exits first, or does not get ready in time, the error
+    /// quotes the end of its log.
+    pub async fn start(inst: &Installed, opts: &ServeOptions) -> Result<ModelServer> {
+        if opts.parallel == 0 {
+            return Err(Error::BadOption("parallel must be at least 1".into()));
+        }
+        if opts.context_per_request < 256 {
+            return Err(Error::BadOption(format!(
+                "a context of {} tokens per request is too small: use at least 256",
+                opts.context_per_request
+            )));
+        }
+        let n_ctx = opts
+            .context_per_request
+            .checked_mul(opts.parallel)
+            .filter(|n| *n <= 1 << 24)
+            .ok_or_else(|| {
+                Error::BadOption("context × parallel is too large for one server".into())
+            })?;
+        if opts.host.is_empty() {
+            return Err(Error::BadOption("the host is empty: use 127.0.0.1".into()));
+        }
+        let threads = match opts.threads {
+            0 => std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
+            t => t,
+        };
+        let alias = inst.size.spec().alias;
+        let cfg = serde_json::json!({
+            "model": inst.model_file,
+            "n_ctx": n_ctx,
+            "parallel": opts.parallel,
+            "threads": threads,
+            "host": opts.host,
+            "port": opts.port,
+            "alias": alias,
+        });
+        let mut cmd = Command::new(&inst.python);
+        cmd.arg("-u")
+            .arg("-c")
+            .arg(SCRIPT)
+            .arg(cfg.to_string())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .process_group(0);
+        match &opts.log_file {
+            Some(path) => {
+                if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                    std::fs::create_dir_all(dir).map_err(Error::io("cannot create", dir))?;
+                }
+                let f = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(path)
+                    .map_err(Error::io("cannot open the server log", path))?;
+                cmd.stderr(f);
+            }
+            None => {
+                cmd.stderr(Stdio::piped());
+            }
+        }
+        let mut child = cmd.spawn().map_err(|source| Error::Spawn {
+            python: inst.python.clone(),
+            source,
+        })?;
+        let log = match &opts.log_file {
+            Some(path) => Log::File(path.clone()),
+            None => {
+                let ring = Arc::new(Mutex::new(VecDeque::new()));
+                let stderr = child.stderr.take().expect("piped");
+                let keep = ring.clone();
+                let drain = tokio::spawn(async move {
+                    let mut lines = BufReader::new(stderr).lines();
+                    while let Ok(Some(line)) = lines.next_line().await {
+                        tracing::trace!(target: "agensh_model::server", "{line}");
+                        let mut q = keep.lock().expect("not poisoned");
+                        if q.len() == LOG_TAIL {
+                            q.pop_front();
+                        }
+                        q.push_back(line);
+                    }
+                });
+                Log::Memory(ring, Some(drain))
+            }
+        };
+        let stdout = child.stdout.take().expect("piped");
+        // From here on, dropping `server` (an error, or the caller giving up) kills it.
+        let mut server = ModelServer {
+            stdin: child.stdin.take(),
+            child,
+            host: opts.host.clone(),
+            port: opts.port,
+            alias,
+            log,
+        };
+        let deadline = Instant::now() + START_TIMEOUT;
+
+        let mut lines = BufReader::new(stdout).lines();
+        loop {
+            match tokio::time::timeout_at(deadline, lines.next_line()).await {
+                Err(_) => return Err(server.fail(false).await),
+                Ok(Ok(Some(line))) => {
+                    if let Some(url) = line.strip_prefix(READY_LINE) {
+                        if let Some(port) = url
+                            .trim()
+                            .rsplit(':')
+                            .next()
+                            .and_then(|p| p.trim_end_matches('/').parse::<u16>().ok())
+                        {
+                            server.port = port;
+                        }
+                        break;
+                    }
+                }
+                Ok(_) => return Err(server.fail(true).await),
+            }
+        }
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+
+        let client = reqwest::Client::builder()
+            .no_proxy()
+            .timeout(Duration::from_secs(5))
+            .build()
+            .expect("a plain HTTP client builds");
+        let health = format!("http://{}:{}/health", url_host(&server.host), server.port);
+        loop {
+            if let Ok(Some(_)) = server.child.try_wait() {
+                return Err(server.fail(true).await);
+            }
+            if let Ok(r) = client.get(&health).send().await {
+                if r.status().is_success() {
+                    break;
+                }
+            }
+            if Instant::now() >= deadline {
+                return Err(server.fail(false).await);
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        tracing::debug!(url = %server.base_url(), pid = ?server.pid(), "model server ready");
+        Ok(server)
+    }
+
+    /// The OpenAI-compatible base URL, e.g. `http://127.0.0.1:8080/v1`.
+    pub fn base_url(&self) -> String {
+        format!("http://{}:{}/v1", url_host(&self.host), self.port)
+    }
+
+    /// The model name the server answers to, e.g. `qwen2.5-coder-1.5b-instruct`.
+    pub fn model_name(&self) -> &str {
+        self.alias
+    }
+
+    /// The port it listens on (the one picked, when asked for 0).
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The server's process id (also its process group), while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
+    /// Resolves when the server exits on its own (a crash, or killed from outside).
+    /// Cancel-safe: use it in a `select!` next to a stop signal.
+    pub async fn wait(&mut self) -> std::io::Result<std::process::ExitStatus> {
+        self.child.wait().await
+    }
+
+    /// SIGTERM to the process group, SIGKILL after a grace period, and wait for it.
+    pub async fn stop(mut self) {
+        if !matches!(self.child.try_wait(), Ok(None)) {
+            return;
+        }
+        self.stdin = None;
+        self.signal(libc::SIGTERM);
+        if tokio::time::timeout(STOP_GRACE, self.child.wait())
+            .await
+            .is_err()
+        {
+            self.signal(libc::SIGKILL);
+            let _ = self.child.wait().await;
+        }
+    }
+
+    fn signal(&self, sig: i32) {
+        if let Some(pid) = self.child.id() {
+            // SAFETY: killpg has no memory effects; a group that is gone gives ESRCH.
+            unsafe {
+                libc::killpg(pid as i32, sig);
+            }
+        }
+    }
+
+    /// Kills the server (if it still runs) and builds the error for a failed start.
+    async fn fail(&mut self, exited: bool) -> Error {
+        let running = matches!(self.child.try_wait(), Ok(None));
+        if running {
+            self.signal(libc::SIGKILL);
+        }
+        let status = match tokio::time::timeout(Duration::from_secs(5), self.child.wait()).await {
+            Ok(Ok(s)) => s.to_string(),
+            _ => "status unknown".into(),
+        };
+        let tail = self.log_tail().await;
+        if exited && !running {
+            Error::ServerExited { status, tail }
+        } else if exited {
+            Error::ServerExited {
+                status: "it closed its output".into(),
+                tail,
+            }
+        } else {
+            Error::ServerTimeout {
+                secs: START_TIMEOUT.as_secs(),
+                tail,
+            }
+        }
+    }
+
+    async fn log_tail(&mut self) -> String {
+        let lines: Vec<String> = match &mut self.log {
+            Log::Memory(ring, drain) => {
+                if let Some(d) = drain.take() {
+                    let _ = tokio::time::timeout(Duration::from_secs(2), d).await;
+                }
+                ring.lock().expect("not poisoned").iter().cloned().collect()
+            }
+            Log::File(path) => match read_end(path).await {
+                Ok(text) => {
+                    let all: Vec<&str> = text.lines().collect();
+                    let from = all.len().saturating_sub(LOG_TAIL);
+                    all[from..].iter().map(|s| s.to_string()).collect()
+                }
+                Err(e) => vec![format!("(cannot read {}: {e})", path.display())],
+            },
+        };
+        if lines.is_empty() {
+            "(empty)".into()
+        } else {
+            lines.join("\n")
+        }
+    }
+}
+
+impl Drop for ModelServer {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            self.signal(libc::SIGKILL);
+        }
+    }
+}
+
+impl std::fmt::Debug for ModelServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ModelServer")
+            .field("base_url", &self.base_url())
+            .field("model", &self.alias)
+            .field("pid", &self.child.id())
+            .finish()
+    }
+}
+
+/// The host to put in a URL: a wildcard address becomes loopback, IPv6 gets brackets.
+fn url_host(host: &str) -> String {
+    match host {
+        "0.0.0.0" => "127.0.0.1".into(),
+        "::" | "[::]" => "[::1]".into(),
+        h if h.contains(':') && !h.starts_with('[') => format!("[{h}]"),
+        h => h.into(),
+    }
+}
+
+/// The last 16 KiB of a file, as text.
+async fn read_end(path: &std::path::Path) -> std::io::Result<String> {
+    let mut f = tokio::fs::File::open(path).await?;
+    let len = f.metadata().await?.len();
+    f.seek(std::io::SeekFrom::Start(len.saturating_sub(16 << 10)))
+        .await?;
+    let mut buf = Vec::new();
+    f.read_to_end(&mut buf).await?;
+    Ok(String::from_utf8_lossy(&buf).into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::url_host;
+
+    #[test]
+    fn url_hosts() {
+        assert_eq!(url_host("127.0.0.1"), "127.0.0.1");
+        assert_eq!(url_host("0.0.0.0"), "127.0.0.1");
+        assert_eq!(url_host("::"), "[::1]");
+        assert_eq!(url_host("::1"), "[::1]");
+        assert_eq!(url_host("localhost"), "localhost");
+    }
+}

@@ -1,0 +1,388 @@
+//! The conversation, its size and its compaction.
+//!
+//! Small local models have small windows, so the conversation is kept bounded: long tool
+//! outputs are cut to head and tail before they enter it ([`cut_text`]), the prompt size is
+//! estimated before each request (the endpoint's last `prompt_tokens` plus about one token
+//! per 3.5 characters of what was added since), and when it nears the window the middle
+//! of the conversation is replaced by a recap: one line per action and its result. The
+//! system prompt, the session's first prompt (the goal), the current turn's prompt and the
+//! last few exchanges stay.
+//!
+//! The recap goes into the same user message as the turn's prompt, so roles still
+//! alternate (user, assistant, …) for chat templates that insist on it.
+
+use serde_json::{json, Value};
+
+/// Characters per token when estimating from text.
+const CHARS_PER_TOKEN: f64 = 3.5;
+/// Overhead of one message (role, separators) in tokens.
+const MESSAGE_TOKENS: usize = 4;
+/// Longest line of a recap.
+const RECAP_LINE: usize = 160;
+/// The heading of the recap in the turn's prompt message.
+pub const RECAP_HEADING: &str =
+    "Recap of earlier steps (older messages were removed to save space):";
+
+/// `text` cut to about `cap` characters: its first third and its end, with a note saying
+/// how much was cut.
+pub fn cut_text(text: &str, cap: usize) -> String {
+    let n = text.chars().count();
+    if n <= cap {
+        return text.to_string();
+    }
+    let keep_head = cap / 3;
+    let keep_tail = cap - keep_head;
+    let head: String = text.chars().take(keep_head).collect();
+    let tail: String = text.chars().skip(n - keep_tail).collect();
+    join_cut(&head, n - keep_head - keep_tail, &tail)
+}
+
+/// `head`, the note that `cut` characters were cut, and `tail`.
+pub fn join_cut(head: &str, cut: usize, tail: &str) -> String {
+    format!(
+        "{head}\n[… {cut} characters cut; read a smaller range or narrow the command …]\n{tail}"
+    )
+}
+
+/// One line of at most `max` characters.
+pub fn one_line(text: &str, max: usize) -> String {
+    let flat: String = text
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .chars()
+        .collect();
+    if flat.chars().count() <= max {
+        return flat;
+    }
+    let mut s: String = flat.chars().take(max.saturating_sub(1)).collect();
+    s.push('…');
+    s
+}
+
+/// What a message is, for compaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    System,
+    /// A prompt the agent was given (one per turn).
+    Prompt,
+    /// A reply of the model.
+    Assistant,
+    /// A tool result (a `tool` message, or a `user` message in JSON style).
+    Result,
+}
+
+#[derive(Debug, Clone)]
+pub struct Msg {
+    pub value: Value,
+    pub kind: Kind,
+    /// Characters of its content (and tool calls).
+    pub chars: usize,
+    /// Its line in a recap, if it gets one.
+    pub line: Option<String>,
+}
+
+impl Msg {
+    fn new(value: Value, kind: Kind, line: Option<String>) -> Msg {
+        let chars = value
+            .get("content")
+            .and_then(Value::as_str)
+            .map_or(0, |s| s.chars().count())
+            + value
+                .get("tool_calls")
+                .map_or(0, |c| c.to_string().chars().count());
+        Msg {
+            value,
+            kind,
+            chars,
+            line,
+        }
+    }
+}
+
+/// The conversation of one session.
+pub struct History {
+    msgs: Vec<Msg>,
+    /// The session's first prompt (its goal), kept through compactions.
+    launch: Option<String>,
+    /// The current turn's prompt.
+    turn_prompt: String,
+    /// Index of the current turn's prompt message.
+    turn_idx: usize,
+    /// Recap lines of everything compacted away, oldest first.
+    recap: Vec<String>,
+    /// Lines dropped from the recap itself.
+    recap_dropped: usize,
+    /// The most characters the recap keeps.
+    recap_budget: usize,
+    /// Most characters of the session's first prompt kept when pinned.
+    launch_budget: usize,
+    /// `prompt_tokens` of the last request and how many messages it carried.
+    baseline: Option<(u64, usize)>,
+}
+
+impl History {
+    /// A conversation with `system` as its system prompt, for a window of `context_tokens`.
+    pub fn new(system: String, context_tokens: u32) -> History {
+        let window_chars = (context_tokens as f64 * CHARS_PER_TOKEN) as usize;
+        History {
+            msgs: vec![Msg::new(
+                json!({ "role": "system", "content": system }),
+                Kind::System,
+                None,
+            )],
+            launch: None,
+            turn_prompt: String::new(),
+            turn_idx: 0,
+            recap: Vec::new(),
+            recap_dropped: 0,
+            recap_budget: (window_chars / 8).max(600),
+            launch_budget: (window_chars / 5).max(1000),
+            baseline: None,
+        }
+    }
+
+    /// Replaces the system prompt.
+    pub fn set_system(&mut self, system: String) {
+        self.msgs[0] = Msg::new(
+            json!({ "role": "system", "content": system }),
+            Kind::System,
+            None,
+        );
+        self.baseline = None;
+    }
+
+    /// The messages to send.
+    pub fn messages(&self) -> Vec<Value> {
+        self.msgs.iter().map(|m| m.value.clone()).collect()
+    }
+
+    /// How many messages (the system prompt included).
+    pub fn len(&self) -> usize {
+        self.msgs.len()
+    }
+
+    /// Never: the system prompt is always there.
+    pub fn is_empty(&self) -> bool {
+        self.msgs.is_empty()
+    }
+
+    /// Total characters of the messages.
+    pub fn chars(&self) -> usize {
+        self.msgs.iter().map(|m| m.chars).sum()
+    }
+
+    /// Starts a turn on `prompt`.
+    pub fn begin_turn(&mut self, prompt: &str) {
+        if self.launch.is_none() {
+            self.launch = Some(prompt.to_string());
+        }
+        self.turn_prompt = prompt.to_string();
+        self.turn_idx = self.msgs.len();
+        let line = format!("earlier prompt: {}", one_line(prompt, 100));
+        self.msgs.push(Msg::new(
+            json!({ "role": "user", "content": prompt }),
+            Kind::Prompt,
+            Some(line),
+        ));
+    }
+
+    /// Adds a reply of the model.
+    pub fn push_assistant(&mut self, value: Value, line: Option<String>) {
+        self.msgs.push(Msg::new(value, Kind::Assistant, line));
+    }
+
+    /// Adds a tool result (its message as sent) with its recap line.
+    pub fn push_result(&mut self, value: Value, line: String) {
+        self.msgs.push(Msg::new(value, Kind::Result, Some(line)));
+    }
+
+    /// Remembers the endpoint's count of the prompt just sent.
+    pub fn set_baseline(&mut self, prompt_tokens: Option<u64>, sent: usize) {
+        self.baseline = prompt_tokens.filter(|&t| t > 0).map(|t| (t, sent));
+    }
+
+    /// The estimated prompt size in tokens; `extra_chars` is what the request adds besides
+    /// the messages (tool definitions).
+    pub fn estimate(&self, extra_chars: usize) -> u64 {
+        let est = |chars: usize, msgs: usize| {
+            (chars as f64 / CHARS_PER_TOKEN).ceil() as u64 + (msgs * MESSAGE_TOKENS) as u64
+        };
+        match self.baseline {
+            Some((tokens, sent)) if sent <= self.msgs.len() => {
+                let new = &self.msgs[sent..];
+                tokens + est(new.iter().map(|m| m.chars).sum(), new.len())
+            }
+            _ => est(self.chars() + extra_chars, self.msgs.len()),
+        }
+    }
+
+    /// Replaces the middle of the conversation with a recap, keeping the last `keep`
+    /// exchanges of this turn; `result_cap` also cuts the kept results. False when there
+    /// was nothing to compact.
+    pub fn compact(&mut self, keep: usize, result_cap: Option<usize>) -> bool {
+        let starts: Vec<usize> = (self.turn_idx + 1..self.msgs.len())
+            .filter(|&i| self.msgs[i].kind == Kind::Assistant)
+            .collect();
+        let tail_start = if starts.len() > keep {
+            starts[starts.len() - keep]
+        } else {
+            starts.first().copied().unwrap_or(self.msgs.len())
+        };
+        let middle: Vec<usize> = (1..tail_start).filter(|&i| i != self.turn_idx).collect();
+        let mut changed = !middle.is_empty();
+        let mut lines: Vec<String> = middle
+            .iter()
+            .filter_map(|&i| self.msgs[i].line.clone())
+            .map(|l| format!("- {}", one_line(&l, RECAP_LINE)))
+            .collect();
+        // A compacted prompt's own recap is already in `self.recap`.
+        self.recap.append(&mut lines);
+        let mut size: usize = self.recap.iter().map(|l| l.chars().count() + 1).sum();
+        while size > self.recap_budget && !self.recap.is_empty() {
+            size -= self.recap[0].chars().count() + 1;
+            self.recap.remove(0);
+            self.recap_dropped += 1;
+        }
+        let mut tail: Vec<Msg> = self.msgs.split_off(tail_start);
+        if let Some(cap) = result_cap {
+            for m in tail.iter_mut().filter(|m| m.kind == Kind::Result) {
+                if let Some(text) = m.value.get("content").and_then(Value::as_str) {
+                    // (A result cut before is about `cap` plus the note: left alone.)
+                    if text.chars().count() > cap + 100 {
+                        let cut = cut_text(text, cap);
+                        m.value["content"] = Value::String(cut);
+                        *m = Msg::new(m.value.clone(), m.kind, m.line.clone());
+                        changed = true;
+                    }
+                }
+            }
+        }
+        if !changed {
+            self.msgs.append(&mut tail);
+            return false;
+        }
+        let prompt = Msg {
+            line: Some(format!(
+                "earlier prompt: {}",
+                one_line(&self.turn_prompt, 100)
+            )),
+            ..Msg::new(
+                json!({ "role": "user", "content": self.composite() }),
+                Kind::Prompt,
+                None,
+            )
+        };
+        self.msgs.truncate(1);
+        self.msgs.push(prompt);
+        self.turn_idx = 1;
+        self.msgs.append(&mut tail);
+        self.baseline = None;
+        true
+    }
+
+    /// The turn's prompt with the session's goal and the recap.
+    fn composite(&self) -> String {
+        let mut s = String::new();
+        if let Some(launch) = &self.launch {
+            if launch != &self.turn_prompt {
+                s.push_str("The first prompt of this session (your goal):\n");
+                s.push_str(&cut_text(launch, self.launch_budget));
+                s.push_str("\n\nThe current prompt:\n");
+            }
+        }
+        s.push_str(&self.turn_prompt);
+        if !self.recap.is_empty() || self.recap_dropped > 0 {
+            s.push_str("\n\n");
+            s.push_str(RECAP_HEADING);
+            if self.recap_dropped > 0 {
+                s.push_str(&format!("\n- ({} older steps omitted)", self.recap_dropped));
+            }
+            for l in &self.recap {
+                s.push('\n');
+                s.push_str(l);
+            }
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cut_keeps_head_and_tail_with_a_note() {
+        let text: String = (0..1000).map(|i| format!("{i}\n")).collect();
+        let c = cut_text(&text, 300);
+        assert!(c.starts_with("0\n1\n"));
+        assert!(c.ends_with("999\n"));
+        assert!(c.contains("characters cut; read a smaller range or narrow the command"));
+        assert!(c.chars().count() < 400);
+        assert_eq!(cut_text("short", 300), "short");
+    }
+
+    fn exchange(h: &mut History, i: usize) {
+        h.push_assistant(
+            json!({ "role": "assistant", "content": format!("{{\"tool\":\"run\",\"args\":{{\"command\":\"echo {i}\"}}}}") }),
+            None,
+        );
+        h.push_result(
+            json!({ "role": "user", "content": format!("result of run:\nexit code: 0\n{i}{}", "x".repeat(500)) }),
+            format!("run(echo {i}) → exit code: 0"),
+        );
+    }
+
+    #[test]
+    fn compaction_keeps_system_prompt_and_last_exchanges() {
+        let mut h = History::new("sys".into(), 2000);
+        h.begin_turn("first goal");
+        for i in 0..3 {
+            exchange(&mut h, i);
+        }
+        h.begin_turn("second prompt");
+        for i in 3..10 {
+            exchange(&mut h, i);
+        }
+        let before = h.estimate(0);
+        assert!(h.compact(2, None));
+        assert!(h.estimate(0) < before);
+        let m = h.messages();
+        assert_eq!(m.len(), 1 + 1 + 4);
+        assert_eq!(m[0]["content"], "sys");
+        let p = m[1]["content"].as_str().unwrap();
+        assert!(
+            p.contains("first goal") && p.contains("second prompt"),
+            "{p}"
+        );
+        assert!(p.contains(RECAP_HEADING));
+        assert!(p.contains("- run(echo 0) → exit code: 0"), "{p}");
+        assert!(p.contains("- run(echo 7) → exit code: 0"), "{p}");
+        assert!(!p.contains("echo 8"), "{p}");
+        assert_eq!(m[2]["role"], "assistant");
+        assert!(m[5]["content"].as_str().unwrap().contains("\n9x"));
+        // Again: the recap grows, nothing is lost twice or repeated.
+        exchange(&mut h, 10);
+        assert!(h.compact(1, Some(100)));
+        let m = h.messages();
+        assert_eq!(m.len(), 4);
+        let p = m[1]["content"].as_str().unwrap();
+        assert_eq!(p.matches("run(echo 7)").count(), 1, "{p}");
+        assert!(p.contains("run(echo 9)"));
+        assert!(m[3]["content"].as_str().unwrap().contains("characters cut"));
+        assert!(!h.compact(1, Some(100)), "nothing left to compact");
+    }
+
+    #[test]
+    fn estimate_uses_the_last_count_plus_what_was_added() {
+        let mut h = History::new("s".repeat(350), 8192);
+        h.begin_turn("p");
+        let n = h.len();
+        h.set_baseline(Some(1000), n);
+        assert_eq!(h.estimate(0), 1000);
+        exchange(&mut h, 1);
+        assert!(h.estimate(0) > 1100);
+        h.set_baseline(None, h.len());
+        assert!(h.estimate(0) < 400);
+    }
+}

@@ -1,0 +1,836 @@
+//! The `builtin` adapter: a small agent loop over any OpenAI-compatible chat endpoint
+//! (`POST {base}/chat/completions`), with workspace tools (files and a shell in the
+//! worker's checkout, [`workspace`]) and the organization tools from the hub's MCP server.
+//!
+//! Two calling styles ([`ToolStyle`]): `tools` sends OpenAI function definitions and runs
+//! the `tool_calls` that come back; `json` sends no tools but a `response_format` JSON
+//! schema with one branch per tool, so a constrained decoder (llama.cpp) makes even a 0.5B
+//! model produce one valid action per reply. `auto` starts with tools and switches to json
+//! for the session when the first reply is prose.
+//!
+//! A turn is a loop of requests until the model ends it (no tool call, or `end_turn`) or
+//! `max_steps_per_turn` requests. The conversation is kept within the context window
+//! ([`history`]); everything goes to `builtin.jsonl` in the state directory ([`log`]).
+
+pub mod actions;
+pub mod chat;
+pub mod history;
+pub mod log;
+pub mod prompt;
+pub mod workspace;
+
+use std::str::FromStr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use agensh_client::mcp::McpClient;
+use agensh_domain::{Error, ErrorKind, Result};
+use serde_json::{json, Value};
+
+use self::actions::{Action, ToolSpec};
+use self::chat::{ChatError, Endpoint, Reply};
+use self::history::{cut_text, one_line, History};
+use self::log::{Log, LOG_FILE};
+use self::workspace::{Output, Workspace};
+use super::{Agent, AgentContext, TurnEvent, TurnOutcome, Usage};
+
+/// How the model is asked to call tools.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ToolStyle {
+    /// Tool calls; switch to JSON actions if the first reply of the session is prose.
+    #[default]
+    Auto,
+    /// OpenAI tool calls (`tools`, `tool_choice: "auto"`).
+    Tools,
+    /// One JSON action per reply, constrained by a `response_format` JSON schema.
+    Json,
+}
+
+impl FromStr for ToolStyle {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "auto" => Ok(ToolStyle::Auto),
+            "tools" => Ok(ToolStyle::Tools),
+            "json" => Ok(ToolStyle::Json),
+            other => Err(Error::invalid(
+                "unknown_tool_style",
+                format!(
+                    "unknown tool style {other:?}: use auto, tools (OpenAI tool calls) or json (JSON-schema actions, for small local models)"
+                ),
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for ToolStyle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ToolStyle::Auto => "auto",
+            ToolStyle::Tools => "tools",
+            ToolStyle::Json => "json",
+        })
+    }
+}
+
+/// The endpoint, the model and the limits of the built-in agent.
+#[derive(Clone)]
+pub struct BuiltinConfig {
+    /// OpenAI-compatible base URL, e.g. `http://127.0.0.1:8080/v1`.
+    pub base_url: String,
+    pub model: String,
+    /// Sent as a bearer token; never logged.
+    pub api_key: Option<String>,
+    pub style: ToolStyle,
+    /// The model's context window in tokens; the conversation is compacted near it.
+    pub context_tokens: u32,
+    pub max_reply_tokens: u32,
+    /// Model requests per turn before the turn ends with stop reason `max_steps`.
+    pub max_steps_per_turn: u32,
+    /// Default timeout of a `run` command.
+    pub command_timeout: Duration,
+    /// Characters of one tool output shown to the model.
+    pub output_cap: usize,
+    pub temperature: f32,
+    pub request_timeout: Duration,
+}
+
+impl Default for BuiltinConfig {
+    fn default() -> Self {
+        BuiltinConfig {
+            base_url: "http://127.0.0.1:8080/v1".into(),
+            model: "default".into(),
+            api_key: None,
+            style: ToolStyle::Auto,
+            context_tokens: 8192,
+            max_reply_tokens: 1024,
+            max_steps_per_turn: 24,
+            command_timeout: Duration::from_secs(120),
+            output_cap: 6000,
+            temperature: 0.2,
+            request_timeout: Duration::from_secs(600),
+        }
+    }
+}
+
+impl std::fmt::Debug for BuiltinConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BuiltinConfig")
+            .field("base_url", &self.base_url)
+            .field("model", &self.model)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<set>"))
+            .field("style", &self.style)
+            .field("context_tokens", &self.context_tokens)
+            .field("max_reply_tokens", &self.max_reply_tokens)
+            .field("max_steps_per_turn", &self.max_steps_per_turn)
+            .field("command_timeout", &self.command_timeout)
+            .field("output_cap", &self.output_cap)
+            .field("temperature", &self.temperature)
+            .field("request_timeout", &self.request_timeout)
+            .finish()
+    }
+}
+
+/// The built-in agent.
+pub struct BuiltinAgent {
+    cfg: BuiltinConfig,
+    session: Option<Session>,
+    /// Process groups of commands that may still run (shared with the workspace).
+    groups: Option<Arc<Mutex<Vec<i32>>>>,
+}
+
+/// One session: from `start` to `stop`.
+struct Session {
+    worker: String,
+    mcp: Option<McpClient>,
+    specs: Vec<ToolSpec>,
+    /// The effective style is JSON actions.
+    json: bool,
+    /// Auto style, and no reply seen yet: a prose first reply switches to JSON.
+    auto_pending: bool,
+    history: History,
+    endpoint: Endpoint,
+    log: Log,
+    ws: Workspace,
+    tools: Value,
+    tools_chars: usize,
+    schema: Value,
+}
+
+impl BuiltinAgent {
+    pub fn new(cfg: BuiltinConfig) -> Self {
+        BuiltinAgent {
+            cfg,
+            session: None,
+            groups: None,
+        }
+    }
+
+    pub fn config(&self) -> &BuiltinConfig {
+        &self.cfg
+    }
+}
+
+impl Drop for BuiltinAgent {
+    fn drop(&mut self) {
+        if let Some(g) = &self.groups {
+            workspace::kill_groups(g);
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Agent for BuiltinAgent {
+    async fn start(&mut self, ctx: &AgentContext) -> Result<()> {
+        self.stop().await;
+        let cfg = &self.cfg;
+        std::fs::create_dir_all(&ctx.state_dir).map_err(|e| {
+            Error::internal(format!("cannot create {}: {e}", ctx.state_dir.display()))
+        })?;
+        let mut log = Log::open(&ctx.state_dir.join(LOG_FILE));
+        let env = vec![
+            ("AGENSH_HUB".to_string(), ctx.hub_url.clone()),
+            ("AGENSH_TOKEN".to_string(), ctx.token.clone()),
+            ("AGENSH_WORKER".to_string(), ctx.worker.clone()),
+        ];
+        let ws = Workspace::new(&ctx.checkout, env, cfg.output_cap).map_err(|e| {
+            Error::new(
+                ErrorKind::Internal,
+                "no_checkout",
+                format!(
+                    "the worker's checkout {} cannot be used: {e}",
+                    ctx.checkout.display()
+                ),
+            )
+        })?;
+        let mcp = McpClient::connect(&ctx.mcp_url(), &ctx.token).await?;
+        let mut specs = actions::workspace_specs();
+        for t in mcp.list_tools().await? {
+            if specs.iter().any(|s| s.name == t.name) || t.name == actions::END_TURN {
+                tracing::warn!(
+                    "the hub offers a tool named {} like a built-in tool; it is left out",
+                    t.name
+                );
+                continue;
+            }
+            specs.push(actions::org_spec(&t));
+        }
+        let json = cfg.style == ToolStyle::Json;
+        let system = prompt::system_prompt(&ctx.worker, &specs, json);
+        // Full tool definitions unless they would take more than a quarter of the window.
+        let mut tools = actions::openai_tools(&specs, false);
+        let mut short_tools = false;
+        if tools.to_string().chars().count() as f64 / 3.5 > cfg.context_tokens as f64 / 4.0 {
+            tools = actions::openai_tools(&specs, true);
+            short_tools = true;
+        }
+        let tools_chars = tools.to_string().chars().count();
+        let schema = actions::action_schema(&specs);
+        log.write(json!({
+            "event": "start",
+            "worker": ctx.worker,
+            "endpoint": cfg.base_url,
+            "model": cfg.model,
+            "style": cfg.style.to_string(),
+            "context_tokens": cfg.context_tokens,
+            "tools": specs.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(),
+            "system_prompt_chars": system.chars().count(),
+            "system_prompt": system,
+            "tools_chars": if json { 0 } else { tools_chars },
+            "short_tool_definitions": short_tools,
+        }));
+        self.groups = Some(ws.groups());
+        self.session = Some(Session {
+            worker: ctx.worker.clone(),
+            mcp: Some(mcp),
+            history: History::new(system, cfg.context_tokens),
+            endpoint: Endpoint::new(&cfg.base_url, cfg.api_key.clone(), cfg.request_timeout),
+            specs,
+            json,
+            auto_pending: cfg.style == ToolStyle::Auto,
+            log,
+            ws,
+            tools,
+            tools_chars,
+            schema,
+        });
+        Ok(())
+    }
+
+    async fn turn(&mut self, prompt: &str) -> Result<TurnOutcome> {
+        let cfg = self.cfg.clone();
+        let s = self.session.as_mut().ok_or_else(|| {
+            Error::new(
+                ErrorKind::Conflict,
+                "agent_not_started",
+                "the built-in agent is not started — start it before a turn",
+            )
+        })?;
+        s.turn(&cfg, prompt).await
+    }
+
+    async fn stop(&mut self) {
+        if let Some(mut s) = self.session.take() {
+            s.ws.kill_all();
+            s.log.write(json!({ "event": "stop" }));
+            // The MCP client goes with the session.
+        }
+        if let Some(g) = self.groups.take() {
+            workspace::kill_groups(&g);
+        }
+    }
+}
+
+impl Session {
+    async fn turn(&mut self, cfg: &BuiltinConfig, prompt: &str) -> Result<TurnOutcome> {
+        let started = Instant::now();
+        self.history.begin_turn(prompt);
+        self.log.write(json!({
+            "event": "turn_start",
+            "prompt_chars": prompt.chars().count(),
+            "messages": self.history.len(),
+        }));
+        let mut usage = Usage::default();
+        let mut events = Vec::new();
+        let mut steps = 0u32;
+        let mut hard_compacted = false;
+        let stop_reason = loop {
+            if steps >= cfg.max_steps_per_turn {
+                break "max_steps".to_string();
+            }
+            self.fit_context(cfg, false);
+            let body = self.request_body(cfg);
+            let sent = self.history.len();
+            let estimate = self.history.estimate(self.extra_chars());
+            self.log.write(json!({
+                "event": "request",
+                "step": steps + 1,
+                "style": if self.json { "json" } else { "tools" },
+                "messages": sent,
+                "chars": self.history.chars(),
+                "estimated_tokens": estimate,
+            }));
+            let asked = Instant::now();
+            let reply = match self.endpoint.complete(&body).await {
+                Ok(r) => r,
+                Err(ChatError::ContextFull(msg)) if self.auto_pending && !self.json => {
+                    self.log
+                        .write(json!({ "event": "context_full", "answer": msg }));
+                    self.switch_to_json("the tool definitions do not fit the context window");
+                    continue;
+                }
+                Err(ChatError::ContextFull(msg)) if !hard_compacted => {
+                    hard_compacted = true;
+                    self.log
+                        .write(json!({ "event": "context_full", "answer": msg }));
+                    self.fit_context(cfg, true);
+                    continue;
+                }
+                Err(ChatError::ContextFull(msg)) => {
+                    let e = Error::new(
+                        ErrorKind::Internal,
+                        "model_context_full",
+                        format!(
+                            "the model endpoint {} says the prompt does not fit its context even after compaction ({msg}) — set context_tokens to the context one request gets on the server (with llama.cpp: n_ctx divided by the parallel slots), raise the server's context, or use style json (no tool definitions in the prompt)",
+                            self.endpoint.url()
+                        ),
+                    );
+                    self.log
+                        .write(json!({ "event": "error", "message": e.message }));
+                    return Err(e);
+                }
+                Err(ChatError::Failed(e)) => {
+                    self.log
+                        .write(json!({ "event": "error", "message": e.message }));
+                    return Err(e);
+                }
+            };
+            steps += 1;
+            usage.input_tokens += reply.prompt_tokens.unwrap_or(0);
+            usage.output_tokens += reply.completion_tokens;
+            self.history.set_baseline(reply.prompt_tokens, sent);
+            self.log.write(json!({
+                "event": "reply",
+                "ms": asked.elapsed().as_millis() as u64,
+                "content": reply.content,
+                "tool_calls": reply.tool_calls.iter().map(|c| json!({ "id": c.id, "name": c.name, "arguments": c.arguments })).collect::<Vec<_>>(),
+                "finish_reason": reply.finish_reason,
+                "prompt_tokens": reply.prompt_tokens,
+                "completion_tokens": reply.completion_tokens,
+            }));
+            let done = if self.json {
+                self.json_step(cfg, reply, &mut events).await
+            } else {
+                if reply.tool_calls.is_empty() && self.auto_pending {
+                    // A prose first reply: this endpoint does not do tool calls. Redo the
+                    // request with JSON actions, for the rest of the session.
+                    self.switch_to_json("the first reply had no tool calls");
+                    steps -= 1;
+                    continue;
+                }
+                self.auto_pending = false;
+                self.tools_step(cfg, reply, &mut events).await
+            };
+            if let Some(reason) = done {
+                break reason;
+            }
+        };
+        let outcome = TurnOutcome {
+            stop_reason,
+            usage,
+            events,
+        };
+        self.log.write(json!({
+            "event": "turn_end",
+            "stop_reason": outcome.stop_reason,
+            "steps": steps,
+            "usage": outcome.usage,
+            "ms": started.elapsed().as_millis() as u64,
+        }));
+        Ok(outcome)
+    }
+
+    /// Continues the session with JSON actions (auto style).
+    fn switch_to_json(&mut self, why: &str) {
+        self.auto_pending = false;
+        self.json = true;
+        self.history
+            .set_system(prompt::system_prompt(&self.worker, &self.specs, true));
+        self.log
+            .write(json!({ "event": "style_switch", "to": "json", "why": why }));
+    }
+
+    /// Characters the request adds besides the messages.
+    fn extra_chars(&self) -> usize {
+        if self.json {
+            0
+        } else {
+            self.tools_chars
+        }
+    }
+
+    fn request_body(&self, cfg: &BuiltinConfig) -> Value {
+        let mut body = json!({
+            "model": cfg.model,
+            "messages": self.history.messages(),
+            "max_tokens": cfg.max_reply_tokens,
+            "temperature": cfg.temperature,
+            "stream": false,
+        });
+        if self.json {
+            body["response_format"] = json!({
+                "type": "json_schema",
+                "json_schema": { "name": "action", "schema": self.schema },
+            });
+        } else {
+            body["tools"] = self.tools.clone();
+            body["tool_choice"] = json!("auto");
+        }
+        body
+    }
+
+    /// Compacts the conversation when the next prompt would come near the window; `hard`
+    /// after the endpoint said it does not fit: keep one exchange, cut its results.
+    fn fit_context(&mut self, cfg: &BuiltinConfig, hard: bool) {
+        let window = cfg.context_tokens as u64;
+        let threshold = (window * 3 / 4)
+            .min(window.saturating_sub(cfg.max_reply_tokens as u64))
+            .max(window / 4);
+        let extra = self.extra_chars();
+        let before = self.history.estimate(extra);
+        if hard {
+            self.history.compact(1, Some(cfg.output_cap / 4));
+            self.log.write(json!({
+                "event": "compact",
+                "hard": true,
+                "before_tokens": before,
+                "after_tokens": self.history.estimate(extra),
+            }));
+            return;
+        }
+        if self.auto_pending && !self.json && self.history.len() <= 2 && before > threshold {
+            self.switch_to_json("the tool definitions do not fit the context window");
+            return self.fit_context(cfg, false);
+        }
+        let mut keep = 3usize;
+        while self.history.estimate(extra) > threshold {
+            let est = self.history.estimate(extra);
+            let cap = (keep == 0).then_some(cfg.output_cap / 4);
+            if self.history.compact(keep, cap) {
+                self.log.write(json!({
+                    "event": "compact",
+                    "keep_exchanges": keep,
+                    "before_tokens": est,
+                    "after_tokens": self.history.estimate(extra),
+                    "threshold": threshold,
+                }));
+            }
+            if keep == 0 {
+                break;
+            }
+            keep -= 1;
+        }
+    }
+
+    /// A reply in tools style; the stop reason when it ends the turn.
+    async fn tools_step(
+        &mut self,
+        cfg: &BuiltinConfig,
+        reply: Reply,
+        events: &mut Vec<TurnEvent>,
+    ) -> Option<String> {
+        let text = reply.content.trim().to_string();
+        if !text.is_empty() {
+            events.push(TurnEvent::Message { text: text.clone() });
+        }
+        if reply.tool_calls.is_empty() {
+            let line = (!text.is_empty()).then(|| format!("you said: {}", one_line(&text, 120)));
+            self.history.push_assistant(
+                json!({ "role": "assistant", "content": reply.content }),
+                line,
+            );
+            return Some(if reply.finish_reason == "length" {
+                "max_tokens".to_string()
+            } else {
+                "end_turn".to_string()
+            });
+        }
+        let calls: Vec<Value> = reply
+            .tool_calls
+            .iter()
+            .map(|c| {
+                json!({
+                    "id": c.id,
+                    "type": "function",
+                    "function": { "name": c.name, "arguments": c.arguments },
+                })
+            })
+            .collect();
+        let content = if reply.content.is_empty() {
+            Value::Null
+        } else {
+            Value::String(reply.content.clone())
+        };
+        self.history.push_assistant(
+            json!({ "role": "assistant", "content": content, "tool_calls": calls }),
+            None,
+        );
+        for call in reply.tool_calls {
+            let args = parse_arguments(&call.arguments);
+            let (out, line) = self.execute(cfg, &call.name, args).await;
+            events.push(tool_event(&call.name, &out));
+            self.history.push_result(
+                json!({ "role": "tool", "tool_call_id": call.id, "content": out.text }),
+                line,
+            );
+        }
+        None
+    }
+
+    /// A reply in JSON style; the stop reason when it ends the turn.
+    async fn json_step(
+        &mut self,
+        cfg: &BuiltinConfig,
+        reply: Reply,
+        events: &mut Vec<TurnEvent>,
+    ) -> Option<String> {
+        self.history.push_assistant(
+            json!({ "role": "assistant", "content": reply.content }),
+            None,
+        );
+        let specs = &self.specs;
+        let known = |n: &str| specs.iter().any(|s| s.name == n);
+        match actions::parse_action(&reply.content, &known) {
+            Ok(Action::EndTurn { summary }) => {
+                if !summary.trim().is_empty() {
+                    events.push(TurnEvent::Message {
+                        text: summary.trim().to_string(),
+                    });
+                }
+                Some("end_turn".to_string())
+            }
+            Ok(Action::Tool { name, args }) => {
+                let (out, line) = self.execute(cfg, &name, Ok(args)).await;
+                events.push(tool_event(&name, &out));
+                self.history.push_result(
+                    json!({ "role": "user", "content": format!("result of {name}:\n{}", out.text) }),
+                    line,
+                );
+                None
+            }
+            Err(e) => {
+                let mut text = format!("error: {e}");
+                if reply.finish_reason == "length" {
+                    text.push_str(". Your reply was cut at the token limit: make it shorter (e.g. write a small file, then add to it with edit_file)");
+                }
+                self.log
+                    .write(json!({ "event": "invalid_action", "error": text }));
+                self.history.push_result(
+                    json!({ "role": "user", "content": text }),
+                    "an invalid action (answered with an error)".to_string(),
+                );
+                None
+            }
+        }
+    }
+
+    /// Runs one tool; its output (cut to the cap) and its line for a recap.
+    async fn execute(
+        &mut self,
+        cfg: &BuiltinConfig,
+        name: &str,
+        args: std::result::Result<Value, String>,
+    ) -> (Output, String) {
+        let started = Instant::now();
+        let brief = args.as_ref().map(args_brief).unwrap_or_default();
+        let out = match args {
+            Err(e) => Output::error(format!(
+                "the arguments of {name} are not valid JSON ({e}); send a JSON object"
+            )),
+            Ok(args) => self.dispatch(cfg, name, &args).await,
+        };
+        let out = Output {
+            text: cut_text(&out.text, cfg.output_cap),
+            ok: out.ok,
+        };
+        let line = format!("{name}({brief}) → {}", result_brief(&out.text));
+        self.log.write(json!({
+            "event": "tool",
+            "name": name,
+            "ok": out.ok,
+            "ms": started.elapsed().as_millis() as u64,
+            "result_chars": out.text.chars().count(),
+            "result": one_line(&out.text, 300),
+        }));
+        (out, line)
+    }
+
+    async fn dispatch(&mut self, cfg: &BuiltinConfig, name: &str, args: &Value) -> Output {
+        let args = match args {
+            Value::Object(_) => args.clone(),
+            Value::Null => json!({}),
+            _ => {
+                return Output::error(format!(
+                "the arguments of {name} must be a JSON object, like {{\"path\": \"README.md\"}}"
+            ))
+            }
+        };
+        let bad = |detail: String| -> Output {
+            let sig = self
+                .specs
+                .iter()
+                .find(|s| s.name == name)
+                .map(actions::signature)
+                .unwrap_or_default();
+            Output::error(format!(
+                "bad arguments for {name}: {detail}; expected {sig}"
+            ))
+        };
+        macro_rules! arg {
+            (str $k:literal) => {
+                match str_arg(&args, $k) {
+                    Ok(v) => v,
+                    Err(e) => return bad(e),
+                }
+            };
+            (opt_str $k:literal) => {
+                match opt_str_arg(&args, $k) {
+                    Ok(v) => v,
+                    Err(e) => return bad(e),
+                }
+            };
+            (opt_u64 $k:literal) => {
+                match opt_u64_arg(&args, $k) {
+                    Ok(v) => v,
+                    Err(e) => return bad(e),
+                }
+            };
+        }
+        match name {
+            "list_files" => {
+                let path = arg!(opt_str "path");
+                self.ws.list_files(path)
+            }
+            "read_file" => {
+                let path = arg!(str "path");
+                let offset = arg!(opt_u64 "offset_line");
+                let max = arg!(opt_u64 "max_lines");
+                self.ws.read_file(path, offset, max)
+            }
+            "write_file" => {
+                let path = arg!(str "path");
+                let content = arg!(str "content");
+                self.ws.write_file(path, content)
+            }
+            "edit_file" => {
+                let path = arg!(str "path");
+                let old = arg!(str "old");
+                let new = arg!(str "new");
+                self.ws.edit_file(path, old, new)
+            }
+            "run" => {
+                let command = arg!(str "command");
+                // Small models often write 0 for "no particular timeout".
+                let timeout = arg!(opt_u64 "timeout_secs")
+                    .filter(|&s| s > 0)
+                    .map(|s| Duration::from_secs(s.min(workspace::MAX_COMMAND_SECS)))
+                    .unwrap_or(cfg.command_timeout);
+                self.ws.run(command, timeout).await
+            }
+            _ if self.specs.iter().any(|s| s.org && s.name == name) => {
+                let Some(mcp) = &self.mcp else {
+                    return Output::error("the organization tools are not connected");
+                };
+                match mcp.call_tool(name, args).await {
+                    Ok(r) => {
+                        let mut text = r.text;
+                        if let Some(n) = r.notices {
+                            if !text.is_empty() {
+                                text.push_str("\n\n");
+                            }
+                            text.push_str(&n);
+                        }
+                        if text.is_empty() {
+                            text = "(no output)".into();
+                        }
+                        Output { text, ok: !r.is_error }
+                    }
+                    Err(e) => Output::error(format!(
+                        "the organization tool {name} could not be called: {} — try again later or work on without it",
+                        e.message
+                    )),
+                }
+            }
+            _ => {
+                let names: Vec<&str> = self.specs.iter().map(|s| s.name.as_str()).collect();
+                Output::error(format!(
+                    "unknown tool {name:?}; the tools are: {}",
+                    names.join(", ")
+                ))
+            }
+        }
+    }
+}
+
+fn tool_event(name: &str, out: &Output) -> TurnEvent {
+    TurnEvent::ToolCall {
+        name: name.to_string(),
+        status: if out.ok { "ok" } else { "error" }.to_string(),
+    }
+}
+
+/// The arguments of a call in a few words, for a recap: long texts by their size.
+fn args_brief(args: &Value) -> String {
+    let Some(o) = args.as_object() else {
+        return String::new();
+    };
+    const LONG: &[&str] = &["content", "old", "new", "detail", "body"];
+    let mut short = Vec::new();
+    let mut long = Vec::new();
+    for (k, v) in o {
+        match v {
+            Value::String(s) if LONG.contains(&k.as_str()) => {
+                long.push(format!("{k}=<{} chars>", s.chars().count()))
+            }
+            Value::String(s) => short.push(format!("{k}={}", one_line(s, 40))),
+            other => short.push(format!("{k}={}", one_line(&other.to_string(), 40))),
+        }
+    }
+    short.append(&mut long);
+    short.join(", ")
+}
+
+/// The first two non-empty lines of a result, for a recap.
+fn result_brief(text: &str) -> String {
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .take(2)
+        .collect();
+    one_line(&lines.join(" | "), 100)
+}
+
+/// Tool-call arguments as the model wrote them; empty means none.
+fn parse_arguments(text: &str) -> std::result::Result<Value, String> {
+    if text.trim().is_empty() {
+        return Ok(json!({}));
+    }
+    serde_json::from_str(text).map_err(|e| e.to_string())
+}
+
+fn str_arg<'a>(args: &'a Value, key: &str) -> std::result::Result<&'a str, String> {
+    match args.get(key) {
+        Some(Value::String(s)) => Ok(s),
+        None | Some(Value::Null) => Err(format!("\"{key}\" is missing")),
+        Some(other) => Err(format!("\"{key}\" must be a string, not {other}")),
+    }
+}
+
+fn opt_str_arg<'a>(args: &'a Value, key: &str) -> std::result::Result<Option<&'a str>, String> {
+    match args.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) if s.trim().is_empty() => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(other) => Err(format!("\"{key}\" must be a string, not {other}")),
+    }
+}
+
+fn opt_u64_arg(args: &Value, key: &str) -> std::result::Result<Option<u64>, String> {
+    match args.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Number(n)) => n
+            .as_u64()
+            .or_else(|| n.as_f64().filter(|f| *f >= 0.0).map(|f| f as u64))
+            .map(Some)
+            .ok_or_else(|| format!("\"{key}\" must be a whole number ≥ 0")),
+        Some(Value::String(s)) => s
+            .trim()
+            .parse::<u64>()
+            .map(Some)
+            .map_err(|_| format!("\"{key}\" must be a whole number, not {s:?}")),
+        Some(other) => Err(format!("\"{key}\" must be a whole number, not {other}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tool_style_parses_and_says_what_is_valid() {
+        assert_eq!("auto".parse::<ToolStyle>().unwrap(), ToolStyle::Auto);
+        assert_eq!("Tools".parse::<ToolStyle>().unwrap(), ToolStyle::Tools);
+        assert_eq!("json".parse::<ToolStyle>().unwrap(), ToolStyle::Json);
+        let e = "grammar".parse::<ToolStyle>().unwrap_err();
+        assert!(e.message.contains("auto, tools"), "{}", e.message);
+        assert_eq!(ToolStyle::Json.to_string(), "json");
+    }
+
+    #[test]
+    fn the_config_debug_hides_the_key() {
+        let cfg = BuiltinConfig {
+            api_key: Some("sk-very-secret".into()),
+            ..BuiltinConfig::default()
+        };
+        let d = format!("{cfg:?}");
+        assert!(!d.contains("sk-very-secret") && d.contains("<set>"), "{d}");
+        assert_eq!(cfg.context_tokens, 8192);
+        assert_eq!(cfg.max_steps_per_turn, 24);
+    }
+
+    #[test]
+    fn arguments_are_read_leniently() {
+        let a = json!({ "n": "12", "m": 3, "s": "x", "bad": [1] });
+        assert_eq!(opt_u64_arg(&a, "n"), Ok(Some(12)));
+        assert_eq!(opt_u64_arg(&a, "m"), Ok(Some(3)));
+        assert_eq!(opt_u64_arg(&a, "none"), Ok(None));
+        assert!(opt_u64_arg(&a, "s").is_err());
+        assert_eq!(str_arg(&a, "s"), Ok("x"));
+        assert_eq!(str_arg(&a, "x"), Err("\"x\" is missing".to_string()));
+        assert!(str_arg(&a, "bad").unwrap_err().contains("must be a string"));
+        assert_eq!(parse_arguments(""), Ok(json!({})));
+        assert!(parse_arguments("{").is_err());
+    }
+}

@@ -1,0 +1,1 @@
+"""textkit: small text utilities, one module each."""
