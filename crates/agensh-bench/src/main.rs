@@ -6,6 +6,7 @@
 
 mod hub;
 mod merge;
+mod model;
 mod node;
 mod stats;
 
@@ -26,6 +27,8 @@ enum Bench {
     Merge(merge::Args),
     /// The node: memory per worker and turn-dispatch latency with 1,024 scripted workers.
     Node(node::Args),
+    /// The built-in agent on the local model: N workers sharing one model server.
+    Model(model::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -37,5 +40,6 @@ fn main() -> anyhow::Result<()> {
         Bench::Hub(a) => rt.block_on(hub::run(a)),
         Bench::Merge(a) => rt.block_on(merge::run(a)),
         Bench::Node(a) => rt.block_on(node::run(a)),
+        Bench::Model(a) => rt.block_on(model::run(a)),
     }
 }

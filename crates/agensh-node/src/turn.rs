@@ -144,7 +144,7 @@ pub async fn run_worker(
         log.write(json!({
             "turn": summary.turns, "started": unix_ms(started), "ended": unix_ms(SystemTime::now()),
             "prompt": prompt, "stop_reason": outcome.stop_reason, "usage": outcome.usage,
-            "events": outcome.events,
+            "events": outcome.events, "model_ms": outcome.model_ms, "tools_ms": outcome.tools_ms,
             "carried": carried_at.iter().map(|(seq, at)| json!({ "seq": seq, "created_at": at })).collect::<Vec<_>>(),
         }));
         let last_action = outcome

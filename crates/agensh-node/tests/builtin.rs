@@ -145,6 +145,9 @@ async fn tools_style_writes_reads_and_answers_each_call_by_id() {
             TurnEvent::Message {
                 text: "Done: wrote and read notes/hello.txt.".into()
             },
+            TurnEvent::Message {
+                text: "agensh: committed the checkout's changes at the end of the turn".into()
+            },
         ]
     );
 
@@ -227,6 +230,9 @@ async fn json_style_sends_an_action_schema_and_runs_one_action_per_reply() {
             TurnEvent::Message {
                 text: "README says goodbye now".into()
             },
+            TurnEvent::Message {
+                text: "agensh: committed the checkout's changes at the end of the turn".into()
+            },
         ]
     );
     let reqs = t.replay.requests();
@@ -267,6 +273,65 @@ async fn json_style_sends_an_action_schema_and_runs_one_action_per_reply() {
 }
 
 /// Paths named like one of `names` under `dir` (recursively when `deep`).
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn changes_left_uncommitted_are_committed_at_the_end_of_the_turn_and_only_then() {
+    let mut t = setup(1, ToolStyle::Json, |_| {}).await;
+    let before = git(&t.ctx.checkout, &["rev-parse", "HEAD"]);
+    t.replay.push([
+        Reply::action(
+            "write_file",
+            json!({ "path": "src/new.py", "content": "x = 1\n" }),
+        ),
+        Reply::action("end_turn", json!({ "summary": "wrote src/new.py" })),
+    ]);
+    t.agent.turn("Write src/new.py.").await.unwrap();
+    // One new commit on the worker's branch, by the worker, with the file; nothing left over.
+    assert_eq!(
+        git(
+            &t.ctx.checkout,
+            &["rev-list", "--count", &format!("{before}..HEAD")]
+        ),
+        "1"
+    );
+    assert_eq!(
+        git(&t.ctx.checkout, &["log", "-1", "--format=%an"]),
+        t.ctx.worker
+    );
+    assert_eq!(git(&t.ctx.checkout, &["show", "HEAD:src/new.py"]), "x = 1");
+    assert_eq!(git(&t.ctx.checkout, &["status", "--porcelain"]), "");
+    assert_eq!(
+        git(&t.ctx.checkout, &["branch", "--show-current"]),
+        format!("{}/work", t.ctx.worker)
+    );
+    // A turn that changes nothing commits nothing.
+    let after = git(&t.ctx.checkout, &["rev-parse", "HEAD"]);
+    t.replay.push([Reply::action(
+        "end_turn",
+        json!({ "summary": "nothing to do" }),
+    )]);
+    let out = t.agent.turn("Anything else?").await.unwrap();
+    assert_eq!(git(&t.ctx.checkout, &["rev-parse", "HEAD"]), after);
+    assert!(
+        !format!("{:?}", out.events).contains("committed"),
+        "{:?}",
+        out.events
+    );
+}
+
 fn find_named(dir: &Path, names: &[&str], deep: bool, found: &mut Vec<String>) {
     let Ok(rd) = std::fs::read_dir(dir) else {
         return;
@@ -328,7 +393,7 @@ async fn paths_outside_the_checkout_and_git_writes_are_refused() {
     }
     assert_eq!(
         texts[0],
-        "error: path \"../escape-up.txt\" leaves your checkout; use a path inside it"
+        "error: path \"../escape-up.txt\" leaves your checkout; use a path relative to your checkout, e.g. \"escape-up.txt\""
     );
     assert!(texts[1].contains("leaves your checkout"), "{}", texts[1]);
     assert!(

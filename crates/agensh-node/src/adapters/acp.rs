@@ -272,6 +272,8 @@ impl Agent for AcpAgent {
             stop_reason,
             usage,
             events: turn.events,
+            model_ms: 0,
+            tools_ms: 0,
         })
     }
 

@@ -63,6 +63,14 @@ pub struct TurnOutcome {
     pub stop_reason: String,
     pub usage: Usage,
     pub events: Vec<TurnEvent>,
+    /// Milliseconds the turn spent waiting for the model, where the adapter can tell (the
+    /// built-in agent); 0 when it cannot.
+    #[serde(default)]
+    pub model_ms: u64,
+    /// Milliseconds the turn spent in tools (commands, file tools, organization tools),
+    /// where the adapter can tell.
+    #[serde(default)]
+    pub tools_ms: u64,
 }
 
 /// One kind of agent, driven turn by turn.

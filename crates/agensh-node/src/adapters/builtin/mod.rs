@@ -156,6 +156,8 @@ struct Session {
     tools: Value,
     tools_chars: usize,
     schema: Value,
+    /// Milliseconds spent in tools during the current turn.
+    tools_ms: u64,
 }
 
 impl BuiltinAgent {
@@ -254,6 +256,7 @@ impl Agent for BuiltinAgent {
             tools,
             tools_chars,
             schema,
+            tools_ms: 0,
         });
         Ok(())
     }
@@ -282,6 +285,42 @@ impl Agent for BuiltinAgent {
     }
 }
 
+/// Work is never left uncommitted between turns: at the end of a turn, changes in the
+/// checkout are committed to the worker's branch (not pushed), unless a merge or rebase is
+/// half done. Returns what happened, or `None` when there was nothing to commit.
+async fn commit_leftovers(checkout: &std::path::Path, worker: &str) -> Option<String> {
+    let git = agensh_workspace::git::Git::worktree(checkout);
+    let status = git.run(["status", "--porcelain"]).await;
+    match status {
+        Ok(s) if s.trim().is_empty() => return None,
+        Ok(_) => {}
+        Err(e) => return Some(format!("could not read git status: {}", e.message)),
+    }
+    let git_dir = checkout.join(".git");
+    if [
+        "MERGE_HEAD",
+        "rebase-merge",
+        "rebase-apply",
+        "CHERRY_PICK_HEAD",
+    ]
+    .iter()
+    .any(|f| git_dir.join(f).exists())
+    {
+        return Some("left changes uncommitted: a merge or rebase is in progress".into());
+    }
+    if let Err(e) = git.run(["add", "-A"]).await {
+        return Some(format!("could not stage changes: {}", e.message));
+    }
+    let message = format!("{worker}: work in progress, committed at the end of a turn");
+    match git
+        .run(["commit", "-q", "--no-verify", "-m", &message])
+        .await
+    {
+        Ok(_) => Some("committed the checkout's changes at the end of the turn".into()),
+        Err(e) => Some(format!("could not commit: {}", e.message)),
+    }
+}
+
 impl Session {
     async fn turn(&mut self, cfg: &BuiltinConfig, prompt: &str) -> Result<TurnOutcome> {
         let started = Instant::now();
@@ -294,6 +333,8 @@ impl Session {
         let mut usage = Usage::default();
         let mut events = Vec::new();
         let mut steps = 0u32;
+        let mut model_ms = 0u64;
+        self.tools_ms = 0;
         let mut hard_compacted = false;
         let stop_reason = loop {
             if steps >= cfg.max_steps_per_turn {
@@ -347,6 +388,7 @@ impl Session {
                 }
             };
             steps += 1;
+            model_ms += asked.elapsed().as_millis() as u64;
             usage.input_tokens += reply.prompt_tokens.unwrap_or(0);
             usage.output_tokens += reply.completion_tokens;
             self.history.set_baseline(reply.prompt_tokens, sent);
@@ -376,10 +418,19 @@ impl Session {
                 break reason;
             }
         };
+        if let Some(commit) = commit_leftovers(self.ws.root(), &self.worker).await {
+            self.log
+                .write(json!({ "event": "commit_at_turn_end", "result": commit }));
+            events.push(TurnEvent::Message {
+                text: format!("agensh: {commit}"),
+            });
+        }
         let outcome = TurnOutcome {
             stop_reason,
             usage,
             events,
+            model_ms,
+            tools_ms: self.tools_ms,
         };
         self.log.write(json!({
             "event": "turn_end",
@@ -595,11 +646,13 @@ impl Session {
             ok: out.ok,
         };
         let line = format!("{name}({brief}) → {}", result_brief(&out.text));
+        let ms = started.elapsed().as_millis() as u64;
+        self.tools_ms += ms;
         self.log.write(json!({
             "event": "tool",
             "name": name,
             "ok": out.ok,
-            "ms": started.elapsed().as_millis() as u64,
+            "ms": ms,
             "result_chars": out.text.chars().count(),
             "result": one_line(&out.text, 300),
         }));

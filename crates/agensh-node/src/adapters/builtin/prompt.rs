@@ -17,7 +17,7 @@ pub fn system_prompt(worker: &str, specs: &[ToolSpec], json: bool) -> String {
     let mut s = format!(
         "You are {worker}, a coding agent in a team of agents sharing one git repository. \
          Your working directory is your checkout of it, on branch {worker}/work; \
-         file paths are relative to it.\n"
+         file paths are relative to it. Changes left uncommitted are committed at the end of each turn.\n"
     );
     let share = format!(
         "To share your work: run `git add -A && git commit -m \"<message>\" && git push origin HEAD`, \

@@ -91,7 +91,20 @@ impl Workspace {
     /// does not exist yet; the refusal text when it leaves the checkout (or, for `write`,
     /// lies inside `.git`).
     pub fn resolve(&self, path: &str, write: bool) -> Result<PathBuf, String> {
-        let leaves = || format!("error: path {path:?} leaves your checkout; use a path inside it");
+        let leaves = || {
+            // Small models often glue the checkout's parent to a file name: suggest the
+            // relative path of the same file name.
+            let name = Path::new(path.trim())
+                .file_name()
+                .map(|n| n.to_string_lossy().to_string())
+                .filter(|n| !n.is_empty() && n != "..");
+            match name {
+                Some(n) => format!(
+                    "error: path {path:?} leaves your checkout; use a path relative to your checkout, e.g. {n:?}"
+                ),
+                None => format!("error: path {path:?} leaves your checkout; use a path relative to your checkout"),
+            }
+        };
         if path.contains('\0') {
             return Err(format!("error: path {path:?} contains a NUL character"));
         }
@@ -636,7 +649,7 @@ mod tests {
         let e = ws.resolve("../x", true).unwrap_err();
         assert_eq!(
             e,
-            "error: path \"../x\" leaves your checkout; use a path inside it"
+            "error: path \"../x\" leaves your checkout; use a path relative to your checkout, e.g. \"x\""
         );
         assert!(ws.resolve("sub/../../x", false).is_err());
         assert!(ws.resolve("/etc/passwd", false).is_err());
