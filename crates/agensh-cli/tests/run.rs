@@ -483,3 +483,83 @@ fn a_node_runs_workers_against_a_hub_in_another_process() {
         assert!(!turns(&dir, &w.id).is_empty(), "{} logged no turn", w.id);
     }
 }
+
+#[test]
+fn a_directory_with_an_agensh_toml_and_a_seed_becomes_an_organization_on_its_first_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("example");
+    seed(&dir.join("seed"));
+    std::fs::write(
+        dir.join("agensh.toml"),
+        "[organization]\ngoal = \"implement the parts\"\nseed = \"seed\"\n",
+    )
+    .unwrap();
+    let s = scenario(tmp.path(), "[[step]]\naction = \"end_turn\"\n");
+    let log = tmp.path().join("script.jsonl");
+    let run = start_run(&dir, &s, &log, &["--workers", "1", "--hours", "0.001"]);
+    finish(run, Duration::from_secs(60));
+    // main holds the seed's files; the worker's checkout is next to the configuration.
+    let repo = dir.join(".agensh/workspace.git");
+    let files = git(&repo, &["ls-tree", "-r", "--name-only", "main"]);
+    assert_eq!(files.lines().collect::<Vec<_>>(), ["README.md", "check.sh"]);
+    assert!(dir.join("workers/w01/check.sh").exists());
+    let main_before = git(&repo, &["rev-parse", "main"]);
+    let turns_before = turns(&dir, "w01").len();
+    assert!(turns_before >= 1);
+    // A second run continues the same organization: nothing is seeded again.
+    let run = start_run(&dir, &s, &log, &["--workers", "1", "--hours", "0.001"]);
+    finish(run, Duration::from_secs(60));
+    assert_eq!(git(&repo, &["rev-parse", "main"]), main_before);
+    assert!(turns(&dir, "w01").len() > turns_before, "the second run ran no turn");
+}
+
+#[test]
+fn a_missing_seed_is_named_and_nothing_half_made_is_left() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("example");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("agensh.toml"),
+        "[organization]\ngoal = \"g\"\nseed = \"no-such-dir\"\n[run]\nagent = \"script\"\n",
+    )
+    .unwrap();
+    let out = agensh()
+        .args(["run", dir.to_str().unwrap(), "--scenario", "x.toml"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("organization.seed") && err.contains("no-such-dir"),
+        "{err}"
+    );
+    assert!(
+        !dir.join(".agensh").exists(),
+        "a half-made .agensh was left"
+    );
+}
+
+#[test]
+fn a_hosted_endpoint_needs_a_model_name_and_its_key_variable_set() {
+    let (_tmp, dir) = common::new_org("g");
+    let run = |extra: &[&str]| {
+        let out = agensh()
+            .args(["run", dir.to_str().unwrap(), "--agent", "builtin"])
+            .args(["--model-url", "http://127.0.0.1:9/v1"])
+            .args(extra)
+            .env_remove("AGENSH_TEST_UNSET_KEY")
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let err = run(&[]);
+    assert!(err.contains("--model NAME"), "{err}");
+    let err = run(&["--model", "m", "--api-key-env", "AGENSH_TEST_UNSET_KEY"]);
+    assert!(
+        err.contains("AGENSH_TEST_UNSET_KEY") && err.contains("not set"),
+        "{err}"
+    );
+    let err = run(&["--model", "m", "--tool-style", "xml"]);
+    assert!(err.contains("auto, tools, json"), "{err}");
+}
