@@ -852,3 +852,17 @@ async fn real_model_writes_and_runs_hello_py() {
     agent.stop().await;
     assert!(hello.contains("print"), "no hello.py written");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn https_endpoints_are_spoken_to_over_tls() {
+    // The replay server speaks plain HTTP: a TLS client fails at the handshake, which shows
+    // that https URLs are supported (a client without TLS refuses the scheme itself).
+    let replay = Replay::start().await;
+    let https = replay.base_url.replacen("http://", "https://", 1);
+    let mut t = setup(1, ToolStyle::Json, |c| c.base_url = https.clone()).await;
+    let e = t.agent.turn("Say hello.").await.unwrap_err();
+    assert!(e.message.contains(&https), "{}", e.message);
+    // rustls's words for a peer that answered the handshake with something else.
+    assert!(e.message.contains("corrupt message"), "{}", e.message);
+    assert!(replay.requests().is_empty(), "a TLS client sent plain HTTP");
+}

@@ -106,7 +106,10 @@ impl Endpoint {
                 Err(e) => {
                     return Err(ChatError::Failed(self.error(
                         "model_unreachable",
-                        format!("cannot reach it: {e} — is the model server running?"),
+                        format!(
+                            "cannot reach it: {} — is the model server running, and is the URL right?",
+                            error_chain(&e)
+                        ),
                     )))
                 }
                 Ok(resp) => {
@@ -288,4 +291,20 @@ mod tests {
         assert!(!is_context_error(400, "bad temperature"));
         assert!(!is_context_error(500, "context"));
     }
+}
+
+/// An error and its causes, one after the other (reqwest's own message hides the cause:
+/// a refused connection, a TLS failure, a bad URL).
+fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let more = s.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        source = s.source();
+    }
+    text
 }
