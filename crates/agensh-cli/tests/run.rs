@@ -510,7 +510,10 @@ fn a_directory_with_an_agensh_toml_and_a_seed_becomes_an_organization_on_its_fir
     let run = start_run(&dir, &s, &log, &["--workers", "1", "--hours", "0.001"]);
     finish(run, Duration::from_secs(60));
     assert_eq!(git(&repo, &["rev-parse", "main"]), main_before);
-    assert!(turns(&dir, "w01").len() > turns_before, "the second run ran no turn");
+    assert!(
+        turns(&dir, "w01").len() > turns_before,
+        "the second run ran no turn"
+    );
 }
 
 #[test]
