@@ -188,6 +188,15 @@ fn plan(
     })
 }
 
+/// The goal's first line, marked when there is more.
+fn first_line(goal: &str) -> String {
+    let goal = goal.trim();
+    match goal.split_once('\n') {
+        Some((first, _)) => format!("{}…", first.trim_end()),
+        None => goal.to_string(),
+    }
+}
+
 /// Stops on Ctrl-C or SIGTERM.
 fn stop_on_signal() -> watch::Receiver<bool> {
     let (tx, rx) = watch::channel(false);
@@ -248,7 +257,7 @@ pub async fn run(a: RunArgs) -> Result<()> {
     eprintln!(
         "running {n} worker(s) with the {} on \"{}\" — hub {}; Ctrl-C stops",
         plan.agent.describe(),
-        config.organization.goal.trim(),
+        first_line(&config.organization.goal),
         hub.url
     );
     let stop = stop_on_signal();
