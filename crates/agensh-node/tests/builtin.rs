@@ -866,3 +866,33 @@ async fn https_endpoints_are_spoken_to_over_tls() {
     assert!(e.message.contains("corrupt message"), "{}", e.message);
     assert!(replay.requests().is_empty(), "a TLS client sent plain HTTP");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_that_repeats_itself_is_told_and_then_its_turn_ends() {
+    let mut t = setup(1, ToolStyle::Json, |_| {}).await;
+    let same = || Reply::action("read_file", json!({ "path": "no/such/file.py" }));
+    t.replay
+        .push([same(), same(), same(), same(), same(), same(), same()]);
+    let out = t.agent.turn("Read the file.").await.unwrap();
+    assert_eq!(out.stop_reason, "repeating");
+    let reqs = t.replay.requests();
+    // Five identical actions ran; the sixth and seventh replies were never asked for.
+    assert_eq!(reqs.len(), 5);
+    // Requests 2 and 3 carry the results of the 1st and 2nd try: no note yet; request 4
+    // carries the 3rd, which says it is a repeat.
+    assert!(!content(&last_message(&reqs, 2)).contains("note:"));
+    let third = content(&last_message(&reqs, 3)).to_string();
+    assert!(third.contains("3rd time in a row"), "{third}");
+    // A different action resets the count.
+    t.replay.push([
+        same(),
+        same(),
+        Reply::action("list_files", json!({})),
+        same(),
+        Reply::action("end_turn", json!({ "summary": "gave up" })),
+    ]);
+    let out = t.agent.turn("Try again.").await.unwrap();
+    assert_eq!(out.stop_reason, "end_turn");
+    let reqs = t.replay.requests();
+    assert!(!content(&last_message(&reqs, reqs.len() - 1)).contains("note:"));
+}

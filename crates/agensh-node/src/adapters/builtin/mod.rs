@@ -158,7 +158,16 @@ struct Session {
     schema: Value,
     /// Milliseconds spent in tools during the current turn.
     tools_ms: u64,
+    /// The last action (tool, arguments, result) and how many times in a row it was
+    /// repeated with the same result: small models loop.
+    last_action: Option<(String, String)>,
+    repeats: u32,
 }
+
+/// After this many identical repeats of an action with the same result, the result says so.
+const REPEAT_WARN: u32 = 2;
+/// After this many, the turn ends (stop reason `repeating`): the next prompt brings news.
+const REPEAT_END: u32 = 4;
 
 impl BuiltinAgent {
     pub fn new(cfg: BuiltinConfig) -> Self {
@@ -257,6 +266,8 @@ impl Agent for BuiltinAgent {
             tools_chars,
             schema,
             tools_ms: 0,
+            last_action: None,
+            repeats: 0,
         });
         Ok(())
     }
@@ -576,7 +587,7 @@ impl Session {
                 line,
             );
         }
-        None
+        self.stuck()
     }
 
     /// A reply in JSON style; the stop reason when it ends the turn.
@@ -608,7 +619,7 @@ impl Session {
                     json!({ "role": "user", "content": format!("result of {name}:\n{}", out.text) }),
                     line,
                 );
-                None
+                self.stuck()
             }
             Err(e) => {
                 let mut text = format!("error: {e}");
@@ -626,6 +637,18 @@ impl Session {
         }
     }
 
+    /// Ends the turn when the agent has repeated itself too often.
+    fn stuck(&mut self) -> Option<String> {
+        if self.repeats < REPEAT_END {
+            return None;
+        }
+        self.log
+            .write(json!({ "event": "repeating", "repeats": self.repeats + 1 }));
+        self.repeats = 0;
+        self.last_action = None;
+        Some("repeating".to_string())
+    }
+
     /// Runs one tool; its output (cut to the cap) and its line for a recap.
     async fn execute(
         &mut self,
@@ -635,16 +658,32 @@ impl Session {
     ) -> (Output, String) {
         let started = Instant::now();
         let brief = args.as_ref().map(args_brief).unwrap_or_default();
+        let key = match &args {
+            Ok(v) => format!("{name} {v}"),
+            Err(e) => format!("{name} {e}"),
+        };
         let out = match args {
             Err(e) => Output::error(format!(
                 "the arguments of {name} are not valid JSON ({e}); send a JSON object"
             )),
             Ok(args) => self.dispatch(cfg, name, &args).await,
         };
-        let out = Output {
+        let mut out = Output {
             text: cut_text(&out.text, cfg.output_cap),
             ok: out.ok,
         };
+        let same = self
+            .last_action
+            .as_ref()
+            .is_some_and(|(k, r)| *k == key && *r == out.text);
+        self.repeats = if same { self.repeats + 1 } else { 0 };
+        self.last_action = Some((key, out.text.clone()));
+        if self.repeats >= REPEAT_WARN {
+            out.text.push_str(&format!(
+                "\n\nnote: this is the {} time in a row you did exactly this and got exactly this; doing it again will not change the result — do something different (fix what the result says, read a file, or take another task)",
+                ordinal(self.repeats + 1)
+            ));
+        }
         let line = format!("{name}({brief}) → {}", result_brief(&out.text));
         let ms = started.elapsed().as_millis() as u64;
         self.tools_ms += ms;
@@ -886,4 +925,15 @@ mod tests {
         assert_eq!(parse_arguments(""), Ok(json!({})));
         assert!(parse_arguments("{").is_err());
     }
+}
+
+/// "3rd", "4th", … for the repeat note.
+fn ordinal(n: u32) -> String {
+    let suffix = match (n % 10, n % 100) {
+        (1, r) if r != 11 => "st",
+        (2, r) if r != 12 => "nd",
+        (3, r) if r != 13 => "rd",
+        _ => "th",
+    };
+    format!("{n}{suffix}")
 }
