@@ -896,3 +896,27 @@ async fn an_agent_that_repeats_itself_is_told_and_then_its_turn_ends() {
     let reqs = t.replay.requests();
     assert!(!content(&last_message(&reqs, reqs.len() - 1)).contains("note:"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_that_times_out_is_asked_once_more_then_fails_the_turn() {
+    let never = Arc::new(tokio::sync::Notify::new());
+    let mut t = setup(1, ToolStyle::Json, |c| {
+        c.request_timeout = Duration::from_secs(1)
+    })
+    .await;
+    t.replay.push([
+        Reply::action("end_turn", json!({ "summary": "late" })).held(never.clone()),
+        Reply::action("end_turn", json!({ "summary": "on time" })),
+    ]);
+    let out = t.agent.turn("Go.").await.unwrap();
+    assert_eq!(out.stop_reason, "end_turn");
+    assert_eq!(t.replay.requests().len(), 2, "one retry after the timeout");
+    t.replay.push([
+        Reply::action("end_turn", json!({ "summary": "late" })).held(never.clone()),
+        Reply::action("end_turn", json!({ "summary": "late again" })).held(never.clone()),
+        Reply::action("end_turn", json!({ "summary": "never asked" })),
+    ]);
+    let e = t.agent.turn("Go again.").await.unwrap_err();
+    assert!(e.message.contains("twice"), "{}", e.message);
+    assert_eq!(t.replay.left(), 1, "no third try");
+}

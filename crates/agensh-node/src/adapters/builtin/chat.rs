@@ -11,6 +11,8 @@ use super::actions::ordered_json;
 
 /// Tries of one request (the first and three retries).
 const TRIES: u32 = 4;
+/// Tries of a request that timed out (a second try finds the prompt cached).
+const TIMEOUT_TRIES: u32 = 2;
 /// The first wait before a retry; doubled each time.
 const BACKOFF: Duration = Duration::from_secs(1);
 /// The longest `Retry-After` honoured.
@@ -90,11 +92,21 @@ impl Endpoint {
                 req = req.bearer_auth(k);
             }
             let retry = match req.send().await {
+                // A busy local server (every slot taken, a long prompt to read) can miss the
+                // timeout once; the retry finds the prompt's prefix cached.
+                Err(e) if e.is_timeout() && tries < TIMEOUT_TRIES => {
+                    tracing::warn!(
+                        "model endpoint {}: no answer within {} s; asking once more",
+                        self.url,
+                        self.timeout.as_secs()
+                    );
+                    None
+                }
                 Err(e) if e.is_timeout() => {
                     return Err(ChatError::Failed(self.error(
                         "model_timeout",
                         format!(
-                            "no answer within {} s (request_timeout) — is the model too slow for this prompt size?",
+                            "no answer within {} s (request_timeout), twice — is the model too slow for this prompt size, or the machine too busy?",
                             self.timeout.as_secs()
                         ),
                     )))
