@@ -260,6 +260,22 @@ pub fn parse_reply(body: &str) -> Result<Reply, String> {
     })
 }
 
+/// An error and its causes, one after the other (reqwest's own message hides the cause:
+/// a refused connection, a TLS failure, a bad URL).
+fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let more = s.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        source = s.source();
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -303,20 +319,4 @@ mod tests {
         assert!(!is_context_error(400, "bad temperature"));
         assert!(!is_context_error(500, "context"));
     }
-}
-
-/// An error and its causes, one after the other (reqwest's own message hides the cause:
-/// a refused connection, a TLS failure, a bad URL).
-fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        let more = s.to_string();
-        if !text.contains(&more) {
-            text.push_str(": ");
-            text.push_str(&more);
-        }
-        source = s.source();
-    }
-    text
 }

@@ -886,6 +886,17 @@ fn opt_u64_arg(args: &Value, key: &str) -> std::result::Result<Option<u64>, Stri
     }
 }
 
+/// "3rd", "4th", … for the repeat note.
+fn ordinal(n: u32) -> String {
+    let suffix = match (n % 10, n % 100) {
+        (1, r) if r != 11 => "st",
+        (2, r) if r != 12 => "nd",
+        (3, r) if r != 13 => "rd",
+        _ => "th",
+    };
+    format!("{n}{suffix}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -925,15 +936,4 @@ mod tests {
         assert_eq!(parse_arguments(""), Ok(json!({})));
         assert!(parse_arguments("{").is_err());
     }
-}
-
-/// "3rd", "4th", … for the repeat note.
-fn ordinal(n: u32) -> String {
-    let suffix = match (n % 10, n % 100) {
-        (1, r) if r != 11 => "st",
-        (2, r) if r != 12 => "nd",
-        (3, r) if r != 13 => "rd",
-        _ => "th",
-    };
-    format!("{n}{suffix}")
 }
