@@ -9,13 +9,18 @@
 //! - **throughput** — completion and prompt tokens of every model reply
 //!   (`builtin.jsonl`, `reply` events) ÷ run seconds; prompt tokens the server actually
 //!   evaluated (without its prompt cache) from its own timing lines; model requests and
-//!   turns per minute, all workers together;
+//!   turns per minute, all workers together. Requests still running at the end are
+//!   cancelled and never logged, so the server's `GET /slots` is read 0.3 s before the end
+//!   and their tokens so far are added (a reply logged after that read is left out);
 //! - **the harness's share of a turn** — from each line of `turns.jsonl`:
 //!   (wall − `model_ms` − `tools_ms`) / wall, as p50 over turns and as an aggregate
 //!   (sums over all turns), next to the model's and the tools' aggregate shares;
 //! - **between turns** — one turn's `ended` to the next turn's `started` of the same worker
 //!   (p50). This includes waiting for events and the idle timeout, so it is mostly waiting,
-//!   not work.
+//!   not work;
+//! - **load** — the CPU cores this process (with the commands it ran) and its model server
+//!   used, and what everything else on the machine used meanwhile (`/proc`), so a run on a
+//!   shared machine can be judged.
 //!
 //! Baseline: before the agents of N = 1 start, one direct `POST /v1/chat/completions` on
 //! the same server; its `timings` give the single-stream prompt and generation speed, so the
@@ -39,6 +44,9 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use serde_json::{json, Value};
 use tokio::sync::{mpsc, watch};
+
+/// How long before the end of a run the slots of the server are read.
+const SNAPSHOT_BEFORE_END: Duration = Duration::from_millis(300);
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -100,6 +108,8 @@ struct Row {
     turns: usize,
     requests: usize,
     invalid_actions: usize,
+    /// Requests still running at the end (their tokens so far are counted).
+    in_flight: usize,
     completion_tokens: u64,
     prompt_tokens: u64,
     /// Prompt tokens the server evaluated (not taken from its prompt cache).
@@ -107,6 +117,8 @@ struct Row {
     gen_tps: f64,
     prompt_tps: f64,
     prompt_eval_tps: Option<f64>,
+    /// The server's whole work: prompt tokens evaluated plus tokens generated, per second.
+    server_tps: Option<f64>,
     /// `gen_tps` ÷ the baseline's single-stream generation speed.
     gen_vs_single: Option<f64>,
     /// Generation speed of one slot while it decoded (server timings), averaged.
@@ -122,12 +134,19 @@ struct Row {
     harness_ms_p50: f64,
     harness_ms_p90: f64,
     /// One turn's end to the same worker's next start: mostly waiting (events, idle timeout).
-    between_turns_ms_p50: f64,
-    between_turns_ms_p90: f64,
+    /// None when no worker had two turns.
+    between_turns_ms_p50: Option<f64>,
+    between_turns_ms_p90: Option<f64>,
+    /// Between-turn gaps (samples).
+    between_turns: usize,
     /// Run start to a worker's first turn (checkout, MCP session), p50.
     first_turn_ms_p50: f64,
     stop_reasons: BTreeMap<String, usize>,
     processes_left: usize,
+    /// Cores this benchmark and its model server used on average during the run.
+    cpu_ours_cores: f64,
+    /// Cores everything else on the machine used on average during the run (others' work).
+    cpu_others_cores: f64,
 }
 
 pub async fn run(a: Args) -> Result<()> {
@@ -284,6 +303,7 @@ async fn run_one(
     let run_for = Duration::from_secs(a.secs);
     let t0 = SystemTime::now();
     let started = Instant::now();
+    let cpu_before = cpu_sample(server_pgid);
     let plan = NodePlan {
         org_dir: org.clone(),
         hub_url: hub.url.clone(),
@@ -301,6 +321,13 @@ async fn run_one(
     let (stop_tx, stop_rx) = watch::channel(false);
     let (tx, mut rx) = mpsc::unbounded_channel();
     let mut node = tokio::spawn(run_node(plan, stop_rx, tx));
+    // Requests still running when the run ends are cancelled and never logged: their work
+    // so far comes from the server's /slots just before the end.
+    let snapshot = tokio::spawn(slots_snapshot(
+        format!("http://127.0.0.1:{}/slots", server.port()),
+        tokio::time::Instant::now() + run_for.saturating_sub(SNAPSHOT_BEFORE_END),
+        serve_log.clone(),
+    ));
 
     let bar = ProgressBar::new(a.secs);
     bar.set_style(
@@ -336,6 +363,8 @@ async fn run_one(
     let _ = stop_tx.send(true);
     let summary = summary.context("the node task failed")??;
     let elapsed = started.elapsed();
+    let (in_flight, log_to) = snapshot.await.unwrap_or_default();
+    let cpu_after = cpu_sample(server_pgid);
     hub.shutdown().await;
     server.stop().await;
     let left = processes_left(server_pgid);
@@ -351,12 +380,29 @@ async fn run_one(
             eprintln!("N={n}: worker {id} failed: {e}");
         }
     }
-    if let Some((evaluated, per_stream)) = server_timings(&serve_log, log_from) {
+    if let Some(f) = &in_flight {
+        row.in_flight = f.requests;
+        row.completion_tokens += f.decoded;
+        row.prompt_tokens += f.prompt;
+        row.gen_tps = round1(row.completion_tokens as f64 / row.secs);
+        row.prompt_tps = round1(row.prompt_tokens as f64 / row.secs);
+    }
+    let log_to = log_to.max(log_from);
+    if let Some((evaluated, per_stream)) = server_timings(&serve_log, log_from, log_to) {
+        let evaluated = evaluated + in_flight.as_ref().map_or(0, |f| f.prompt_evaluated);
         row.prompt_tokens_evaluated = Some(evaluated);
         row.prompt_eval_tps = Some(round1(evaluated as f64 / row.secs));
+        row.server_tps = Some(round1(
+            (evaluated + row.completion_tokens) as f64 / row.secs,
+        ));
         row.per_stream_gen_tps = per_stream.map(round1);
     }
     row.processes_left = left.len();
+    let secs = elapsed.as_secs_f64();
+    row.cpu_ours_cores = round2((cpu_after.ours - cpu_before.ours) / secs);
+    row.cpu_others_cores = round2(
+        ((cpu_after.busy - cpu_before.busy) - (cpu_after.ours - cpu_before.ours)).max(0.0) / secs,
+    );
     eprintln!(
         "N={n}: done in {:.1} s: {} turns, {} requests, {:.1} tokens/s generated",
         elapsed.as_secs_f64(),
@@ -463,6 +509,7 @@ fn analyse(org: &Path, n: usize, secs: f64, t0: SystemTime) -> Result<Row> {
         .duration_since(SystemTime::UNIX_EPOCH)
         .unwrap_or_default()
         .as_millis() as f64;
+    let cutoff_ms = t0_ms + secs * 1000.0 - SNAPSHOT_BEFORE_END.as_millis() as f64;
     let logs = org.join(".agensh").join("logs");
     let mut row = Row {
         workers: n,
@@ -523,7 +570,8 @@ fn analyse(org: &Path, n: usize, secs: f64, t0: SystemTime) -> Result<Row> {
         row.turns += turns.len();
         for v in json_lines(&dir.join("builtin.jsonl")) {
             match v.get("event").and_then(Value::as_str) {
-                Some("reply") => {
+                // Later replies are counted as in flight, from the server's slots.
+                Some("reply") if v.get("at").and_then(Value::as_f64) <= Some(cutoff_ms) => {
                     row.requests += 1;
                     row.prompt_tokens +=
                         v.get("prompt_tokens").and_then(Value::as_u64).unwrap_or(0);
@@ -556,18 +604,20 @@ fn analyse(org: &Path, n: usize, secs: f64, t0: SystemTime) -> Result<Row> {
     row.turn_ms_p50 = round1(pct(&walls, 50.0));
     row.harness_ms_p50 = round1(pct(&harness_ms, 50.0));
     row.harness_ms_p90 = round1(pct(&harness_ms, 90.0));
-    row.between_turns_ms_p50 = round1(pct(&gaps, 50.0));
-    row.between_turns_ms_p90 = round1(pct(&gaps, 90.0));
+    row.between_turns = gaps.len();
+    row.between_turns_ms_p50 = (!gaps.is_empty()).then(|| round1(pct(&gaps, 50.0)));
+    row.between_turns_ms_p90 = (!gaps.is_empty()).then(|| round1(pct(&gaps, 90.0)));
     row.first_turn_ms_p50 = round1(pct(&firsts, 50.0));
     Ok(row)
 }
 
-/// From the server's log after `from`: prompt tokens it evaluated, and the mean decode
-/// speed of one slot (tokens ÷ decode time, summed over requests).
-fn server_timings(log: &Path, from: u64) -> Option<(u64, Option<f64>)> {
+/// From the server's log between `from` and `to`: prompt tokens it evaluated, and the mean
+/// decode speed of one slot (tokens ÷ decode time, summed over requests); None when the
+/// log cannot be read.
+fn server_timings(log: &Path, from: u64, to: u64) -> Option<(u64, Option<f64>)> {
     let bytes = std::fs::read(log).ok()?;
-    let text = String::from_utf8_lossy(bytes.get(from as usize..)?);
-    let (mut prompt_tokens, mut gen_tokens, mut gen_ms, mut seen) = (0u64, 0u64, 0.0, false);
+    let text = String::from_utf8_lossy(bytes.get(from as usize..to as usize)?);
+    let (mut prompt_tokens, mut gen_tokens, mut gen_ms) = (0u64, 0u64, 0.0);
     for line in text.lines() {
         if !line.contains("print_timing") {
             continue;
@@ -575,7 +625,6 @@ fn server_timings(log: &Path, from: u64) -> Option<(u64, Option<f64>)> {
         if let Some(rest) = line.split("prompt eval time =").nth(1) {
             if let Some((_, t)) = ms_and_tokens(rest) {
                 prompt_tokens += t;
-                seen = true;
             }
         } else if let Some(rest) = line.split("eval time =").nth(1) {
             if let Some((ms, t)) = ms_and_tokens(rest) {
@@ -584,10 +633,102 @@ fn server_timings(log: &Path, from: u64) -> Option<(u64, Option<f64>)> {
             }
         }
     }
-    seen.then(|| {
-        let per_stream = (gen_ms > 0.0).then(|| gen_tokens as f64 / gen_ms * 1000.0);
-        (prompt_tokens, per_stream)
-    })
+    let per_stream = (gen_ms > 0.0).then(|| gen_tokens as f64 / gen_ms * 1000.0);
+    Some((prompt_tokens, per_stream))
+}
+
+/// What the requests in flight at the end of a run had done (from `GET /slots`).
+#[derive(Debug, Clone, Default)]
+struct InFlight {
+    requests: usize,
+    /// Tokens generated so far.
+    decoded: u64,
+    /// Prompt tokens of the requests already generating (their prompt is done).
+    prompt: u64,
+    /// Of these, the ones the server evaluated (not from its cache).
+    prompt_evaluated: u64,
+}
+
+/// At `at`: the server log's length (what completed before) and the slots' work so far.
+async fn slots_snapshot(
+    url: String,
+    at: tokio::time::Instant,
+    log: PathBuf,
+) -> (Option<InFlight>, u64) {
+    tokio::time::sleep_until(at).await;
+    let log_len = std::fs::metadata(&log).map_or(0, |m| m.len());
+    let Ok(http) = reqwest::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(20))
+        .build()
+    else {
+        return (None, log_len);
+    };
+    let slots: Option<Value> = match http.get(&url).send().await {
+        Ok(r) if r.status().is_success() => r.json().await.ok(),
+        _ => None,
+    };
+    let Some(slots) = slots.as_ref().and_then(Value::as_array) else {
+        return (None, log_len);
+    };
+    let mut f = InFlight::default();
+    for s in slots {
+        if s.get("is_processing").and_then(Value::as_bool) != Some(true) {
+            continue;
+        }
+        let num = |p: &str| s.pointer(p).and_then(Value::as_u64).unwrap_or(0);
+        let decoded = num("/next_token/0/n_decoded");
+        f.requests += 1;
+        f.decoded += decoded;
+        if decoded > 0 {
+            f.prompt += num("/n_prompt_tokens");
+            f.prompt_evaluated += num("/n_prompt_tokens_processed");
+        }
+    }
+    (Some(f), log_len)
+}
+
+/// CPU seconds so far: the whole machine busy, and this process with its reaped children
+/// and the model server.
+#[derive(Debug, Clone, Copy, Default)]
+struct Cpu {
+    busy: f64,
+    ours: f64,
+}
+
+fn cpu_sample(server: Option<i32>) -> Cpu {
+    // SAFETY: sysconf reads a constant.
+    let tick = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    let busy = std::fs::read_to_string("/proc/stat")
+        .ok()
+        .and_then(|s| {
+            let f: Vec<f64> = s
+                .lines()
+                .next()?
+                .split_whitespace()
+                .skip(1)
+                .filter_map(|x| x.parse().ok())
+                .collect();
+            // user nice system idle iowait irq softirq steal …: all but idle and iowait.
+            Some(f.iter().take(8).sum::<f64>() - f.get(3)? - f.get(4)?)
+        })
+        .unwrap_or(0.0);
+    let proc_cpu = |pid: String| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| {
+                // From the state (field 3) on; utime, stime, cutime, cstime are fields 14–17.
+                let f: Vec<&str> = s[s.rfind(')')? + 2..].split_whitespace().collect();
+                let n = |i: usize| f.get(i - 3).and_then(|x| x.parse::<f64>().ok());
+                Some(n(14)? + n(15)? + n(16)? + n(17)?)
+            })
+            .unwrap_or(0.0)
+    };
+    let ours = proc_cpu("self".into()) + server.map_or(0.0, |p| proc_cpu(p.to_string()));
+    Cpu {
+        busy: busy / tick,
+        ours: ours / tick,
+    }
 }
 
 /// `"  734.46 ms /    99 tokens (…"` → (734.46, 99).
@@ -623,12 +764,13 @@ fn print_table(a: &Args, size: Size, b: &Baseline, rows: &[Row]) {
     );
     println!();
     println!(
-        "{:>2} {:>7} {:>9} {:>14} {:>14} {:>10} {:>16} {:>6} {:>6} {:>8} {:>10} {:>9}",
+        "{:>2} {:>7} {:>9} {:>14} {:>14} {:>8} {:>10} {:>16} {:>6} {:>6} {:>8} {:>10} {:>9}",
         "N",
         "req/min",
         "turns/min",
         "gen tok/s",
         "prompt tok/s",
+        "server",
         "slot tok/s",
         "harness p50/agg",
         "model",
@@ -647,12 +789,13 @@ fn print_table(a: &Args, size: Size, b: &Baseline, rows: &[Row]) {
             None => format!("{:.0}/-", r.prompt_tps),
         };
         println!(
-            "{:>2} {:>7.1} {:>9.1} {:>14} {:>14} {:>10} {:>16} {:>6} {:>6} {:>8.1} {:>10} {:>9}",
+            "{:>2} {:>7.1} {:>9.1} {:>14} {:>14} {:>8} {:>10} {:>16} {:>6} {:>6} {:>8.1} {:>10} {:>9}",
             r.workers,
             r.requests_per_min,
             r.turns_per_min,
             format!("{:.1}{ratio}", r.gen_tps),
             prompt,
+            r.server_tps.map_or("-".into(), |x| format!("{x:.1}")),
             r.per_stream_gen_tps
                 .map(|x| format!("{x:.1}"))
                 .unwrap_or_else(|| "-".into()),
@@ -665,11 +808,12 @@ fn print_table(a: &Args, size: Size, b: &Baseline, rows: &[Row]) {
             pct_str(r.tools_share_agg),
             r.harness_ms_p50,
             secs_str(r.turn_ms_p50),
-            secs_str(r.between_turns_ms_p50),
+            r.between_turns_ms_p50.map_or("-".into(), secs_str),
         );
     }
     println!();
-    println!("gen tok/s: completion tokens of all workers / run seconds (x: of the single stream); prompt tok/s: sent / evaluated by the server (not from its cache)");
+    println!("gen tok/s: completion tokens of all workers / run seconds (x: of the single stream); prompt tok/s: sent / evaluated by the server (not from its cache);");
+    println!("server: prompt tokens evaluated + tokens generated, per second;");
     println!("slot tok/s: decode speed of one request while it decoded (server timings); harness: (turn wall - model_ms - tools_ms) / turn wall, p50 over turns / aggregate;");
     println!("model, tools: aggregate shares of turn wall time; h ms p50: harness ms per turn; gap: one turn's end to the same worker's next start (includes waiting for events and the idle timeout)");
     println!();
@@ -680,11 +824,12 @@ fn print_table(a: &Args, size: Size, b: &Baseline, rows: &[Row]) {
             .map(|(k, v)| format!("{k} {v}"))
             .collect();
         println!(
-            "N={}: {} turns ({}), {} requests, {} invalid actions, {} completion / {} prompt tokens (evaluated {}), harness ms p90 {:.1}, gap p90 {}, first turn after {}, server ready in {:.1} s, workers failed {}, processes left {}",
+            "N={}: {} turns ({}), {} requests (+{} in flight at the end), {} invalid actions, {} completion / {} prompt tokens (evaluated {}), harness ms p90 {:.1}, {} gaps between turns (p90 {}), first turn after {}, server ready in {:.1} s, CPU: this benchmark and its server {:.2} cores, everything else {:.2} cores, workers failed {}, processes left {}",
             r.workers,
             r.turns,
             reasons.join(", "),
             r.requests,
+            r.in_flight,
             r.invalid_actions,
             r.completion_tokens,
             r.prompt_tokens,
@@ -692,9 +837,12 @@ fn print_table(a: &Args, size: Size, b: &Baseline, rows: &[Row]) {
                 .map(|x| x.to_string())
                 .unwrap_or_else(|| "-".into()),
             r.harness_ms_p90,
-            secs_str(r.between_turns_ms_p90),
+            r.between_turns,
+            r.between_turns_ms_p90.map_or("-".into(), secs_str),
             secs_str(r.first_turn_ms_p50),
             r.server_ready_secs,
+            r.cpu_ours_cores,
+            r.cpu_others_cores,
             r.workers_failed,
             r.processes_left
         );

@@ -22,15 +22,23 @@ const GOAL: &str = "A tiny warm-up. Each worker, on its own: (1) post one OBSERV
 board saying which worker you are; (2) write a file named after your worker id, e.g. w01.txt, \
 with one line saying hello; (3) commit it with git; (4) end your turn.";
 
-/// Ids of the model server processes now running (python processes that load xllamacpp).
-fn model_servers() -> Vec<u32> {
+/// Set on the run under test and inherited by everything it starts, so the processes it
+/// leaves behind can be told apart from other model servers on the machine.
+const MARK: &str = "AGENSH_LOCAL_MODEL_TIER_RUN";
+
+/// Ids of the model server processes (python processes that load xllamacpp) started by the
+/// run marked with `mark`.
+fn model_servers(mark: &str) -> Vec<u32> {
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
             continue;
         };
         let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
-        if String::from_utf8_lossy(&cmdline).contains("xllamacpp") {
+        let environ = std::fs::read(entry.path().join("environ")).unwrap_or_default();
+        if String::from_utf8_lossy(&cmdline).contains("xllamacpp")
+            && String::from_utf8_lossy(&environ).contains(&format!("{MARK}={mark}"))
+        {
             found.push(pid);
         }
     }
@@ -65,7 +73,11 @@ fn two_workers_on_the_local_model_take_real_turns_and_stop_at_the_time_limit() {
         ),
     )
     .unwrap();
-    let before = model_servers();
+    let mark = format!(
+        "{}-{}",
+        std::process::id(),
+        agensh_domain::time::unix_ms(std::time::SystemTime::now())
+    );
 
     let started = Instant::now();
     let child = agensh()
@@ -76,6 +88,7 @@ fn two_workers_on_the_local_model_take_real_turns_and_stop_at_the_time_limit() {
             "127.0.0.1:0",
             "--json",
         ])
+        .env(MARK, &mark)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -85,13 +98,22 @@ fn two_workers_on_the_local_model_take_real_turns_and_stop_at_the_time_limit() {
     // 3.6 minutes of run, plus installing nothing (done before), starting the server and
     // the last turn finishing.
     let limit = Duration::from_secs(600);
+    // The run's own model server is seen while it runs (so finding none at the end means
+    // it was stopped, not that the search misses it).
+    let mut seen_server = false;
+    let mut last_look = Instant::now();
     while !waiter.is_finished() {
         if started.elapsed() > limit {
             let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
             panic!("agensh run did not end within {limit:?}");
         }
+        if !seen_server && last_look.elapsed() > Duration::from_secs(2) {
+            seen_server = !model_servers(&mark).is_empty();
+            last_look = Instant::now();
+        }
         std::thread::sleep(Duration::from_millis(200));
     }
+    assert!(seen_server, "the run's model server was never seen");
     let out = waiter.join().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "run failed: {stderr}");
@@ -147,10 +169,7 @@ fn two_workers_on_the_local_model_take_real_turns_and_stop_at_the_time_limit() {
     }
     // No model server and no agent process is left behind.
     std::thread::sleep(Duration::from_secs(1));
-    let left: Vec<u32> = model_servers()
-        .into_iter()
-        .filter(|p| !before.contains(p))
-        .collect();
+    let left = model_servers(&mark);
     assert!(left.is_empty(), "model server processes left: {left:?}");
 }
 
