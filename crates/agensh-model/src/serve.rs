@@ -270,6 +270,11 @@ impl ModelServer {
 
     /// Kills the server (if it still runs) and builds the error for a failed start.
     async fn fail(&mut self, exited: bool) -> Error {
+        if exited {
+            // Its output closed: it is exiting. Give it a moment, so its exit status (not
+            // a kill of ours) is what the error reports.
+            let _ = tokio::time::timeout(Duration::from_secs(3), self.child.wait()).await;
+        }
         let running = matches!(self.child.try_wait(), Ok(None));
         if running {
             self.signal(libc::SIGKILL);
