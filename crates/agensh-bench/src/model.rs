@@ -317,6 +317,7 @@ async fn run_one(
         notices_before_end: Vec::new(),
         pack: Vec::new(),
         agensh: std::env::current_exe()?,
+        agent_cpu: Default::default(),
     };
     let (stop_tx, stop_rx) = watch::channel(false);
     let (tx, mut rx) = mpsc::unbounded_channel();

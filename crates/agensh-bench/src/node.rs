@@ -25,7 +25,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use agensh_client::Client;
-use agensh_domain::config::Config;
+use agensh_domain::config::{AgentCpu, Config};
 use agensh_domain::message::NewMessage;
 use agensh_domain::worker::WorkerStatus;
 use anyhow::{anyhow, bail, Context, Result};
@@ -48,6 +48,10 @@ pub struct Args {
     /// finish compete for the CPU with the dispatch to the others — the worst case).
     #[arg(long, default_value_t = 0)]
     turn_ms: u64,
+    /// How the agents share the CPU with the node (`run.agent_cpu`): background (the
+    /// default), low or normal.
+    #[arg(long, default_value = "background", value_parser = parse_agent_cpu)]
+    agent_cpu: AgentCpu,
     /// Seconds to let the node settle once every worker is idle, before reading memory.
     #[arg(long, default_value_t = 3.0)]
     settle_secs: f64,
@@ -70,6 +74,15 @@ pub struct Args {
     /// Print the results as JSON.
     #[arg(long)]
     json: bool,
+}
+
+fn parse_agent_cpu(s: &str) -> std::result::Result<AgentCpu, String> {
+    match s {
+        "background" => Ok(AgentCpu::Background),
+        "low" => Ok(AgentCpu::Low),
+        "normal" => Ok(AgentCpu::Normal),
+        _ => Err("use background, low or normal".into()),
+    }
 }
 
 /// The agents' scenario. With `turn_ms` 0 every turn ends at once (the agents cost
@@ -467,7 +480,13 @@ fn log_file(path: &Path) -> Result<std::fs::File> {
 
 /// `agensh init`, then `[run]` set for the benchmark: no stagger, no deadline, no idle
 /// prompts during the run.
-fn init_org(agensh: &Path, dir: &Path, scenario: &Path, workers: usize) -> Result<()> {
+fn init_org(
+    agensh: &Path,
+    dir: &Path,
+    scenario: &Path,
+    workers: usize,
+    agent_cpu: AgentCpu,
+) -> Result<()> {
     let out = agensh_cmd(agensh)
         .arg("init")
         .arg(dir)
@@ -489,6 +508,7 @@ fn init_org(agensh: &Path, dir: &Path, scenario: &Path, workers: usize) -> Resul
     config.run.idle_timeout_secs = 3600;
     config.run.hours = 0.0;
     config.run.notices_minutes = vec![0.001];
+    config.run.agent_cpu = agent_cpu;
     config.validate()?;
     std::fs::write(&path, config.template())?;
     Ok(())
@@ -694,7 +714,7 @@ pub async fn run(a: Args) -> Result<()> {
     };
     let scenario = dir.join(".agensh/bench-scenario.toml");
     let outcome = async {
-        init_org(&agensh, &dir, &scenario, a.workers)?;
+        init_org(&agensh, &dir, &scenario, a.workers, a.agent_cpu)?;
         // Turns: the launch turn and one per post, with some to spare.
         std::fs::write(&scenario, self::scenario(a.turn_ms, a.posts + 8))?;
         // On Ctrl-C or SIGTERM the measurement is dropped, and with it every process it
@@ -910,6 +930,7 @@ async fn measure(
         "workers": n,
         "posts": a.posts,
         "turn_ms": a.turn_ms,
+        "agent_cpu": a.agent_cpu.as_str(),
         "activation": {
             "seconds": (activation.as_secs_f64() * 10.0).round() / 10.0,
             "agents": agents.len(),
@@ -970,8 +991,8 @@ fn print_table(r: &Value) {
         t => format!("turns take {t} ms"),
     };
     println!(
-        "node benchmark: {} scripted workers in one node process, {} posts, {turns}",
-        r["workers"], r["posts"]
+        "node benchmark: {} scripted workers in one node process, {} posts, {turns}, agents' CPU {}",
+        r["workers"], r["posts"], r["agent_cpu"].as_str().unwrap_or("?")
     );
     println!(
         "activation     {} workers launched and idle after {} s ({} agent processes)",

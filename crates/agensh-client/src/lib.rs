@@ -6,12 +6,12 @@ pub mod mcp;
 
 use std::time::Duration;
 
-use agensh_domain::event::Event;
+use agensh_domain::event::{Event, PollMany, PolledMany};
 use agensh_domain::message::{Message, NewMessage};
 use agensh_domain::pr::{Comment, NewPr, PullRequest, Review};
 use agensh_domain::record::{Appended, NewRecord, Record};
 use agensh_domain::view::ViewEntry;
-use agensh_domain::worker::{NewWorker, WorkerInfo, WorkerStatus};
+use agensh_domain::worker::{NewWorker, StatusReport, StatusReports, WorkerInfo, WorkerStatus};
 use agensh_domain::{Error, ErrorKind};
 pub use agensh_store::{QueueState, Unfolded};
 use reqwest::{Method, RequestBuilder, StatusCode};
@@ -63,6 +63,14 @@ impl Client {
             token: token.to_string(),
             acting_as: None,
             http,
+        }
+    }
+
+    /// The same client (and connection pool) with another token.
+    pub fn with_token(&self, token: &str) -> Self {
+        Client {
+            token: token.to_string(),
+            ..self.clone()
         }
     }
 
@@ -158,6 +166,23 @@ impl Client {
                 .json(&json!({ "status": status })),
         )
         .await
+    }
+
+    /// Sets many workers' statuses in one request (a node's report): all or none.
+    pub async fn set_statuses(&self, reports: &[StatusReport]) -> Result<usize> {
+        #[derive(Deserialize)]
+        struct Updated {
+            updated: usize,
+        }
+        let u: Updated = self
+            .send(
+                self.request(Method::PUT, "/workers/status")
+                    .json(&StatusReports {
+                        workers: reports.to_vec(),
+                    }),
+            )
+            .await?;
+        Ok(u.updated)
     }
 
     pub async fn post_record(&self, record: &NewRecord) -> Result<Appended> {
@@ -264,6 +289,17 @@ impl Client {
             )
             .await?;
         Ok(p.events)
+    }
+
+    /// One long-poll for many workers (a node's): acknowledges each entry's `ack`, then
+    /// answers their pending events, waiting up to `poll.wait` seconds for the first.
+    pub async fn poll_many(&self, poll: &PollMany) -> Result<PolledMany> {
+        self.send(
+            self.request(Method::POST, "/events/poll")
+                .json(poll)
+                .timeout(Duration::from_secs(poll.wait + 30)),
+        )
+        .await
     }
 
     /// Acknowledges events; returns how many were newly acknowledged.

@@ -102,6 +102,35 @@ pub struct RunConfig {
     pub idle_timeout_secs: u64,
     /// Deadline notices, in minutes before the end.
     pub notices_minutes: Vec<f64>,
+    /// How agent processes share the CPU with the harness.
+    pub agent_cpu: AgentCpu,
+}
+
+/// How agent processes (ACP and scripted agents, and everything they start) share the CPU
+/// with the harness (`run.agent_cpu`). A post to a channel wakes every worker at once; at
+/// the harness's priority, hundreds of agents waking together delay the prompts to the
+/// last workers by a tenth of a second and more on a small machine.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AgentCpu {
+    /// `SCHED_IDLE` (and nice 19): agents get every cycle the harness does not use, and
+    /// the harness never waits for them. The default.
+    #[default]
+    Background,
+    /// Nice 19: agents yield to the harness by weight only.
+    Low,
+    /// The harness's own priority.
+    Normal,
+}
+
+impl AgentCpu {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AgentCpu::Background => "background",
+            AgentCpu::Low => "low",
+            AgentCpu::Normal => "normal",
+        }
+    }
 }
 
 impl Default for RunConfig {
@@ -115,6 +144,7 @@ impl Default for RunConfig {
             stagger_secs: 2.0,
             idle_timeout_secs: 300,
             notices_minutes: vec![45.0, 5.0],
+            agent_cpu: AgentCpu::Background,
         }
     }
 }
@@ -358,6 +388,10 @@ stagger_secs = {stagger}
 idle_timeout_secs = {idle}
 # Deadline notices, in minutes before the end of the run.
 notices_minutes = {notices}
+# How agent processes share the CPU with the harness: "background" (the default: agents
+# run on every cycle the harness leaves, so prompts reach 1,024 workers without waiting for
+# them), "low" (nice 19) or "normal" (the harness's own priority).
+agent_cpu = "{agent_cpu}"
 "#,
             seed = if self.organization.seed.is_empty() {
                 String::new()
@@ -388,6 +422,7 @@ notices_minutes = {notices}
             hours = toml::Value::Float(self.run.hours),
             stagger = toml::Value::Float(self.run.stagger_secs),
             idle = self.run.idle_timeout_secs,
+            agent_cpu = self.run.agent_cpu.as_str(),
             notices = toml::Value::Array(
                 self.run
                     .notices_minutes
@@ -515,6 +550,22 @@ mod tests {
         let e =
             Config::parse("[organization]\ngoal = \"x\"\n[run]\nagent = \"claud\"\n").unwrap_err();
         assert!(e.message.contains("builtin, acp, script"), "{}", e.message);
+    }
+
+    #[test]
+    fn agent_cpu_is_one_of_three_and_defaults_to_background() {
+        let c = Config::parse("[organization]\ngoal = \"x\"\n").unwrap();
+        assert_eq!(c.run.agent_cpu, AgentCpu::Background);
+        let mut c = Config::with_goal("g");
+        c.run.agent_cpu = AgentCpu::Low;
+        assert_eq!(Config::parse(&c.template()).unwrap(), c);
+        let e = Config::parse("[organization]\ngoal = \"x\"\n[run]\nagent_cpu = \"idle\"\n")
+            .unwrap_err();
+        assert!(
+            e.message.contains("background") && e.message.contains("normal"),
+            "{}",
+            e.message
+        );
     }
 
     #[test]

@@ -1,6 +1,10 @@
 //! Events: what a worker must hear about, delivered through its durable queue.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
+
+use crate::error::Error;
 
 /// How soon an event must reach its worker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -95,6 +99,65 @@ pub struct Event {
     pub except: Option<String>,
     /// Unix ms.
     pub created_at: i64,
+}
+
+/// One worker in a poll for many workers (`POST /events/poll`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PollEntry {
+    pub id: String,
+    /// The worker's token; needed unless the request's own token is the admin's or this
+    /// worker's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
+    /// Only events with a sequence number above this (the ones already in hand).
+    #[serde(default)]
+    pub after: i64,
+    /// Events of this worker to acknowledge first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ack: Vec<i64>,
+}
+
+/// The body of `POST /events/poll`: a node's one long-poll for many of its workers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PollMany {
+    /// Seconds to wait when no named worker has an event pending (0: answer at once).
+    #[serde(default)]
+    pub wait: u64,
+    /// Most events per worker.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<usize>,
+    pub workers: Vec<PollEntry>,
+}
+
+/// The answer of `POST /events/poll`: each event once, and which worker gets which.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PolledMany {
+    /// Every event delivered to any of the workers, once, oldest first.
+    pub events: Vec<Event>,
+    /// Worker id → the `seq` of its events, oldest first; only workers with events.
+    #[serde(default)]
+    pub workers: BTreeMap<String, Vec<i64>>,
+    /// Worker id → why its entry was refused (its acks: nothing of them was applied);
+    /// such a worker gets no events in this answer.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub errors: BTreeMap<String, Error>,
+}
+
+impl PolledMany {
+    /// The events of `worker`, oldest first.
+    pub fn events_of(&self, worker: &str) -> Vec<Event> {
+        let Some(seqs) = self.workers.get(worker) else {
+            return Vec::new();
+        };
+        seqs.iter()
+            .filter_map(|seq| {
+                self.events
+                    .binary_search_by_key(seq, |e| e.seq)
+                    .ok()
+                    .map(|i| self.events[i].clone())
+            })
+            .collect()
+    }
 }
 
 impl Event {

@@ -8,6 +8,28 @@ use crate::record::Record;
 /// Most workers one `workers add` call creates.
 pub const ADD_LIMIT: usize = 4_096;
 
+/// Most workers one request for many workers may name (a node's status report and its
+/// event poll: `PUT /workers/status`, `POST /events/poll`).
+pub const BATCH_LIMIT: usize = 4_096;
+
+/// One worker's status in a report for many workers (`PUT /workers/status`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatusReport {
+    pub id: String,
+    /// The worker's token; needed unless the request's own token is the admin's or this
+    /// worker's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
+    /// One of [`WorkerStatus::ALL`], as text.
+    pub status: String,
+}
+
+/// The body of `PUT /workers/status`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatusReports {
+    pub workers: Vec<StatusReport>,
+}
+
 /// What a worker is doing, as its node last reported.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -6,7 +6,7 @@ use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 
 use crate::error::ApiError;
-use crate::state::AppState;
+use crate::state::{AppState, Inner};
 
 /// Header with which the admin acts as a worker.
 pub const AS_HEADER: &str = "x-agensh-as";
@@ -44,6 +44,66 @@ impl Caller {
             Ok(&self.id)
         }
     }
+}
+
+/// Checks that a request made for many workers at once (a node's status report or
+/// event poll) may act for each of `entries` — `(worker id, token given in its entry)` —
+/// and notes their activity. An entry needs its worker's token unless the request's own
+/// token is the admin's or that worker's; a token given is always checked. Refuses the
+/// whole request at the first entry that fails, and a worker named twice.
+pub fn authorize_many<'a>(
+    caller: &Caller,
+    state: &Inner,
+    entries: impl Iterator<Item = (&'a str, Option<&'a str>)>,
+) -> Result<(), ApiError> {
+    let tokens = state.tokens.read().expect("tokens lock");
+    let mut known: Option<std::collections::HashSet<&str>> = None;
+    let mut seen = std::collections::HashSet::new();
+    for (id, token) in entries {
+        validate_worker_id(id)?;
+        if !seen.insert(id) {
+            return Err(ApiError(Error::invalid(
+                "duplicate_worker",
+                format!("{id} is named twice — name each worker once per request"),
+            )));
+        }
+        match token {
+            Some(t) => {
+                if tokens.get(t.trim()).map(String::as_str) != Some(id) {
+                    return Err(unauthorized_code(
+                        "wrong_token",
+                        &format!("the token in the entry for {id} is not {id}'s — give each worker's own token"),
+                    ));
+                }
+            }
+            None if caller.admin => {
+                let known = known.get_or_insert_with(|| tokens.values().map(String::as_str).collect());
+                if !known.contains(id) {
+                    return Err(ApiError(Error::not_found(
+                        "unknown_worker",
+                        format!("there is no worker \"{id}\" — `agensh workers list` shows the workers"),
+                    )));
+                }
+            }
+            None if caller.id == id => {}
+            None => {
+                return Err(ApiError(Error::forbidden(
+                    "needs_token",
+                    format!(
+                        "the entry for {id} has no token — the request's token acts only for {}; give {id}'s token in its entry",
+                        caller.id
+                    ),
+                )))
+            }
+        }
+    }
+    drop(tokens);
+    state.touch_many(seen.into_iter());
+    Ok(())
+}
+
+fn unauthorized_code(code: &str, message: &str) -> ApiError {
+    ApiError(Error::new(ErrorKind::Unauthorized, code, message))
 }
 
 fn unauthorized(message: &str) -> ApiError {

@@ -179,7 +179,7 @@ async fn bind(listen: &str) -> std::io::Result<tokio::net::TcpListener> {
 /// The hub's whole HTTP surface.
 pub fn router(state: AppState, body_limit: usize) -> Router {
     Router::new()
-        .nest("/api/v1", routes::api())
+        .nest("/api/v1", routes::api(body_limit))
         .merge(routes::git::routes())
         .merge(mcp::routes())
         .route("/healthz", get(healthz))

@@ -65,6 +65,15 @@ impl Inner {
             .insert(worker.to_string(), now_ms());
     }
 
+    /// Notes that requests were made for `workers` now.
+    pub fn touch_many<'a>(&self, workers: impl Iterator<Item = &'a str>) {
+        let now = now_ms();
+        let mut activity = self.activity.lock().expect("activity lock");
+        for w in workers {
+            activity.insert(w.to_string(), now);
+        }
+    }
+
     /// Writes the noted activity to the store.
     pub async fn flush_activity(&self) {
         let batch: Vec<(String, i64)> = self

@@ -15,8 +15,11 @@ use tokio::sync::{mpsc, watch};
 
 use crate::adapters::acp::AcpAgent;
 use crate::adapters::builtin::{BuiltinAgent, BuiltinConfig};
+use crate::adapters::cpu::AgentCpu;
 use crate::adapters::{Agent, AgentContext, Usage};
-use crate::turn::{run_worker, Progress, WorkerPlan, WorkerSummary};
+use crate::pump::EventPump;
+use crate::status::StatusReporter;
+use crate::turn::{run_worker, NodeLink, Progress, WorkerPlan, WorkerSummary};
 
 /// Which agent drives the workers.
 #[derive(Debug, Clone)]
@@ -30,19 +33,26 @@ pub enum AgentKind {
 }
 
 impl AgentKind {
-    fn build(&self, agensh: &std::path::Path) -> Box<dyn Agent> {
+    fn build(&self, agensh: &std::path::Path, cpu: AgentCpu) -> Box<dyn Agent> {
         match self {
-            AgentKind::Script { scenario } => Box::new(AcpAgent::new(
-                vec![
-                    agensh.to_string_lossy().to_string(),
-                    "agent".into(),
-                    "script".into(),
-                    "--scenario".into(),
-                    scenario.to_string_lossy().to_string(),
-                ],
-                Vec::new(),
-            )),
-            AgentKind::Acp { command } => Box::new(AcpAgent::new(command.clone(), Vec::new())),
+            AgentKind::Script { scenario } => Box::new(
+                AcpAgent::new(
+                    vec![
+                        agensh.to_string_lossy().to_string(),
+                        "agent".into(),
+                        "script".into(),
+                        "--scenario".into(),
+                        scenario.to_string_lossy().to_string(),
+                    ],
+                    Vec::new(),
+                )
+                .with_cpu(cpu),
+            ),
+            AgentKind::Acp { command } => {
+                Box::new(AcpAgent::new(command.clone(), Vec::new()).with_cpu(cpu))
+            }
+            // In-process; its commands run at the node's priority, as the local model
+            // server does: below a busy model server they would hardly run at all.
             AgentKind::Builtin(config) => Box::new(BuiltinAgent::new(config.clone())),
         }
     }
@@ -76,6 +86,8 @@ pub struct NodePlan {
     pub pack: Vec<String>,
     /// The `agensh` binary (for the scripted agent).
     pub agensh: PathBuf,
+    /// How agent processes share the CPU with the node (`run.agent_cpu`).
+    pub agent_cpu: AgentCpu,
 }
 
 /// What the live view shows of one worker.
@@ -120,6 +132,12 @@ pub async fn run_node(
 ) -> Result<NodeSummary> {
     let repo = agensh_workspace_dir(&plan.org_dir);
     let ws = Workspace::open(&repo)?;
+    // One event pump and one status reporter for all the node's workers.
+    let shared = Client::new(&plan.hub_url, "");
+    let link = NodeLink {
+        events: EventPump::start(shared.clone()),
+        status: StatusReporter::start(shared.clone()),
+    };
     let mut set = tokio::task::JoinSet::new();
     for (i, (id, token)) in plan.workers.iter().enumerate() {
         if i > 0 && !plan.stagger.is_zero() {
@@ -176,13 +194,13 @@ pub async fn run_node(
             &worker_plan.launch_prompt,
         )
         .map_err(|e| Error::internal(format!("cannot store the launch prompt: {e}")))?;
-        let agent = plan.agent.build(&plan.agensh);
-        let hub = Client::new(&plan.hub_url, token);
-        let (stop, progress, id) = (stop.clone(), progress.clone(), id.clone());
+        let agent = plan.agent.build(&plan.agensh, plan.agent_cpu);
+        let hub = shared.with_token(token);
+        let (stop, progress, id, link) = (stop.clone(), progress.clone(), id.clone(), link.clone());
         set.spawn(async move {
             (
                 id,
-                run_worker(worker_plan, agent, hub, stop, progress).await,
+                run_worker(worker_plan, agent, hub, link, stop, progress).await,
             )
         });
     }

@@ -17,9 +17,11 @@ use serde_json::json;
 use tokio::sync::{mpsc, watch};
 
 use crate::adapters::{Agent, AgentContext, Usage};
+use crate::pump::EventPump;
+use crate::status::StatusReporter;
 
-/// Longest single long-poll while idle.
-const POLL_SECS: u64 = 30;
+/// Longest wait for events before the idle timeout and deadline notices are checked again.
+const WAIT_SECS: u64 = 30;
 /// Most events listed in one prompt; the rest are summarized by count.
 const EVENTS_SHOWN: usize = 50;
 
@@ -66,11 +68,21 @@ enum Next {
     Stop,
 }
 
+/// The node's shared connections to the hub that every worker's loop uses.
+#[derive(Clone)]
+pub struct NodeLink {
+    /// Events for the workers waiting at a turn boundary.
+    pub events: EventPump,
+    /// Status changes, sent to the hub together.
+    pub status: StatusReporter,
+}
+
 /// Runs `agent` for the worker of `plan` until the run ends or `stop` turns true.
 pub async fn run_worker(
     plan: WorkerPlan,
     mut agent: Box<dyn Agent>,
     hub: Client,
+    link: NodeLink,
     mut stop: watch::Receiver<bool>,
     progress: mpsc::UnboundedSender<(String, Progress)>,
 ) -> Result<WorkerSummary> {
@@ -78,12 +90,12 @@ pub async fn run_worker(
     let report = |p: Progress| {
         let _ = progress.send((id.clone(), p));
     };
-    // Status updates go to the hub from a background task, in order, so no prompt waits
-    // for one; `finish` waits for the last (stopped or dead) before the worker returns.
-    let status = StatusReporter::start(hub.clone(), id.clone());
+    // Status updates go to the hub from the node's reporter, so no prompt waits for one;
+    // `flush` waits for the last (stopped or dead) before the worker returns.
+    let status = &link.status;
     let set_status = |s: WorkerStatus| {
         report(Progress::Status(s));
-        status.set(s);
+        status.set(&id, &plan.ctx.token, s);
         std::future::ready(())
     };
     std::fs::create_dir_all(&plan.log_dir).map_err(|e| {
@@ -94,7 +106,7 @@ pub async fn run_worker(
     set_status(WorkerStatus::Starting).await;
     if let Err(e) = agent.start(&plan.ctx).await {
         set_status(WorkerStatus::Dead).await;
-        status.finish().await;
+        status.flush().await;
         return Err(e);
     }
     let mut summary = WorkerSummary::default();
@@ -135,7 +147,7 @@ pub async fn run_worker(
                 );
                 set_status(WorkerStatus::Dead).await;
                 agent.stop().await;
-                status.finish().await;
+                status.flush().await;
                 return Err(e);
             }
         };
@@ -167,7 +179,7 @@ pub async fn run_worker(
 
         set_status(WorkerStatus::Idle).await;
         let next = wait_for_reason(
-            &hub,
+            &link.events,
             &plan,
             after,
             &mut carried,
@@ -227,14 +239,14 @@ pub async fn run_worker(
     }
     agent.stop().await;
     set_status(WorkerStatus::Stopped).await;
-    status.finish().await;
+    status.flush().await;
     Ok(summary)
 }
 
 /// Waits at a turn boundary for the next reason to prompt: events, a deadline notice, the
 /// idle timeout, or the end.
 async fn wait_for_reason(
-    hub: &Client,
+    events: &EventPump,
     plan: &WorkerPlan,
     after: i64,
     to_ack: &mut Vec<i64>,
@@ -260,7 +272,7 @@ async fn wait_for_reason(
         if now >= idle_until {
             return Next::Idle;
         }
-        let mut wait = (idle_until - now).as_secs().clamp(1, POLL_SECS);
+        let mut wait = (idle_until - now).as_secs().clamp(1, WAIT_SECS);
         if let Some(ends_at) = plan.ends_at {
             let left = ends_at
                 .duration_since(SystemTime::now())
@@ -270,10 +282,15 @@ async fn wait_for_reason(
             }
             wait = wait.min(left.as_secs().max(1));
         }
+        let ctx = &plan.ctx;
+        let next = events.next(&ctx.worker, &ctx.token, after, to_ack);
         let polled = tokio::select! {
-            r = hub.ack_and_poll(to_ack, after, wait) => r,
+            r = tokio::time::timeout(Duration::from_secs(wait), next) => r,
             _ = stopped(stop) => return Next::Stop,
         };
+        // Nothing within `wait`: check the idle timeout and deadlines again. Acks not
+        // confirmed stay in `to_ack`, to go again.
+        let Ok(polled) = polled else { continue };
         if polled.is_ok() {
             to_ack.clear();
         }
@@ -426,39 +443,5 @@ impl TurnLog {
         if let Err(e) = self.file.write_all(line.as_bytes()) {
             tracing::warn!("cannot write the turn log: {e}");
         }
-    }
-}
-
-/// Sends a worker's status changes to the hub in order, off the turn loop's path.
-struct StatusReporter {
-    tx: mpsc::UnboundedSender<WorkerStatus>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl StatusReporter {
-    fn start(hub: Client, id: String) -> Self {
-        let (tx, mut rx) = mpsc::unbounded_channel::<WorkerStatus>();
-        let task = tokio::spawn(async move {
-            while let Some(mut status) = rx.recv().await {
-                // Only the latest status matters: skip those already overtaken.
-                while let Ok(newer) = rx.try_recv() {
-                    status = newer;
-                }
-                if let Err(e) = hub.set_status(&id, status).await {
-                    tracing::warn!(worker = %id, "could not report status {}: {e}", status.as_str());
-                }
-            }
-        });
-        StatusReporter { tx, task }
-    }
-
-    fn set(&self, status: WorkerStatus) {
-        let _ = self.tx.send(status);
-    }
-
-    /// Waits until every status set so far has reached the hub.
-    async fn finish(self) {
-        drop(self.tx);
-        let _ = self.task.await;
     }
 }

@@ -355,3 +355,60 @@ action = "end_turn"
     assert_ne!(agent.session_id(), Some(session.as_str()));
     agent.stop().await;
 }
+
+/// Field `n` of `/proc/<pid>/stat` (1-based, as in proc(5)).
+fn stat_field(pid: u32, n: usize) -> i64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // Fields from the 3rd on follow the name in parentheses.
+    let after_name = &stat[stat.rfind(')').unwrap() + 2..];
+    after_name
+        .split_whitespace()
+        .nth(n - 3)
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// (niceness, scheduling policy) of process or thread `pid`.
+fn priority(pid: u32) -> (i64, i64) {
+    (stat_field(pid, 19), stat_field(pid, 41))
+}
+
+const SCHED_OTHER: i64 = 0;
+const SCHED_IDLE: i64 = 5;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agent_runs_below_the_node_in_cpu_priority_and_its_threads_too() {
+    use agensh_node::adapters::cpu::AgentCpu;
+    let org = Org::start(1).await;
+    let w = org.id(0);
+    let ctx = org.context(&w).await;
+    let scenario = org.scenario("cpu", "[[step]]\naction = \"end_turn\"\n");
+    let ours = priority(std::process::id());
+    assert_eq!(ours.1, SCHED_OTHER, "the test runs as a normal process");
+
+    let mut agent = org.script_agent(&scenario);
+    agent.start(&ctx).await.expect("the scripted agent starts");
+    let pid = agent.pid().unwrap();
+    assert_eq!(priority(pid), (19, SCHED_IDLE), "the default: background");
+    // Every thread of the agent has it (threads and children inherit it).
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let tid: u32 = task.unwrap().file_name().to_str().unwrap().parse().unwrap();
+        assert_eq!(priority(tid), (19, SCHED_IDLE));
+    }
+    agent.stop().await;
+
+    let mut agent = org.script_agent(&scenario).with_cpu(AgentCpu::Low);
+    agent.start(&ctx).await.expect("the scripted agent starts");
+    assert_eq!(priority(agent.pid().unwrap()), (19, SCHED_OTHER));
+    agent.stop().await;
+
+    let mut agent = org.script_agent(&scenario).with_cpu(AgentCpu::Normal);
+    agent.start(&ctx).await.expect("the scripted agent starts");
+    assert_eq!(
+        priority(agent.pid().unwrap()),
+        ours,
+        "the node's own priority"
+    );
+    agent.stop().await;
+}

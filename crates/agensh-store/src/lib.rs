@@ -83,6 +83,14 @@ pub trait Store: Send + Sync + 'static {
     async fn list_workers(&self, now: i64) -> Result<Vec<WorkerInfo>>;
     /// Sets a worker's status.
     async fn set_worker_status(&self, id: &str, status: WorkerStatus) -> Result<()>;
+    /// Sets many workers' statuses in one transaction (a node reports its workers
+    /// together); an unknown id fails the whole call and sets nothing.
+    async fn set_worker_statuses(&self, statuses: Vec<(String, WorkerStatus)>) -> Result<()> {
+        for (id, status) in statuses {
+            self.set_worker_status(&id, status).await?;
+        }
+        Ok(())
+    }
     /// Records last-activity times (batched by the hub).
     async fn touch_workers(&self, activity: Vec<(String, i64)>) -> Result<()>;
 
@@ -123,8 +131,31 @@ pub trait Store: Send + Sync + 'static {
     async fn enqueue(&self, event: NewEvent, now: i64) -> Result<Option<Event>>;
     /// `worker`'s unacknowledged events with `seq > after`, oldest first.
     async fn pending_events(&self, worker: &str, after: i64, limit: usize) -> Result<Vec<Event>>;
+    /// [`Store::pending_events`] for many workers, `(worker, after)` each, answered in the
+    /// same order (a node polls for all its idle workers at once).
+    async fn pending_events_many(
+        &self,
+        queries: Vec<(String, i64)>,
+        limit: usize,
+    ) -> Result<Vec<Vec<Event>>> {
+        let mut out = Vec::with_capacity(queries.len());
+        for (worker, after) in queries {
+            out.push(self.pending_events(&worker, after, limit).await?);
+        }
+        Ok(out)
+    }
     /// Acknowledges events of `worker`; returns how many were newly acknowledged.
     async fn ack_events(&self, worker: &str, seqs: Vec<i64>) -> Result<usize>;
+    /// [`Store::ack_events`] for many workers: one result per worker, in order. Each
+    /// worker's acks are applied all or nothing; one worker's refusal (`not_your_event`)
+    /// leaves the others' in place.
+    async fn ack_events_many(&self, acks: Vec<(String, Vec<i64>)>) -> Result<Vec<Result<usize>>> {
+        let mut out = Vec::with_capacity(acks.len());
+        for (worker, seqs) in acks {
+            out.push(self.ack_events(&worker, seqs).await);
+        }
+        Ok(out)
+    }
     /// The state of `worker`'s queue.
     async fn queue_state(&self, worker: &str) -> Result<QueueState>;
 

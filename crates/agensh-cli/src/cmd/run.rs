@@ -185,6 +185,7 @@ fn plan(
             .collect(),
         pack: Vec::new(),
         agensh: std::env::current_exe()?,
+        agent_cpu: config.run.agent_cpu,
     })
 }
 

@@ -1,9 +1,10 @@
 //! Per-worker event queues: long-poll, acknowledge, operator notices.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use agensh_domain::event::{kinds, Event, NewEvent, Priority};
+use agensh_domain::event::{kinds, Event, NewEvent, PollMany, PolledMany, Priority};
 use agensh_domain::Error;
 use agensh_store::QueueState;
 use axum::extract::State;
@@ -140,6 +141,197 @@ async fn wait_for_events(
                     }
                 }
                 Err(RecvError::Closed) => return Ok(out),
+            },
+        }
+    }
+}
+
+/// A node's one long-poll for many of its workers: acknowledges each worker's `ack`
+/// first, then answers every named worker's pending events at once, or waits up to `wait`
+/// seconds and answers as soon as any of them has one (with whatever else is committed
+/// by then, for all of them). Each event is in the answer once, however many of the
+/// workers get it.
+pub async fn poll_many(
+    State(s): State<AppState>,
+    caller: Caller,
+    ApiJson(body): ApiJson<PollMany>,
+) -> ApiResult<Json<PolledMany>> {
+    super::workers::check_batch(body.workers.len())?;
+    let max_wait = s.config.hub.max_wait_secs;
+    if body.wait > max_wait {
+        return Err(Error::invalid(
+            "bad_wait",
+            format!(
+                "wait {} s is too long; the limit is {max_wait} s — poll again when it returns",
+                body.wait
+            ),
+        )
+        .into());
+    }
+    let limit = match body.limit {
+        None => POLL_LIMIT,
+        Some(n) if (1..=POLL_LIMIT).contains(&n) => n,
+        Some(n) => {
+            return Err(Error::invalid(
+                "bad_limit",
+                format!("limit {n} is out of range — ask for 1 to {POLL_LIMIT} events per worker"),
+            )
+            .into())
+        }
+    };
+    crate::auth::authorize_many(
+        &caller,
+        &s,
+        body.workers
+            .iter()
+            .map(|w| (w.id.as_str(), w.token.as_deref())),
+    )?;
+    let mut answer = PolledMany::default();
+    let acks: Vec<(String, Vec<i64>)> = body
+        .workers
+        .iter()
+        .filter(|w| !w.ack.is_empty())
+        .map(|w| (w.id.clone(), w.ack.clone()))
+        .collect();
+    if !acks.is_empty() {
+        let results = s.store.ack_events_many(acks.clone()).await?;
+        for ((id, _), r) in acks.into_iter().zip(results) {
+            match r {
+                Ok(n) => {
+                    s.metrics
+                        .events_acked
+                        .fetch_add(n as u64, Ordering::Relaxed);
+                }
+                Err(e) => {
+                    answer.errors.insert(id, e);
+                }
+            }
+        }
+    }
+    let waiting: Vec<(String, i64)> = body
+        .workers
+        .into_iter()
+        .filter(|w| !answer.errors.contains_key(&w.id))
+        .map(|w| (w.id, w.after))
+        .collect();
+    // Subscribe before reading the store so nothing committed in between is missed.
+    let mut bus = s.store.subscribe();
+    let mut found = Found::new(limit);
+    found.add_pending(
+        &waiting,
+        s.store.pending_events_many(waiting.clone(), limit).await?,
+    );
+    if found.is_empty() && answer.errors.is_empty() && body.wait > 0 {
+        wait_for_many(
+            &s,
+            &waiting,
+            &mut found,
+            &mut bus,
+            Duration::from_secs(body.wait),
+        )
+        .await?;
+    }
+    s.metrics
+        .events_delivered
+        .fetch_add(found.delivered as u64, Ordering::Relaxed);
+    answer.events = found.events.into_values().collect();
+    answer.workers = found.workers;
+    Ok(Json(answer))
+}
+
+/// The events found for many workers: each event once, and each worker's list.
+struct Found {
+    limit: usize,
+    events: BTreeMap<i64, Event>,
+    workers: BTreeMap<String, Vec<i64>>,
+    delivered: usize,
+}
+
+impl Found {
+    fn new(limit: usize) -> Self {
+        Found {
+            limit,
+            events: BTreeMap::new(),
+            workers: BTreeMap::new(),
+            delivered: 0,
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.delivered == 0
+    }
+
+    /// Adds `event` for `worker` unless it has `limit` events already; whether it did.
+    fn add(&mut self, worker: &str, event: &Event) -> bool {
+        let seqs = self.workers.entry(worker.to_string()).or_default();
+        if seqs.len() >= self.limit {
+            return false;
+        }
+        seqs.push(event.seq);
+        self.delivered += 1;
+        self.events
+            .entry(event.seq)
+            .or_insert_with(|| event.clone());
+        true
+    }
+
+    fn add_pending(&mut self, waiting: &[(String, i64)], pending: Vec<Vec<Event>>) {
+        for ((worker, _), events) in waiting.iter().zip(pending) {
+            for e in &events {
+                self.add(worker, e);
+            }
+        }
+    }
+
+    /// Adds a newly committed event for every waiting worker it is for.
+    fn add_committed(&mut self, waiting: &[(String, i64)], e: &Event) -> bool {
+        let mut any = false;
+        for (worker, after) in waiting {
+            if e.seq > *after && e.is_for(worker) {
+                any |= self.add(worker, e);
+            }
+        }
+        any
+    }
+}
+
+async fn wait_for_many(
+    s: &AppState,
+    waiting: &[(String, i64)],
+    found: &mut Found,
+    bus: &mut tokio::sync::broadcast::Receiver<std::sync::Arc<Event>>,
+    wait: Duration,
+) -> ApiResult<()> {
+    let shutdown = crate::state::stopped(s.shutdown.clone());
+    tokio::pin!(shutdown);
+    let deadline = tokio::time::Instant::now() + wait;
+    let polls = &s.metrics.long_polls_waiting;
+    polls.fetch_add(1, Ordering::Relaxed);
+    let _guard = scopeguard(|| {
+        polls.fetch_sub(1, Ordering::Relaxed);
+    });
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep_until(deadline) => return Ok(()),
+            _ = &mut shutdown => return Ok(()),
+            got = bus.recv() => match got {
+                Ok(e) => {
+                    if found.add_committed(waiting, &e) {
+                        // Take whatever else is already committed, then answer.
+                        while let Ok(e) = bus.try_recv() {
+                            found.add_committed(waiting, &e);
+                        }
+                        return Ok(());
+                    }
+                }
+                Err(RecvError::Lagged(_)) => {
+                    let limit = found.limit;
+                    found.add_pending(waiting, s.store.pending_events_many(waiting.to_vec(), limit).await?);
+                    if !found.is_empty() {
+                        return Ok(());
+                    }
+                }
+                Err(RecvError::Closed) => return Ok(()),
             },
         }
     }

@@ -7,19 +7,26 @@ pub mod messages;
 pub mod prs;
 pub mod workers;
 
+use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post, put};
 use axum::Router;
 
 use crate::state::AppState;
 
-/// The `/api/v1` routes.
-pub fn api() -> Router<AppState> {
+/// Largest body of a request for many workers (a node's status report and event poll),
+/// or `hub.body_limit` when that is larger: thousands of entries, each with its token.
+pub const BATCH_BODY_LIMIT: usize = 8 << 20;
+
+/// The `/api/v1` routes; `body_limit` is `hub.body_limit`.
+pub fn api(body_limit: usize) -> Router<AppState> {
+    let batch = DefaultBodyLimit::max(body_limit.max(BATCH_BODY_LIMIT));
     Router::new()
         .route("/whoami", get(workers::whoami))
         .route("/stats", get(workers::stats))
         .route("/workers", get(workers::list).post(workers::add))
         .route("/workers/{id}/token", get(workers::token))
         .route("/workers/{id}/status", put(workers::set_status))
+        .route("/workers/status", put(workers::set_statuses).layer(batch))
         .route("/board/records", post(board::append))
         .route("/board/records/{id}", get(board::unfold))
         .route("/board/recent", get(board::recent))
@@ -30,6 +37,7 @@ pub fn api() -> Router<AppState> {
         .route("/messages", get(messages::history).post(messages::send))
         .route("/messages/read", post(messages::read_unread))
         .route("/events", get(events::poll).post(events::notice))
+        .route("/events/poll", post(events::poll_many).layer(batch))
         .route("/events/ack", post(events::ack))
         .route("/events/state", get(events::state))
         .route("/prs", get(prs::list).post(prs::open))

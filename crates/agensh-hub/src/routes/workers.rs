@@ -1,7 +1,7 @@
 //! The worker registry.
 
 use agensh_domain::ids::validate_worker_id;
-use agensh_domain::worker::{NewWorker, WorkerInfo, WorkerStatus};
+use agensh_domain::worker::{NewWorker, StatusReports, WorkerInfo, WorkerStatus, BATCH_LIMIT};
 use agensh_domain::Error;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -87,6 +87,47 @@ pub async fn set_status(
     let status = WorkerStatus::parse(&body.status)?;
     s.store.set_worker_status(&id, status).await?;
     Ok(Json(json!({ "id": id, "status": status })))
+}
+
+/// Many workers' statuses in one request, as a node reports them: all set, or none.
+pub async fn set_statuses(
+    State(s): State<AppState>,
+    caller: Caller,
+    ApiJson(body): ApiJson<StatusReports>,
+) -> ApiResult<Json<Value>> {
+    check_batch(body.workers.len())?;
+    crate::auth::authorize_many(
+        &caller,
+        &s,
+        body.workers
+            .iter()
+            .map(|w| (w.id.as_str(), w.token.as_deref())),
+    )?;
+    let statuses = body
+        .workers
+        .into_iter()
+        .map(|w| Ok((w.id, WorkerStatus::parse(&w.status)?)))
+        .collect::<Result<Vec<_>, Error>>()?;
+    let n = statuses.len();
+    s.store.set_worker_statuses(statuses).await?;
+    Ok(Json(json!({ "updated": n })))
+}
+
+/// Refuses a request for many workers that names none or more than [`BATCH_LIMIT`].
+pub fn check_batch(n: usize) -> Result<(), Error> {
+    if n == 0 {
+        return Err(Error::invalid(
+            "no_workers",
+            "`workers` is empty — name at least one worker",
+        ));
+    }
+    if n > BATCH_LIMIT {
+        return Err(Error::invalid(
+            "too_many_workers",
+            format!("{n} workers in one request; the limit is {BATCH_LIMIT} — split them over several requests"),
+        ));
+    }
+    Ok(())
 }
 
 /// Counts of what the organization has produced.

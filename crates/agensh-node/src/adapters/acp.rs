@@ -10,7 +10,8 @@
 //! found" (the adapter offers no file system or terminal; the agent uses its own).
 //!
 //! The agent runs in its own process group with the worker's checkout as working
-//! directory; its stderr goes to `agent.stderr.log` in the adapter's state directory. Some
+//! directory, below the node in CPU priority ([`AcpAgent::with_cpu`], `run.agent_cpu`; its
+//! children inherit it), so handing out prompts never waits for agents; its stderr goes to `agent.stderr.log` in the adapter's state directory. Some
 //! agents (codex-acp, gemini --acp) ignore the end of their input, so [`Agent::stop`]
 //! closes stdin, waits briefly, then kills the whole process group.
 
@@ -28,6 +29,7 @@ use tokio::process::{Child, ChildStdin, ChildStdout};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
+use super::cpu::AgentCpu;
 use super::{Agent, AgentContext, TurnEvent, TurnOutcome, Usage};
 
 /// The ACP protocol version the adapter speaks.
@@ -59,6 +61,8 @@ const METHOD_NOT_FOUND: i64 = -32601;
 pub struct AcpAgent {
     command: Vec<String>,
     env: Vec<(String, String)>,
+    /// How the agent shares the CPU with the node.
+    cpu: AgentCpu,
     running: Option<Running>,
 }
 
@@ -105,8 +109,16 @@ impl AcpAgent {
         AcpAgent {
             command,
             env,
+            cpu: AgentCpu::default(),
             running: None,
         }
+    }
+
+    /// The same agent sharing the CPU with the node as `cpu` says (the default:
+    /// [`AgentCpu::Background`]).
+    pub fn with_cpu(mut self, cpu: AgentCpu) -> Self {
+        self.cpu = cpu;
+        self
     }
 
     /// The agent's process id while it runs (for tests and the live view).
@@ -156,6 +168,7 @@ impl AcpAgent {
             .stderr(Stdio::from(log))
             .process_group(0)
             .kill_on_drop(true);
+        super::cpu::apply(&mut cmd, self.cpu);
         let mut child = cmd.spawn().map_err(|e| {
             Error::new(
                 ErrorKind::Internal,

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 pub mod acp;
 pub mod builtin;
+pub mod cpu;
 
 /// What an agent gets to work with.
 #[derive(Debug, Clone)]

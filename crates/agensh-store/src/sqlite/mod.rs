@@ -71,6 +71,12 @@ impl Store for SqliteStore {
             .await
     }
 
+    async fn set_worker_statuses(&self, statuses: Vec<(String, WorkerStatus)>) -> Result<()> {
+        self.db
+            .write(move |ctx| workers::set_statuses(ctx.conn, &statuses))
+            .await
+    }
+
     async fn touch_workers(&self, activity: Vec<(String, i64)>) -> Result<()> {
         self.db
             .write(move |ctx| workers::touch(ctx.conn, &activity))
@@ -168,6 +174,22 @@ impl Store for SqliteStore {
         let w = worker.to_string();
         self.db
             .read(move |c| events::pending(c, &w, after, limit))
+            .await
+    }
+
+    async fn pending_events_many(
+        &self,
+        queries: Vec<(String, i64)>,
+        limit: usize,
+    ) -> Result<Vec<Vec<Event>>> {
+        self.db
+            .read(move |c| events::pending_many(c, &queries, limit))
+            .await
+    }
+
+    async fn ack_events_many(&self, acks: Vec<(String, Vec<i64>)>) -> Result<Vec<Result<usize>>> {
+        self.db
+            .write(move |ctx| events::ack_many(ctx.conn, &acks))
             .await
     }
 

@@ -154,6 +154,23 @@ pub fn set_status(conn: &Connection, id: &str, status: WorkerStatus) -> Result<(
     Ok(())
 }
 
+/// Sets many workers' statuses; an unknown id fails the whole call (nothing is set).
+pub fn set_statuses(conn: &Connection, statuses: &[(String, WorkerStatus)]) -> Result<()> {
+    let mut stmt = conn
+        .prepare_cached("UPDATE workers SET status = ?1 WHERE id = ?2")
+        .map_err(sql_err)?;
+    for (id, status) in statuses {
+        if stmt
+            .execute(params![status.as_str(), id])
+            .map_err(sql_err)?
+            == 0
+        {
+            return Err(unknown_worker(id));
+        }
+    }
+    Ok(())
+}
+
 pub fn touch(conn: &Connection, activity: &[(String, i64)]) -> Result<()> {
     let mut stmt = conn
         .prepare_cached(

@@ -1,0 +1,118 @@
+//! The node's status reports: the latest status of each of its workers goes to the hub
+//! in one request (`PUT /workers/status`) every few tens of milliseconds, instead of one
+//! request per change — a post that starts and ends a turn on every worker would
+//! otherwise cost the hub two requests per worker.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use agensh_client::Client;
+use agensh_domain::worker::{StatusReport, WorkerStatus, BATCH_LIMIT};
+use tokio::sync::{mpsc, oneshot};
+
+/// How long changes are gathered before they are sent together.
+pub const REPORT_EVERY: Duration = Duration::from_millis(200);
+
+/// A handle to the node's status reporter; clones share it. The reporter stops when the
+/// last handle is dropped, after sending what it has.
+#[derive(Clone)]
+pub struct StatusReporter {
+    tx: mpsc::UnboundedSender<Msg>,
+}
+
+enum Msg {
+    Set {
+        id: String,
+        token: String,
+        status: WorkerStatus,
+    },
+    Flush(oneshot::Sender<()>),
+}
+
+impl StatusReporter {
+    /// Starts the reporter for the hub of `hub` (its token is not used: each request is
+    /// made with the token of the first worker it reports, and carries every worker's own).
+    pub fn start(hub: Client) -> Self {
+        let (tx, rx) = mpsc::unbounded_channel();
+        tokio::spawn(report_loop(hub, rx));
+        StatusReporter { tx }
+    }
+
+    /// Notes `status` as the latest of worker `id` (whose token is `token`); it reaches
+    /// the hub within [`REPORT_EVERY`].
+    pub fn set(&self, id: &str, token: &str, status: WorkerStatus) {
+        let _ = self.tx.send(Msg::Set {
+            id: id.to_string(),
+            token: token.to_string(),
+            status,
+        });
+    }
+
+    /// Sends every status noted so far at once, and waits until the hub has them (or the
+    /// attempt failed, which is logged).
+    pub async fn flush(&self) {
+        let (tx, rx) = oneshot::channel();
+        if self.tx.send(Msg::Flush(tx)).is_ok() {
+            let _ = rx.await;
+        }
+    }
+}
+
+async fn report_loop(hub: Client, mut rx: mpsc::UnboundedReceiver<Msg>) {
+    // Only the latest status of each worker matters: newer ones overwrite older ones.
+    let mut latest = Latest::new();
+    let mut flushed: Vec<oneshot::Sender<()>> = Vec::new();
+    while let Some(first) = rx.recv().await {
+        note(first, &mut latest, &mut flushed);
+        let gather = tokio::time::sleep(REPORT_EVERY);
+        tokio::pin!(gather);
+        while flushed.is_empty() {
+            tokio::select! {
+                _ = &mut gather => break,
+                msg = rx.recv() => match msg {
+                    Some(m) => note(m, &mut latest, &mut flushed),
+                    None => break,
+                },
+            }
+        }
+        while let Ok(m) = rx.try_recv() {
+            note(m, &mut latest, &mut flushed);
+        }
+        send(&hub, std::mem::take(&mut latest)).await;
+        for done in flushed.drain(..) {
+            let _ = done.send(());
+        }
+    }
+}
+
+type Latest = BTreeMap<String, (String, WorkerStatus)>;
+
+fn note(msg: Msg, latest: &mut Latest, flushed: &mut Vec<oneshot::Sender<()>>) {
+    match msg {
+        Msg::Set { id, token, status } => {
+            latest.insert(id, (token, status));
+        }
+        Msg::Flush(done) => flushed.push(done),
+    }
+}
+
+async fn send(hub: &Client, latest: Latest) {
+    let reports: Vec<StatusReport> = latest
+        .into_iter()
+        .map(|(id, (token, status))| StatusReport {
+            id,
+            token: Some(token),
+            status: status.as_str().to_string(),
+        })
+        .collect();
+    for chunk in reports.chunks(BATCH_LIMIT) {
+        let token = chunk[0].token.as_deref().unwrap_or_default();
+        if let Err(e) = hub.with_token(token).set_statuses(chunk).await {
+            tracing::warn!(
+                "could not report the status of {} worker(s) ({} …): {e}",
+                chunk.len(),
+                chunk[0].id
+            );
+        }
+    }
+}
