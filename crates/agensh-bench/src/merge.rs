@@ -30,6 +30,11 @@ pub struct Args {
     /// Checkouts created at once.
     #[arg(long, default_value_t = 4)]
     jobs: usize,
+    /// Before the checkouts, copy the seed's files this many times and delete the copies,
+    /// to measure checkouts made right after a large delete (e.g. of a previous
+    /// organization's checkouts): on ext4 without a journal that is much slower.
+    #[arg(long, default_value_t = 0)]
+    delete_first: usize,
     /// Where the organization (and so the checkouts) lives; default: a temporary directory.
     #[arg(long)]
     dir: Option<std::path::PathBuf>,
@@ -177,6 +182,31 @@ fn disk_bytes(path: &Path) -> u64 {
         * 1024
 }
 
+/// Copies `from` to `into/0`, `into/1`, … `count` times with `cp -r`, `jobs` at a time.
+async fn copy_tree_many(from: &Path, into: &Path, count: usize, jobs: usize) -> Result<()> {
+    std::fs::create_dir_all(into)?;
+    let mut copies = tokio::task::JoinSet::new();
+    let limit = std::sync::Arc::new(tokio::sync::Semaphore::new(jobs.max(1)));
+    for i in 0..count {
+        let (from, to, limit) = (from.to_path_buf(), into.join(i.to_string()), limit.clone());
+        copies.spawn(async move {
+            let _p = limit.acquire_owned().await;
+            tokio::process::Command::new("cp")
+                .arg("-r")
+                .arg(&from)
+                .arg(&to)
+                .status()
+                .await
+        });
+    }
+    while let Some(r) = copies.join_next().await {
+        if !r??.success() {
+            bail!("cp -r {} failed", from.display());
+        }
+    }
+    Ok(())
+}
+
 pub async fn run(a: Args) -> Result<()> {
     let tmp = tempfile::tempdir()?;
     let src = tmp.path().join("src-tree");
@@ -201,6 +231,36 @@ pub async fn run(a: Args) -> Result<()> {
     .await?;
     agensh_workspace::hook::install_hooks(&ws).await?;
     let repo_bytes = disk_bytes(ws.git_dir());
+
+    // Checkouts first, before anything deletes files: on ext4 without a journal, inodes
+    // freed in the last 60-300 s are skipped by a linear scan when new ones are allocated,
+    // so creating files right after deleting many is several times slower (see
+    // docs/PERFORMANCE.md). The merges below delete 100 temporary clones.
+    if a.delete_first > 0 {
+        let doomed = org.join("doomed");
+        copy_tree_many(&src.join("src"), &doomed, a.delete_first, a.jobs).await?;
+        std::fs::remove_dir_all(&doomed)?;
+    }
+    let workers: Vec<String> = agensh_domain::ids::new_worker_ids(0, a.checkouts);
+    let bar = crate::hub::bar(a.checkouts as u64, "checkouts");
+    let t = Instant::now();
+    checkout::create_many(&ws, &org, &workers, a.jobs, |_, _| bar.inc(1)).await?;
+    let checkout_time = t.elapsed();
+    bar.finish();
+    let workers_dir = org.join("workers");
+    let checkouts_disk = disk_bytes(&workers_dir);
+    let checkouts_apparent = du_bytes(&workers_dir);
+    let one_git = disk_bytes(&workers_dir.join(&workers[0]).join(".git"));
+
+    // The floor: writing the same files with a plain copy, 4 at a time, 32 times.
+    let sample = 32.min(a.checkouts);
+    let floor_dir = org.join("floor");
+    std::fs::create_dir_all(&floor_dir)?;
+    let t = Instant::now();
+    copy_tree_many(&src.join("src"), &floor_dir, sample, a.jobs).await?;
+    let floor_per_copy = t.elapsed().as_secs_f64() / sample as f64;
+    let floor_total = floor_per_copy * a.checkouts as f64;
+    let _ = std::fs::remove_dir_all(&floor_dir);
 
     let bar = crate::hub::bar((2 * a.prs) as u64, "branches");
     let ours = make_branches(
@@ -254,50 +314,6 @@ pub async fn run(a: Args) -> Result<()> {
         bail!("git fsck failed after the merges: {}", fsck.stderr);
     }
 
-    // Checkouts.
-    let workers: Vec<String> = agensh_domain::ids::new_worker_ids(0, a.checkouts);
-    let bar = crate::hub::bar(a.checkouts as u64, "checkouts");
-    let t = Instant::now();
-    checkout::create_many(&ws, &org, &workers, a.jobs, |_, _| bar.inc(1)).await?;
-    let checkout_time = t.elapsed();
-    bar.finish();
-    let workers_dir = org.join("workers");
-    let checkouts_disk = disk_bytes(&workers_dir);
-    let checkouts_apparent = du_bytes(&workers_dir);
-    let one_git = disk_bytes(&workers_dir.join(&workers[0]).join(".git"));
-
-    // The floor: writing the same files with a plain copy, 4 at a time, 32 times.
-    let sample = 32.min(a.checkouts);
-    let floor_dir = org.join("floor");
-    std::fs::create_dir_all(&floor_dir)?;
-    let t = Instant::now();
-    let mut copies = tokio::task::JoinSet::new();
-    let limit = std::sync::Arc::new(tokio::sync::Semaphore::new(a.jobs.max(1)));
-    for i in 0..sample {
-        let (from, to, limit) = (
-            src.join("src"),
-            floor_dir.join(i.to_string()),
-            limit.clone(),
-        );
-        copies.spawn(async move {
-            let _p = limit.acquire_owned().await;
-            tokio::process::Command::new("cp")
-                .arg("-r")
-                .arg(&from)
-                .arg(&to)
-                .status()
-                .await
-        });
-    }
-    while let Some(r) = copies.join_next().await {
-        if !r??.success() {
-            bail!("cp failed while measuring the floor");
-        }
-    }
-    let floor_per_copy = t.elapsed().as_secs_f64() / sample as f64;
-    let floor_total = floor_per_copy * a.checkouts as f64;
-    let _ = std::fs::remove_dir_all(&floor_dir);
-
     let p50 = |v: &[Duration]| percentile(v, 50.0);
     let ratio = ms(p50(&forge_lat)) / ms(p50(&hub_lat)).max(0.001);
     let mib = |b: u64| (b as f64 / 1_048_576.0 * 10.0).round() / 10.0;
@@ -319,6 +335,7 @@ pub async fn run(a: Args) -> Result<()> {
             "plain_copy_floor_seconds": (floor_total * 10.0).round() / 10.0,
             "ratio_to_floor": ((checkout_time.as_secs_f64() / floor_total) * 100.0).round() / 100.0,
             "target_seconds": 120,
+            "after_deleting_copies": a.delete_first,
         },
     });
     if a.json {
@@ -349,6 +366,12 @@ pub async fn run(a: Args) -> Result<()> {
             "    floor: copying the same files with cp -r ({} at a time) would take {} s for {}; checkouts cost {}x that",
             a.jobs, c["plain_copy_floor_seconds"], a.checkouts, c["ratio_to_floor"]
         );
+        if a.delete_first > 0 {
+            println!(
+                "    (the checkouts were made right after deleting {} copies of the seed's files)",
+                a.delete_first
+            );
+        }
     }
     if a.dir.is_some() {
         eprintln!("removing {} ...", org.display());

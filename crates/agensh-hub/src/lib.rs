@@ -132,6 +132,9 @@ pub async fn start_with_workspace(
             .with_graceful_shutdown(state::stopped(stop_rx.clone()))
             .into_future(),
     );
+    if let Some(ws) = state.workspace.clone() {
+        tokio::spawn(maintain_workspace(ws, stop_rx.clone()));
+    }
     let flusher = state.clone();
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_secs(2));
@@ -153,6 +156,28 @@ pub async fn start_with_workspace(
         stop,
         server,
     })
+}
+
+/// How often the hub checks whether its repository needs packing.
+const MAINTAIN_EVERY: Duration = Duration::from_secs(60);
+
+/// Packs the repository's loose objects now and then (merges and small pushes write one
+/// file per object), so checkouts and merges keep reading packs.
+async fn maintain_workspace(ws: agensh_workspace::Workspace, stop: watch::Receiver<bool>) {
+    let mut tick = tokio::time::interval(MAINTAIN_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let stop = state::stopped(stop);
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => match ws.maintain().await {
+                Ok(agensh_workspace::pack::Maintained::Nothing) => {}
+                Ok(done) => tracing::info!("workspace maintenance: {done:?}"),
+                Err(e) => tracing::warn!("workspace maintenance failed: {e}"),
+            },
+            _ = &mut stop => break,
+        }
+    }
 }
 
 /// Binds `listen` with a backlog deep enough for 1,024 workers connecting at once.

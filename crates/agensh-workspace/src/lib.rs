@@ -5,13 +5,14 @@
 //! seeding it (`seed`), giving each worker a checkout that shares its objects
 //! (`checkout`), merging pull requests in place with `merge-tree` and a compare-and-swap
 //! of `main` (`merge`), enforcing who may push what (`hook`), and serving git's smart HTTP
-//! through `git http-backend` (`http`).
+//! through `git http-backend` (`http`), and keeping its objects packed (`pack`).
 
 pub mod checkout;
 pub mod git;
 pub mod hook;
 pub mod http;
 pub mod merge;
+pub mod pack;
 pub mod seed;
 
 use std::path::{Path, PathBuf};

@@ -115,6 +115,8 @@ pub async fn create(git_dir: &Path, source: Source<'_>, goal: &str) -> Result<Wo
         }
     };
     git.run(["update-ref", "refs/heads/main", &commit]).await?;
+    // One pack rather than a loose file per object: checkouts read it much faster.
+    ws.pack_all().await?;
     // The push policy holds from the first moment, hub running or not.
     crate::hook::install_hooks(&ws).await?;
     Ok(ws)
