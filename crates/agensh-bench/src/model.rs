@@ -318,6 +318,7 @@ async fn run_one(
         pack: Vec::new(),
         agensh: std::env::current_exe()?,
         agent_cpu: Default::default(),
+        recovery: Default::default(),
     };
     let (stop_tx, stop_rx) = watch::channel(false);
     let (tx, mut rx) = mpsc::unbounded_channel();

@@ -566,3 +566,116 @@ fn a_hosted_endpoint_needs_a_model_name_and_its_key_variable_set() {
     let err = run(&["--model", "m", "--tool-style", "xml"]);
     assert!(err.contains("auto, tools, json"), "{err}");
 }
+
+#[test]
+fn an_agent_that_crashes_is_restarted_and_goes_on_where_it_was() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = org(
+        tmp.path(),
+        &[
+            ("notices_minutes", "[0.001]"),
+            ("idle_timeout_secs", "600"),
+            ("max_restarts", "2"),
+            ("restart_backoff_secs", "0.2"),
+        ],
+    );
+    // The agent dies mid-turn; restarted, it loads its session and resumes after the exit.
+    let s = scenario(
+        tmp.path(),
+        "[[step]]\naction = \"say\"\ntext = \"before\"\n\
+         [[step]]\naction = \"exit\"\ncode = 3\n\
+         [[step]]\naction = \"board_write\"\nkind = \"FACT\"\ntext = \"back after a restart\"\n\
+         [[step]]\naction = \"end_turn\"\n",
+    );
+    let log = tmp.path().join("script.jsonl");
+    let run = start_run(&dir, &s, &log, &["--workers", "1", "--hours", "0.002"]);
+    let summary = finish(run, Duration::from_secs(60));
+    assert_eq!(
+        summary["failed_workers"],
+        serde_json::json!([]),
+        "{summary}"
+    );
+    let t = turns(&dir, "w01");
+    let failed = t
+        .iter()
+        .position(|l| l.get("error").is_some())
+        .unwrap_or_else(|| panic!("no failed turn logged: {t:?}"));
+    let restart = &t[failed + 1];
+    assert_eq!(restart["restart"], 1, "{t:?}");
+    assert_eq!(restart["started"], true, "{t:?}");
+    let after = &t[failed + 2];
+    let prompt = after["prompt"].as_str().unwrap();
+    assert!(prompt.contains("was restarted"), "{prompt}");
+    assert!(
+        prompt.contains("You are worker w01"),
+        "the recap carries the prompt it failed on: {prompt}"
+    );
+    assert_eq!(after["stop_reason"], "end_turn", "{after}");
+    assert!(
+        after["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["name"] == "board_write" && e["status"] == "completed"),
+        "the restarted agent went on with the next step: {after}"
+    );
+}
+
+#[test]
+fn an_agent_that_keeps_failing_makes_its_worker_dead_and_general_is_told() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = org(
+        tmp.path(),
+        &[
+            ("notices_minutes", "[0.001]"),
+            ("agent", "\"acp\""),
+            ("agent_command", "[\"sh\", \"-c\", \"exit 3\"]"),
+            ("max_restarts", "2"),
+            ("restart_backoff_secs", "0.1"),
+        ],
+    );
+    let out = agensh()
+        .args([
+            "run",
+            dir.to_str().unwrap(),
+            "--workers",
+            "1",
+            "--hours",
+            "0.01",
+        ])
+        .args(["--listen", "127.0.0.1:0", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["failed_workers"][0]["id"], "w01", "{summary}");
+    // Three starts: the first and two restarts, the second one twice as long after.
+    let t = turns(&dir, "w01");
+    let restarts: Vec<&Value> = t.iter().filter(|l| l.get("restart").is_some()).collect();
+    assert_eq!(restarts.len(), 2, "{t:?}");
+    assert!(restarts.iter().all(|r| r["started"] == false), "{t:?}");
+
+    let hub = common::HubProcess::start(&dir);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let workers = rt.block_on(hub.admin().workers()).unwrap();
+    assert_eq!(workers[0].status.as_str(), "dead");
+    let general = rt
+        .block_on(hub.admin().message_history(&agensh_client::MessageFilter {
+            with: Some("#general".into()),
+            ..Default::default()
+        }))
+        .unwrap();
+    let told = general
+        .iter()
+        .find(|m| m.from == "w01")
+        .unwrap_or_else(|| panic!("#general was not told: {general:?}"));
+    assert!(
+        told.text.contains("failed 3 times in a row") && told.text.contains("claims"),
+        "{}",
+        told.text
+    );
+}

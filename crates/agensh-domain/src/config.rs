@@ -104,6 +104,11 @@ pub struct RunConfig {
     pub notices_minutes: Vec<f64>,
     /// How agent processes share the CPU with the harness.
     pub agent_cpu: AgentCpu,
+    /// Restarts in a row of a failing agent before its worker is given up as dead.
+    pub max_restarts: u32,
+    /// Seconds before the first restart of a failed agent; doubled for each further
+    /// failure in a row, up to 5 minutes.
+    pub restart_backoff_secs: f64,
 }
 
 /// How agent processes (ACP and scripted agents, and everything they start) share the CPU
@@ -145,6 +150,8 @@ impl Default for RunConfig {
             idle_timeout_secs: 300,
             notices_minutes: vec![45.0, 5.0],
             agent_cpu: AgentCpu::Background,
+            max_restarts: 5,
+            restart_backoff_secs: 5.0,
         }
     }
 }
@@ -312,6 +319,13 @@ impl Config {
                 "agensh.toml: run.idle_timeout_secs and every run.notices_minutes must be positive",
             ));
         }
+        if self.run.max_restarts > 1_000 || !(0.0..=3600.0).contains(&self.run.restart_backoff_secs)
+        {
+            return Err(Error::invalid(
+                "bad_config",
+                "agensh.toml: run.max_restarts must be 0 to 1000 and run.restart_backoff_secs 0 to 3600",
+            ));
+        }
         if !self.run.agent.is_empty() && !AGENTS.contains(&self.run.agent.as_str()) {
             return Err(Error::invalid(
                 "bad_config",
@@ -392,6 +406,11 @@ notices_minutes = {notices}
 # run on every cycle the harness leaves, so prompts reach 1,024 workers without waiting for
 # them), "low" (nice 19) or "normal" (the harness's own priority).
 agent_cpu = "{agent_cpu}"
+# An agent that fails (exits, or a turn errors) is restarted, its session restored where
+# the agent can, else with a recap; the wait doubles after each failure in a row. After
+# `max_restarts` failures in a row the worker is dead: its claims lapse and #general is told.
+max_restarts = {max_restarts}
+restart_backoff_secs = {restart_backoff}
 "#,
             seed = if self.organization.seed.is_empty() {
                 String::new()
@@ -423,6 +442,8 @@ agent_cpu = "{agent_cpu}"
             stagger = toml::Value::Float(self.run.stagger_secs),
             idle = self.run.idle_timeout_secs,
             agent_cpu = self.run.agent_cpu.as_str(),
+            max_restarts = self.run.max_restarts,
+            restart_backoff = toml::Value::Float(self.run.restart_backoff_secs),
             notices = toml::Value::Array(
                 self.run
                     .notices_minutes
@@ -586,5 +607,8 @@ mod tests {
     fn out_of_range_values_are_rejected() {
         let e = Config::parse("[organization]\ngoal = \"x\"\n[board]\nview_cap = 0\n").unwrap_err();
         assert!(e.message.contains("view_cap"));
+        let e = Config::parse("[organization]\ngoal = \"x\"\n[run]\nrestart_backoff_secs = -1.0\n")
+            .unwrap_err();
+        assert!(e.message.contains("restart_backoff_secs"), "{}", e.message);
     }
 }

@@ -10,6 +10,8 @@ pub const WORKER_TEMPLATE: &str = include_str!("../../../prompts/worker.md");
 pub const CONTINUE_TEMPLATE: &str = include_str!("../../../prompts/continue.md");
 /// A deadline notice.
 pub const DEADLINE_TEMPLATE: &str = include_str!("../../../prompts/deadline.md");
+/// The first prompt after the worker's agent failed and was restarted.
+pub const RESTART_TEMPLATE: &str = include_str!("../../../prompts/restart.md");
 
 /// Fills `{{name}}` placeholders from `values`; a placeholder without a value is an error
 /// (a typo in a template must not reach an agent as literal braces).
@@ -126,6 +128,17 @@ mod tests {
         assert!(render(
             DEADLINE_TEMPLATE,
             &[("worker_id", "w01"), ("minutes_left", "5"), ("advice", "x")]
+        )
+        .is_ok());
+        assert!(render(
+            RESTART_TEMPLATE,
+            &[
+                ("worker_id", "w01"),
+                ("error", "exit status 3"),
+                ("restart", "1"),
+                ("max_restarts", "5"),
+                ("previous_prompt", "p")
+            ]
         )
         .is_ok());
     }

@@ -19,7 +19,7 @@ use crate::adapters::cpu::AgentCpu;
 use crate::adapters::{Agent, AgentContext, Usage};
 use crate::pump::EventPump;
 use crate::status::StatusReporter;
-use crate::turn::{run_worker, NodeLink, Progress, WorkerPlan, WorkerSummary};
+use crate::turn::{run_worker, NodeLink, Progress, Recovery, WorkerPlan, WorkerSummary};
 
 /// Which agent drives the workers.
 #[derive(Debug, Clone)]
@@ -88,6 +88,9 @@ pub struct NodePlan {
     pub agensh: PathBuf,
     /// How agent processes share the CPU with the node (`run.agent_cpu`).
     pub agent_cpu: AgentCpu,
+    /// How a worker recovers when its agent fails (`run.max_restarts`,
+    /// `run.restart_backoff_secs`).
+    pub recovery: Recovery,
 }
 
 /// What the live view shows of one worker.
@@ -182,6 +185,7 @@ pub async fn run_node(
             ends_at: plan.ends_at,
             notices_before_end: plan.notices_before_end.clone(),
             log_dir: log_dir(&plan.org_dir, id),
+            recovery: plan.recovery,
         };
         std::fs::create_dir_all(&worker_plan.log_dir).map_err(|e| {
             Error::internal(format!(

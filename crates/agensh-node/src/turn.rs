@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime};
 
 use agensh_client::Client;
 use agensh_domain::event::{kinds, Event, Priority};
-use agensh_domain::prompt::{render, CONTINUE_TEMPLATE, DEADLINE_TEMPLATE};
+use agensh_domain::prompt::{render, CONTINUE_TEMPLATE, DEADLINE_TEMPLATE, RESTART_TEMPLATE};
 use agensh_domain::time::unix_ms;
 use agensh_domain::worker::WorkerStatus;
 use agensh_domain::Result;
@@ -39,6 +39,52 @@ pub struct WorkerPlan {
     pub notices_before_end: Vec<Duration>,
     /// Where turns are logged (`.agensh/logs/<id>/`).
     pub log_dir: PathBuf,
+    /// How the worker recovers when its agent fails.
+    pub recovery: Recovery,
+}
+
+/// How a worker recovers when its agent fails (DESIGN §6.6): the agent is stopped and
+/// started again (the adapter restores its session where the agent can) after a wait that
+/// doubles with each failure in a row, and its next prompt is a recap around the prompt it
+/// failed on. After `max_restarts` failures in a row the worker is dead: its claims lapse
+/// and `#general` is told.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Recovery {
+    pub max_restarts: u32,
+    /// The wait before the first restart.
+    pub backoff: Duration,
+}
+
+/// The longest wait between restarts.
+const MAX_BACKOFF: Duration = Duration::from_secs(300);
+
+impl Recovery {
+    /// The wait before restart number `n` (1-based).
+    pub fn backoff_before(&self, n: u32) -> Duration {
+        let factor = 2u32.saturating_pow(n.saturating_sub(1).min(16));
+        self.backoff
+            .saturating_mul(factor)
+            .min(MAX_BACKOFF.max(self.backoff))
+    }
+}
+
+impl Default for Recovery {
+    fn default() -> Self {
+        Recovery {
+            max_restarts: 5,
+            backoff: Duration::from_secs(5),
+        }
+    }
+}
+
+/// How a recovery ended.
+enum Recovered {
+    /// The agent runs again.
+    Running,
+    /// The run ended (or the node is stopping) while waiting to restart.
+    Stopped,
+    /// The restarts are used up: the last error.
+    GaveUp(agensh_domain::Error),
 }
 
 /// What the worker tells the node as it goes (for the live view).
@@ -104,13 +150,37 @@ pub async fn run_worker(
     let mut log = TurnLog::open(&plan.log_dir)?;
 
     set_status(WorkerStatus::Starting).await;
+    // Agent failures in a row; a completed turn starts the count again.
+    let mut failures = 0u32;
+    let mut prompt = plan.launch_prompt.clone();
     if let Err(e) = agent.start(&plan.ctx).await {
-        set_status(WorkerStatus::Dead).await;
-        status.flush().await;
-        return Err(e);
+        log.write(
+            json!({ "error": e.message, "phase": "start", "at": unix_ms(SystemTime::now()) }),
+        );
+        match recover(
+            &mut *agent,
+            &plan,
+            &mut failures,
+            e,
+            &mut log,
+            &set_status,
+            &mut stop,
+        )
+        .await
+        {
+            Recovered::Running => {}
+            Recovered::Stopped => {
+                agent.stop().await;
+                set_status(WorkerStatus::Stopped).await;
+                status.flush().await;
+                return Ok(WorkerSummary::default());
+            }
+            Recovered::GaveUp(e) => {
+                return give_up(agent, &hub, &plan, failures, e, &set_status, status).await
+            }
+        }
     }
     let mut summary = WorkerSummary::default();
-    let mut prompt = plan.launch_prompt.clone();
     let mut carried: Vec<i64> = Vec::new();
     let mut carried_urgent: Vec<i64> = Vec::new();
     // (seq, created_at) of the events the next prompt carries, for the turn log.
@@ -143,14 +213,32 @@ pub async fn run_worker(
             Ok(o) => o,
             Err(e) => {
                 log.write(
-                    json!({ "prompt": prompt, "error": e.message, "started": unix_ms(started) }),
+                    json!({ "prompt": prompt, "error": e.message, "started": unix_ms(started), "ended": unix_ms(SystemTime::now()) }),
                 );
-                set_status(WorkerStatus::Dead).await;
-                agent.stop().await;
-                status.flush().await;
-                return Err(e);
+                let error = e.message.clone();
+                match recover(
+                    &mut *agent,
+                    &plan,
+                    &mut failures,
+                    e,
+                    &mut log,
+                    &set_status,
+                    &mut stop,
+                )
+                .await
+                {
+                    Recovered::Running => {}
+                    Recovered::Stopped => break,
+                    Recovered::GaveUp(e) => {
+                        return give_up(agent, &hub, &plan, failures, e, &set_status, status).await
+                    }
+                }
+                prompt =
+                    restart_prompt(&id, &error, failures, plan.recovery.max_restarts, &prompt)?;
+                continue;
             }
         };
+        failures = 0;
         summary.turns += 1;
         summary.usage += outcome.usage;
         log.write(json!({
@@ -396,6 +484,123 @@ fn describe(e: &Event) -> String {
     }
 }
 
+/// After the agent failed with `error` (failure number `*failures + 1` in a row): waits its
+/// backoff, then stops and starts the agent again, as long as restarts are left.
+#[allow(clippy::too_many_arguments)]
+async fn recover<S, F>(
+    agent: &mut dyn Agent,
+    plan: &WorkerPlan,
+    failures: &mut u32,
+    mut error: agensh_domain::Error,
+    log: &mut TurnLog,
+    set_status: &S,
+    stop: &mut watch::Receiver<bool>,
+) -> Recovered
+where
+    S: Fn(WorkerStatus) -> F,
+    F: std::future::Future<Output = ()>,
+{
+    loop {
+        *failures += 1;
+        if *failures > plan.recovery.max_restarts {
+            return Recovered::GaveUp(error);
+        }
+        set_status(WorkerStatus::Stalled).await;
+        let wait = plan.recovery.backoff_before(*failures);
+        tracing::warn!(
+            worker = %plan.ctx.worker,
+            "agent failed ({}); restart {} of {} in {:.1} s",
+            error.message,
+            failures,
+            plan.recovery.max_restarts,
+            wait.as_secs_f64()
+        );
+        agent.stop().await;
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = stopped(stop) => return Recovered::Stopped,
+            _ = sleep_until(plan.ends_at) => return Recovered::Stopped,
+        }
+        let restarted = tokio::select! {
+            r = agent.start(&plan.ctx) => r,
+            _ = stopped(stop) => return Recovered::Stopped,
+        };
+        log.write(json!({
+            "restart": *failures, "after_error": error.message, "at": unix_ms(SystemTime::now()),
+            "started": restarted.is_ok(),
+        }));
+        match restarted {
+            Ok(()) => {
+                set_status(WorkerStatus::Busy).await;
+                return Recovered::Running;
+            }
+            Err(e) => error = e,
+        }
+    }
+}
+
+/// The restarts are used up: the worker is dead (its claims stop being live at the hub),
+/// and `#general` is told so others can take over its work.
+async fn give_up<S, F>(
+    mut agent: Box<dyn Agent>,
+    hub: &Client,
+    plan: &WorkerPlan,
+    failures: u32,
+    error: agensh_domain::Error,
+    set_status: &S,
+    status: &StatusReporter,
+) -> Result<WorkerSummary>
+where
+    S: Fn(WorkerStatus) -> F,
+    F: std::future::Future<Output = ()>,
+{
+    agent.stop().await;
+    set_status(WorkerStatus::Dead).await;
+    status.flush().await;
+    let id = &plan.ctx.worker;
+    let text = format!(
+        "{id} is out: its agent failed {failures} times in a row (last: {}). Its claims are no longer live; its pushed branches ({id}/*) and open pull requests are there to take over.",
+        cut(&error.message, 300)
+    );
+    let post = agensh_domain::message::NewMessage {
+        to: "#general".into(),
+        text,
+        thread: None,
+    };
+    if let Err(e) = hub.send_message(&post).await {
+        tracing::warn!(worker = %id, "could not tell #general that the worker is dead: {e}");
+    }
+    Err(error)
+}
+
+/// The first prompt after a restart: what happened, and the prompt the agent failed on.
+fn restart_prompt(
+    worker: &str,
+    error: &str,
+    restart: u32,
+    max_restarts: u32,
+    previous: &str,
+) -> Result<String> {
+    render(
+        RESTART_TEMPLATE,
+        &[
+            ("worker_id", worker),
+            ("error", &cut(error, 300)),
+            ("restart", &restart.to_string()),
+            ("max_restarts", &max_restarts.to_string()),
+            ("previous_prompt", &cut(previous, 6_000)),
+        ],
+    )
+}
+
+/// `text` cut to at most `max` characters, marked when cut.
+fn cut(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((i, _)) => format!("{}…", &text[..i]),
+        None => text.to_string(),
+    }
+}
+
 fn past(ends_at: Option<SystemTime>) -> bool {
     ends_at.is_some_and(|e| SystemTime::now() >= e)
 }
@@ -443,5 +648,42 @@ impl TurnLog {
         if let Err(e) = self.file.write_all(line.as_bytes()) {
             tracing::warn!("cannot write the turn log: {e}");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_wait_before_a_restart_doubles_up_to_five_minutes() {
+        let r = Recovery {
+            max_restarts: 100,
+            backoff: Duration::from_secs(5),
+        };
+        let secs: Vec<u64> = (1..=8).map(|n| r.backoff_before(n).as_secs()).collect();
+        assert_eq!(secs, [5, 10, 20, 40, 80, 160, 300, 300]);
+        assert_eq!(r.backoff_before(u32::MAX), MAX_BACKOFF);
+        let none = Recovery {
+            max_restarts: 1,
+            backoff: Duration::ZERO,
+        };
+        assert_eq!(none.backoff_before(3), Duration::ZERO);
+    }
+
+    #[test]
+    fn a_recap_is_cut_to_its_limits_on_character_boundaries() {
+        let p = restart_prompt("w07", &"é".repeat(400), 2, 5, &"ü".repeat(7_000)).unwrap();
+        assert!(p.contains("worker w07") || p.contains("Worker w07"), "{p}");
+        assert!(p.contains("restart 2 of at most 5"), "{p}");
+        assert!(
+            p.contains(&format!("{}…", "é".repeat(300))),
+            "error cut at 300"
+        );
+        assert!(!p.contains(&"é".repeat(301)));
+        assert!(
+            p.contains(&format!("{}…", "ü".repeat(6_000))),
+            "prompt cut at 6,000"
+        );
     }
 }

@@ -15,6 +15,7 @@ use agensh_model::ModelServer;
 use agensh_node::adapters::builtin::{BuiltinConfig, ToolStyle};
 use agensh_node::node::{run_node, AgentKind, NodePlan, NodeSummary, WorkerLine};
 use agensh_node::turn::Progress;
+use agensh_node::turn::Recovery;
 use agensh_store::{SqliteStore, Store};
 use anyhow::{bail, Context, Result};
 use tokio::sync::{mpsc, watch};
@@ -186,6 +187,10 @@ fn plan(
         pack: Vec::new(),
         agensh: std::env::current_exe()?,
         agent_cpu: config.run.agent_cpu,
+        recovery: Recovery {
+            max_restarts: config.run.max_restarts,
+            backoff: Duration::from_secs_f64(config.run.restart_backoff_secs),
+        },
     })
 }
 
