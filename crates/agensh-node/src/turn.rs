@@ -153,32 +153,14 @@ pub async fn run_worker(
     // Agent failures in a row; a completed turn starts the count again.
     let mut failures = 0u32;
     let mut prompt = plan.launch_prompt.clone();
+    // A failure to recover from before the next turn: the error, and whether it ended a
+    // turn (then the next prompt is a recap around the prompt it failed on).
+    let mut failure: Option<(agensh_domain::Error, bool)> = None;
     if let Err(e) = agent.start(&plan.ctx).await {
         log.write(
             json!({ "error": e.message, "phase": "start", "at": unix_ms(SystemTime::now()) }),
         );
-        match recover(
-            &mut *agent,
-            &plan,
-            &mut failures,
-            e,
-            &mut log,
-            &set_status,
-            &mut stop,
-        )
-        .await
-        {
-            Recovered::Running => {}
-            Recovered::Stopped => {
-                agent.stop().await;
-                set_status(WorkerStatus::Stopped).await;
-                status.flush().await;
-                return Ok(WorkerSummary::default());
-            }
-            Recovered::GaveUp(e) => {
-                return give_up(agent, &hub, &plan, failures, e, &set_status, status).await
-            }
-        }
+        failure = Some((e, false));
     }
     let mut summary = WorkerSummary::default();
     let mut carried: Vec<i64> = Vec::new();
@@ -190,6 +172,29 @@ pub async fn run_worker(
     notices_left.sort_by(|a, b| b.cmp(a));
 
     loop {
+        if let Some((e, in_turn)) = failure.take() {
+            let error = e.message.clone();
+            let recovered = recover(
+                &mut *agent,
+                &plan,
+                &mut failures,
+                e,
+                &mut log,
+                &set_status,
+                &mut stop,
+            );
+            match recovered.await {
+                Recovered::Running => {}
+                Recovered::Stopped => break,
+                Recovered::GaveUp(e) => {
+                    return give_up(agent, &hub, &plan, failures, e, &set_status, status).await
+                }
+            }
+            if in_turn {
+                let max = plan.recovery.max_restarts;
+                prompt = restart_prompt(&id, &error, failures, max, &prompt)?;
+            }
+        }
         if *stop.borrow() || past(plan.ends_at) {
             break;
         }
@@ -215,26 +220,7 @@ pub async fn run_worker(
                 log.write(
                     json!({ "prompt": prompt, "error": e.message, "started": unix_ms(started), "ended": unix_ms(SystemTime::now()) }),
                 );
-                let error = e.message.clone();
-                match recover(
-                    &mut *agent,
-                    &plan,
-                    &mut failures,
-                    e,
-                    &mut log,
-                    &set_status,
-                    &mut stop,
-                )
-                .await
-                {
-                    Recovered::Running => {}
-                    Recovered::Stopped => break,
-                    Recovered::GaveUp(e) => {
-                        return give_up(agent, &hub, &plan, failures, e, &set_status, status).await
-                    }
-                }
-                prompt =
-                    restart_prompt(&id, &error, failures, plan.recovery.max_restarts, &prompt)?;
+                failure = Some((e, true));
                 continue;
             }
         };

@@ -41,28 +41,7 @@ pub async fn poll(
     ApiQuery(q): ApiQuery<PollQuery>,
 ) -> ApiResult<Json<Value>> {
     let worker = caller.worker()?.to_string();
-    let max_wait = s.config.hub.max_wait_secs;
-    if q.wait > max_wait {
-        return Err(Error::invalid(
-            "bad_wait",
-            format!(
-                "wait {} s is too long; the limit is {max_wait} s — poll again when it returns",
-                q.wait
-            ),
-        )
-        .into());
-    }
-    let limit = match q.limit {
-        None => POLL_LIMIT,
-        Some(n) if (1..=POLL_LIMIT).contains(&n) => n,
-        Some(n) => {
-            return Err(Error::invalid(
-                "bad_limit",
-                format!("limit {n} is out of range — ask for 1 to {POLL_LIMIT} events"),
-            )
-            .into())
-        }
-    };
+    let limit = poll_bounds(&s, q.wait, q.limit, "events")?;
     if let Some(list) = q.ack.as_deref().filter(|l| !l.is_empty()) {
         let seqs = list
             .split(',')
@@ -157,28 +136,7 @@ pub async fn poll_many(
     ApiJson(body): ApiJson<PollMany>,
 ) -> ApiResult<Json<PolledMany>> {
     super::workers::check_batch(body.workers.len())?;
-    let max_wait = s.config.hub.max_wait_secs;
-    if body.wait > max_wait {
-        return Err(Error::invalid(
-            "bad_wait",
-            format!(
-                "wait {} s is too long; the limit is {max_wait} s — poll again when it returns",
-                body.wait
-            ),
-        )
-        .into());
-    }
-    let limit = match body.limit {
-        None => POLL_LIMIT,
-        Some(n) if (1..=POLL_LIMIT).contains(&n) => n,
-        Some(n) => {
-            return Err(Error::invalid(
-                "bad_limit",
-                format!("limit {n} is out of range — ask for 1 to {POLL_LIMIT} events per worker"),
-            )
-            .into())
-        }
-    };
+    let limit = poll_bounds(&s, body.wait, body.limit, "events per worker")?;
     crate::auth::authorize_many(
         &caller,
         &s,
@@ -334,6 +292,28 @@ async fn wait_for_many(
                 Err(RecvError::Closed) => return Ok(()),
             },
         }
+    }
+}
+
+/// Checks a poll's `wait` against `hub.max_wait_secs` and its `limit` (of `what`) against
+/// [`POLL_LIMIT`]; the limit to use.
+fn poll_bounds(s: &AppState, wait: u64, limit: Option<usize>, what: &str) -> Result<usize, Error> {
+    let max_wait = s.config.hub.max_wait_secs;
+    if wait > max_wait {
+        return Err(Error::invalid(
+            "bad_wait",
+            format!(
+                "wait {wait} s is too long; the limit is {max_wait} s — poll again when it returns"
+            ),
+        ));
+    }
+    match limit {
+        None => Ok(POLL_LIMIT),
+        Some(n) if (1..=POLL_LIMIT).contains(&n) => Ok(n),
+        Some(n) => Err(Error::invalid(
+            "bad_limit",
+            format!("limit {n} is out of range — ask for 1 to {POLL_LIMIT} {what}"),
+        )),
     }
 }
 
