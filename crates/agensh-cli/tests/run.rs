@@ -679,3 +679,51 @@ fn an_agent_that_keeps_failing_makes_its_worker_dead_and_general_is_told() {
         told.text
     );
 }
+
+#[test]
+fn a_hung_agent_is_restarted_after_the_hang_timeout() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = org(
+        tmp.path(),
+        &[
+            ("notices_minutes", "[0.001]"),
+            ("idle_timeout_secs", "600"),
+            ("max_restarts", "2"),
+            ("restart_backoff_secs", "0.1"),
+            ("hang_timeout_secs", "2"),
+        ],
+    );
+    // A step that says nothing for a minute: the agent looks hung after 2 s.
+    let s = scenario(
+        tmp.path(),
+        "[[step]]\naction = \"sleep\"\nms = 60000\n\
+         [[step]]\naction = \"board_write\"\nkind = \"FACT\"\ntext = \"awake again\"\n\
+         [[step]]\naction = \"end_turn\"\n",
+    );
+    let log = tmp.path().join("script.jsonl");
+    let run = start_run(&dir, &s, &log, &["--workers", "1", "--hours", "0.003"]);
+    let started = Instant::now();
+    let summary = finish(run, Duration::from_secs(60));
+    assert!(
+        started.elapsed() < Duration::from_secs(50),
+        "the minute-long step was cut short"
+    );
+    assert_eq!(summary["failed_workers"], serde_json::json!([]), "{summary}");
+    let t = turns(&dir, "w01");
+    let hung = t
+        .iter()
+        .find(|l| l.get("error").is_some())
+        .unwrap_or_else(|| panic!("no hung turn logged: {t:?}"));
+    assert!(
+        hung["error"].as_str().unwrap().contains("no sign of life"),
+        "{hung}"
+    );
+    let took = hung["ended"].as_i64().unwrap() - hung["started"].as_i64().unwrap();
+    assert!((2_000..10_000).contains(&took), "hung after {took} ms");
+    assert!(
+        t.iter().any(|l| l["events"]
+            .as_array()
+            .is_some_and(|e| e.iter().any(|e| e["name"] == "board_write"))),
+        "the restarted agent went on after the step it hung in: {t:?}"
+    );
+}

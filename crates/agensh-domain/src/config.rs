@@ -109,6 +109,9 @@ pub struct RunConfig {
     /// Seconds before the first restart of a failed agent; doubled for each further
     /// failure in a row, up to 5 minutes.
     pub restart_backoff_secs: f64,
+    /// Seconds an agent may go without a sign of life in the middle of a turn before it is
+    /// taken as hung and restarted (0: never).
+    pub hang_timeout_secs: u64,
 }
 
 /// How agent processes (ACP and scripted agents, and everything they start) share the CPU
@@ -152,6 +155,7 @@ impl Default for RunConfig {
             agent_cpu: AgentCpu::Background,
             max_restarts: 5,
             restart_backoff_secs: 5.0,
+            hang_timeout_secs: 1800,
         }
     }
 }
@@ -411,6 +415,9 @@ agent_cpu = "{agent_cpu}"
 # `max_restarts` failures in a row the worker is dead: its claims lapse and #general is told.
 max_restarts = {max_restarts}
 restart_backoff_secs = {restart_backoff}
+# An agent that shows no sign of life (no output, no step) for this many seconds in the
+# middle of a turn is taken as hung and restarted the same way (0: never).
+hang_timeout_secs = {hang_timeout}
 "#,
             seed = if self.organization.seed.is_empty() {
                 String::new()
@@ -444,6 +451,7 @@ restart_backoff_secs = {restart_backoff}
             agent_cpu = self.run.agent_cpu.as_str(),
             max_restarts = self.run.max_restarts,
             restart_backoff = toml::Value::Float(self.run.restart_backoff_secs),
+            hang_timeout = self.run.hang_timeout_secs,
             notices = toml::Value::Array(
                 self.run
                     .notices_minutes

@@ -158,6 +158,7 @@ pub async fn run_node(
             hub_url: plan.hub_url.clone(),
             token: token.clone(),
             state_dir: log_dir(&plan.org_dir, id),
+            heartbeat: Default::default(),
         };
         let deadline = plan
             .ends_at

@@ -53,6 +53,8 @@ pub struct Recovery {
     pub max_restarts: u32,
     /// The wait before the first restart.
     pub backoff: Duration,
+    /// An agent silent this long in the middle of a turn is hung (none: never).
+    pub hang_after: Option<Duration>,
 }
 
 /// The longest wait between restarts.
@@ -73,6 +75,7 @@ impl Default for Recovery {
         Recovery {
             max_restarts: 5,
             backoff: Duration::from_secs(5),
+            hang_after: Some(Duration::from_secs(1800)),
         }
     }
 }
@@ -208,8 +211,10 @@ pub async fn run_worker(
             carried_urgent.clear();
         }
         let started = SystemTime::now();
+        plan.ctx.heartbeat.beat();
         let outcome = tokio::select! {
             r = agent.turn(&prompt) => Some(r),
+            e = hung(&plan.ctx.heartbeat, plan.recovery.hang_after) => Some(Err(e)),
             _ = stopped(&mut stop) => None,
             _ = sleep_until(plan.ends_at) => None,
         };
@@ -587,6 +592,30 @@ fn cut(text: &str, max: usize) -> String {
     }
 }
 
+/// Resolves when the agent has been silent for `after` (never when `after` is none).
+async fn hung(
+    heartbeat: &crate::adapters::Heartbeat,
+    after: Option<Duration>,
+) -> agensh_domain::Error {
+    let Some(after) = after else {
+        return std::future::pending().await;
+    };
+    loop {
+        let silent = heartbeat.silent_for();
+        if silent >= after {
+            return agensh_domain::Error::new(
+                agensh_domain::ErrorKind::Internal,
+                "agent_hung",
+                format!(
+                    "the agent showed no sign of life for {} s in the middle of a turn (run.hang_timeout_secs)",
+                    silent.as_secs()
+                ),
+            );
+        }
+        tokio::time::sleep((after - silent).max(Duration::from_millis(50))).await;
+    }
+}
+
 fn past(ends_at: Option<SystemTime>) -> bool {
     ends_at.is_some_and(|e| SystemTime::now() >= e)
 }
@@ -646,6 +675,7 @@ mod tests {
         let r = Recovery {
             max_restarts: 100,
             backoff: Duration::from_secs(5),
+            hang_after: None,
         };
         let secs: Vec<u64> = (1..=8).map(|n| r.backoff_before(n).as_secs()).collect();
         assert_eq!(secs, [5, 10, 20, 40, 80, 160, 300, 300]);
@@ -653,6 +683,7 @@ mod tests {
         let none = Recovery {
             max_restarts: 1,
             backoff: Duration::ZERO,
+            hang_after: None,
         };
         assert_eq!(none.backoff_before(3), Duration::ZERO);
     }

@@ -189,7 +189,7 @@ impl AcpAgent {
             closed: AtomicBool::new(false),
         });
         let (tx, updates) = mpsc::unbounded_channel();
-        let reader = tokio::spawn(read_loop(stdout, conn.clone(), tx));
+        let reader = tokio::spawn(read_loop(stdout, conn.clone(), tx, ctx.heartbeat.clone()));
         Ok(Running {
             child,
             pgid,
@@ -592,9 +592,15 @@ impl Conn {
 
 /// Reads the agent's stdout: answers go to their requests, `session/update`s to the turn,
 /// and the agent's own requests are answered here.
-async fn read_loop(stdout: ChildStdout, conn: Arc<Conn>, updates: mpsc::UnboundedSender<Value>) {
+async fn read_loop(
+    stdout: ChildStdout,
+    conn: Arc<Conn>,
+    updates: mpsc::UnboundedSender<Value>,
+    heartbeat: super::Heartbeat,
+) {
     let mut lines = BufReader::new(stdout).lines();
     while let Ok(Some(line)) = lines.next_line().await {
+        heartbeat.beat();
         let line = line.trim();
         if line.is_empty() {
             continue;

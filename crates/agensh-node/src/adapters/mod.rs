@@ -22,6 +22,31 @@ pub struct AgentContext {
     pub token: String,
     /// Where the adapter may keep files of its own (session state, agent logs).
     pub state_dir: PathBuf,
+    /// Beaten by the adapter whenever the agent shows a sign of life.
+    pub heartbeat: Heartbeat,
+}
+
+/// When an agent last showed a sign of life — a line on its output, a step of the built-in
+/// agent — shared between its adapter and the turn loop, which restarts an agent silent
+/// for longer than `run.hang_timeout_secs` in the middle of a turn.
+#[derive(Debug, Clone, Default)]
+pub struct Heartbeat(std::sync::Arc<std::sync::atomic::AtomicI64>);
+
+impl Heartbeat {
+    /// The agent is alive now.
+    pub fn beat(&self) {
+        self.0.store(
+            agensh_domain::time::unix_ms(std::time::SystemTime::now()),
+            std::sync::atomic::Ordering::Relaxed,
+        );
+    }
+
+    /// How long since the last beat (since the epoch when there was none).
+    pub fn silent_for(&self) -> std::time::Duration {
+        let last = self.0.load(std::sync::atomic::Ordering::Relaxed);
+        let now = agensh_domain::time::unix_ms(std::time::SystemTime::now());
+        std::time::Duration::from_millis(now.saturating_sub(last).max(0) as u64)
+    }
 }
 
 impl AgentContext {

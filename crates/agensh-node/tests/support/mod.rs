@@ -153,6 +153,7 @@ impl Org {
             hub_url: self.hub.url.clone(),
             token: self.token(id).to_string(),
             state_dir: self.dir().join(".agensh").join("logs").join(id),
+            heartbeat: Default::default(),
         }
     }
 
