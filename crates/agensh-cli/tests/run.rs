@@ -708,7 +708,11 @@ fn a_hung_agent_is_restarted_after_the_hang_timeout() {
         started.elapsed() < Duration::from_secs(50),
         "the minute-long step was cut short"
     );
-    assert_eq!(summary["failed_workers"], serde_json::json!([]), "{summary}");
+    assert_eq!(
+        summary["failed_workers"],
+        serde_json::json!([]),
+        "{summary}"
+    );
     let t = turns(&dir, "w01");
     let hung = t
         .iter()
