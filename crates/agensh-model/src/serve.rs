@@ -20,6 +20,60 @@ const SCRIPT: &str = include_str!("serve.py");
 const START_TIMEOUT: Duration = Duration::from_secs(180);
 /// How long `stop` waits after SIGTERM before SIGKILL.
 const STOP_GRACE: Duration = Duration::from_secs(5);
+/// A server log larger than this when the server starts is moved to `<log>.1` (replacing
+/// the one there) and a new one begun: at most about twice this much log is kept.
+pub const LOG_ROTATE_BYTES: u64 = 16 << 20;
+
+/// Refuses a server whose model and KV cache (`n_ctx` tokens) would not fit in 90% of the
+/// `available` memory, saying what to lower: the kernel would kill it, or the machine swap.
+fn check_memory(
+    spec: &crate::spec::ModelSpec,
+    opts: &ServeOptions,
+    n_ctx: u32,
+    available: u64,
+) -> Result<()> {
+    let kv = u64::from(n_ctx) * spec.kv_bytes_per_token;
+    let need = kv + spec.bytes;
+    if need > available / 10 * 9 {
+        let gb = |b: u64| b as f64 / 1e9;
+        return Err(Error::BadOption(format!(
+            "{} requests at once × {} tokens of context need {:.1} GB of KV cache, {:.1} GB with the model, and {:.1} GB of memory is available — lower model.context_tokens in agensh.toml or run fewer workers per model server",
+            opts.parallel,
+            opts.context_per_request,
+            gb(kv),
+            gb(need),
+            gb(available)
+        )));
+    }
+    Ok(())
+}
+
+/// `MemAvailable` from /proc/meminfo, in bytes (none where there is no such file).
+fn mem_available() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kib: u64 = info
+        .lines()
+        .find_map(|l| l.strip_prefix("MemAvailable:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kib * 1024)
+}
+
+/// Moves `path` to `path.1` when it is larger than `limit` bytes (best effort: a log that
+/// cannot be moved is appended to as before).
+fn rotate(path: &std::path::Path, limit: u64) {
+    if std::fs::metadata(path).is_ok_and(|m| m.len() > limit) {
+        let mut old = path.as_os_str().to_owned();
+        old.push(".1");
+        if let Err(e) = std::fs::rename(path, &old) {
+            tracing::warn!("cannot rotate the server log {}: {e}", path.display());
+        }
+    }
+}
+
 /// Lines of the server's log an error quotes.
 const LOG_TAIL: usize = 25;
 const READY_LINE: &str = "AGENSH_LISTENING ";
@@ -97,6 +151,9 @@ impl ModelServer {
         if opts.host.is_empty() {
             return Err(Error::BadOption("the host is empty: use 127.0.0.1".into()));
         }
+        if let Some(available) = mem_available() {
+            check_memory(inst.size.spec(), opts, n_ctx, available)?;
+        }
         let threads = match opts.threads {
             0 => std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
             t => t,
@@ -124,6 +181,7 @@ impl ModelServer {
                 if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
                     std::fs::create_dir_all(dir).map_err(Error::io("cannot create", dir))?;
                 }
+                rotate(path, LOG_ROTATE_BYTES);
                 let f = std::fs::OpenOptions::new()
                     .create(true)
                     .append(true)
@@ -365,7 +423,45 @@ async fn read_end(path: &std::path::Path) -> std::io::Result<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::url_host;
+    use super::{check_memory, mem_available, rotate, url_host, ServeOptions};
+    use crate::spec::Size;
+
+    #[test]
+    fn a_kv_cache_larger_than_memory_is_refused_with_what_to_lower() {
+        let spec = Size::B15.spec();
+        let opts = ServeOptions {
+            parallel: 16,
+            context_per_request: 8192,
+            ..ServeOptions::default()
+        };
+        // 16 × 8192 tokens × 28 KiB ≈ 3.8 GB of KV cache, plus the 1.1 GB model.
+        let e = check_memory(spec, &opts, 16 * 8192, 4_000_000_000)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("3.8 GB of KV cache"), "{e}");
+        assert!(e.contains("model.context_tokens"), "{e}");
+        check_memory(spec, &opts, 16 * 8192, 24_000_000_000).unwrap();
+        assert!(mem_available().is_some_and(|b| b > 0));
+    }
+
+    #[test]
+    fn a_log_over_the_limit_moves_aside_and_a_small_one_stays() {
+        let tmp = tempfile::tempdir().unwrap();
+        let log = tmp.path().join("serve-0.5b.log");
+        std::fs::write(&log, "small\n").unwrap();
+        rotate(&log, 100);
+        assert_eq!(std::fs::read_to_string(&log).unwrap(), "small\n");
+        std::fs::write(&log, "x".repeat(101)).unwrap();
+        std::fs::write(tmp.path().join("serve-0.5b.log.1"), "older").unwrap();
+        rotate(&log, 100);
+        assert!(!log.exists());
+        assert_eq!(
+            std::fs::read_to_string(tmp.path().join("serve-0.5b.log.1")).unwrap(),
+            "x".repeat(101)
+        );
+        rotate(&log, 100); // nothing there: nothing happens
+        assert!(!log.exists());
+    }
 
     #[test]
     fn url_hosts() {

