@@ -212,9 +212,10 @@ pub async fn run_worker(
         }
         let started = SystemTime::now();
         plan.ctx.heartbeat.beat();
+        let hang_after = plan.recovery.hang_after.filter(|_| !agent.self_bounded());
         let outcome = tokio::select! {
             r = agent.turn(&prompt) => Some(r),
-            e = hung(&plan.ctx.heartbeat, plan.recovery.hang_after) => Some(Err(e)),
+            e = hung(&plan.ctx.heartbeat, hang_after) => Some(Err(e)),
             _ = stopped(&mut stop) => None,
             _ = sleep_until(plan.ends_at) => None,
         };

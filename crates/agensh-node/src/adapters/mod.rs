@@ -108,4 +108,9 @@ pub trait Agent: Send {
     async fn turn(&mut self, prompt: &str) -> Result<TurnOutcome>;
     /// Stops the agent and every process it started.
     async fn stop(&mut self);
+    /// Whether the agent bounds every step of a turn by timeouts of its own (the built-in
+    /// agent: model requests and commands), so the turn loop need not watch it for hangs.
+    fn self_bounded(&self) -> bool {
+        false
+    }
 }

@@ -286,6 +286,10 @@ impl Agent for BuiltinAgent {
         s.turn(&cfg, prompt).await
     }
 
+    fn self_bounded(&self) -> bool {
+        true
+    }
+
     async fn stop(&mut self) {
         if let Some(mut s) = self.session.take() {
             s.ws.kill_all();
@@ -903,6 +907,13 @@ fn ordinal(n: u32) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_the_builtin_agent_is_exempt_from_the_hang_watch() {
+        assert!(BuiltinAgent::new(BuiltinConfig::default()).self_bounded());
+        let acp = crate::adapters::acp::AcpAgent::new(vec!["true".into()], Vec::new());
+        assert!(!acp.self_bounded());
+    }
 
     #[test]
     fn tool_style_parses_and_says_what_is_valid() {
