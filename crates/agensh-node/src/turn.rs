@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
 use agensh_client::Client;
+use agensh_domain::config::RunConfig;
 use agensh_domain::event::{kinds, Event, Priority};
 use agensh_domain::prompt::{render, CONTINUE_TEMPLATE, DEADLINE_TEMPLATE, RESTART_TEMPLATE};
 use agensh_domain::time::unix_ms;
@@ -70,13 +71,22 @@ impl Recovery {
     }
 }
 
-impl Default for Recovery {
-    fn default() -> Self {
+impl From<&RunConfig> for Recovery {
+    /// `run.max_restarts`, `run.restart_backoff_secs` and `run.hang_timeout_secs` (0: never).
+    fn from(run: &RunConfig) -> Self {
         Recovery {
-            max_restarts: 5,
-            backoff: Duration::from_secs(5),
-            hang_after: Some(Duration::from_secs(1800)),
+            max_restarts: run.max_restarts,
+            backoff: Duration::from_secs_f64(run.restart_backoff_secs),
+            hang_after: (run.hang_timeout_secs > 0)
+                .then(|| Duration::from_secs(run.hang_timeout_secs)),
         }
+    }
+}
+
+impl Default for Recovery {
+    /// As `agensh.toml`'s defaults say.
+    fn default() -> Self {
+        Recovery::from(&RunConfig::default())
     }
 }
 

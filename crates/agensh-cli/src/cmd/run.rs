@@ -187,12 +187,7 @@ fn plan(
         pack: Vec::new(),
         agensh: std::env::current_exe()?,
         agent_cpu: config.run.agent_cpu,
-        recovery: Recovery {
-            max_restarts: config.run.max_restarts,
-            backoff: Duration::from_secs_f64(config.run.restart_backoff_secs),
-            hang_after: (config.run.hang_timeout_secs > 0)
-                .then(|| Duration::from_secs(config.run.hang_timeout_secs)),
-        },
+        recovery: Recovery::from(&config.run),
     })
 }
 

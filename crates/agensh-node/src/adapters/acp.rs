@@ -11,7 +11,8 @@
 //!
 //! The agent runs in its own process group with the worker's checkout as working
 //! directory, below the node in CPU priority ([`AcpAgent::with_cpu`], `run.agent_cpu`; its
-//! children inherit it), so handing out prompts never waits for agents; its stderr goes to `agent.stderr.log` in the adapter's state directory. Some
+//! children inherit it), so handing out prompts never waits for agents; its stderr goes to
+//! `agent.stderr.log` in the adapter's state directory. Some
 //! agents (codex-acp, gemini --acp) ignore the end of their input, so [`Agent::stop`]
 //! closes stdin, waits briefly, then kills the whole process group.
 

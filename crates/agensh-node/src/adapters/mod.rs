@@ -26,9 +26,10 @@ pub struct AgentContext {
     pub heartbeat: Heartbeat,
 }
 
-/// When an agent last showed a sign of life — a line on its output, a step of the built-in
-/// agent — shared between its adapter and the turn loop, which restarts an agent silent
-/// for longer than `run.hang_timeout_secs` in the middle of a turn.
+/// When an agent last showed a sign of life (for the ACP adapter: a line on its output),
+/// shared between its adapter and the turn loop, which restarts an agent silent for longer
+/// than `run.hang_timeout_secs` in the middle of a turn. Agents that are
+/// [`Agent::self_bounded`] need not beat it.
 #[derive(Debug, Clone, Default)]
 pub struct Heartbeat(std::sync::Arc<std::sync::atomic::AtomicI64>);
 

@@ -143,7 +143,6 @@ pub struct BuiltinAgent {
 /// One session: from `start` to `stop`.
 struct Session {
     worker: String,
-    heartbeat: super::Heartbeat,
     mcp: Option<McpClient>,
     specs: Vec<ToolSpec>,
     /// The effective style is JSON actions.
@@ -254,7 +253,6 @@ impl Agent for BuiltinAgent {
         }));
         self.groups = Some(ws.groups());
         self.session = Some(Session {
-            heartbeat: ctx.heartbeat.clone(),
             worker: ctx.worker.clone(),
             mcp: Some(mcp),
             history: History::new(system, cfg.context_tokens),
@@ -354,7 +352,6 @@ impl Session {
         self.tools_ms = 0;
         let mut hard_compacted = false;
         let stop_reason = loop {
-            self.heartbeat.beat();
             if steps >= cfg.max_steps_per_turn {
                 break "max_steps".to_string();
             }
