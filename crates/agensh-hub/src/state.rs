@@ -59,10 +59,7 @@ impl Inner {
 
     /// Notes that `worker` made a request now.
     pub fn touch(&self, worker: &str) {
-        self.activity
-            .lock()
-            .expect("activity lock")
-            .insert(worker.to_string(), now_ms());
+        self.touch_many(std::iter::once(worker));
     }
 
     /// Notes that requests were made for `workers` now.

@@ -126,6 +126,11 @@ mod tests {
         out.stdout.lines().map(str::to_string).collect()
     }
 
+    async fn assert_fsck_clean(ws: &Workspace) {
+        let out = ws.git().output(["fsck", "--no-progress"]).await.unwrap();
+        assert!(out.success(), "{}", out.stderr);
+    }
+
     #[tokio::test]
     async fn a_seeded_repository_is_packed() {
         let tmp = tempfile::tempdir().unwrap();
@@ -151,12 +156,7 @@ mod tests {
         for id in few.iter().chain(&many) {
             ws.git().run(["cat-file", "-e", id]).await.unwrap();
         }
-        assert!(ws
-            .git()
-            .output(["fsck", "--no-progress"])
-            .await
-            .unwrap()
-            .success());
+        assert_fsck_clean(&ws).await;
     }
 
     #[tokio::test]
@@ -184,11 +184,6 @@ mod tests {
         assert_eq!(ws.maintain().await.unwrap(), Maintained::Repacked);
         let c = ws.object_counts().await.unwrap();
         assert_eq!((c.packs, c.loose), (1, 0), "{c:?}");
-        assert!(ws
-            .git()
-            .output(["fsck", "--no-progress"])
-            .await
-            .unwrap()
-            .success());
+        assert_fsck_clean(&ws).await;
     }
 }

@@ -78,6 +78,7 @@ pub async fn poll(
     Ok(Json(json!({ "events": events })))
 }
 
+/// Waits for `worker`'s first event above `after`: the many-worker wait with one worker.
 async fn wait_for_events(
     s: &AppState,
     worker: &str,
@@ -86,43 +87,9 @@ async fn wait_for_events(
     bus: &mut tokio::sync::broadcast::Receiver<std::sync::Arc<Event>>,
     wait: Duration,
 ) -> ApiResult<Vec<Event>> {
-    let shutdown = crate::state::stopped(s.shutdown.clone());
-    tokio::pin!(shutdown);
-    let deadline = tokio::time::Instant::now() + wait;
-    let waiting = &s.metrics.long_polls_waiting;
-    waiting.fetch_add(1, Ordering::Relaxed);
-    let _guard = scopeguard(|| {
-        waiting.fetch_sub(1, Ordering::Relaxed);
-    });
-    let mut out: Vec<Event> = Vec::new();
-    loop {
-        tokio::select! {
-            _ = tokio::time::sleep_until(deadline) => return Ok(out),
-            _ = &mut shutdown => return Ok(out),
-            got = bus.recv() => match got {
-                Ok(e) if e.seq > after && e.is_for(worker) => {
-                    out.push((*e).clone());
-                    // Take whatever else is already committed, then answer.
-                    while out.len() < limit {
-                        match bus.try_recv() {
-                            Ok(e) if e.seq > after && e.is_for(worker) => out.push((*e).clone()),
-                            Ok(_) => {}
-                            Err(_) => break,
-                        }
-                    }
-                    return Ok(out);
-                }
-                Ok(_) => {}
-                Err(RecvError::Lagged(_)) => {
-                    let pending = s.store.pending_events(worker, after, limit).await?;
-                    if !pending.is_empty() {
-                        return Ok(pending);
-                    }
-                }
-                Err(RecvError::Closed) => return Ok(out),
-            },
-        }
-    }
+    let mut found = Found::new(limit);
+    wait_for_many(s, &[(worker.to_string(), after)], &mut found, bus, wait).await?;
+    Ok(found.events.into_values().collect())
 }
 
 /// A node's one long-poll for many of its workers: acknowledges each worker's `ack`

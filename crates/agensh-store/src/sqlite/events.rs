@@ -441,27 +441,15 @@ pub fn ack(conn: &Connection, worker: &str, seqs: &[i64]) -> Result<usize> {
         return Err(too_many_acks(seqs.len()));
     }
     let c = cursor(conn, worker)?;
+    check_acks(worker, seqs, c, &events_named(conn, seqs.iter())?)?;
+    let mut insert = conn
+        .prepare_cached("INSERT OR IGNORE INTO event_acks(worker, seq) VALUES (?1, ?2)")
+        .map_err(sql_err)?;
     let mut fresh = 0;
-    for &seq in seqs {
-        if seq <= c {
-            continue;
-        }
-        let e = conn
-            .prepare_cached(&format!(
-                "SELECT {EVENT_COLUMNS} FROM events WHERE seq = ?1"
-            ))
-            .and_then(|mut s| s.query_row([seq], row_to_event).optional())
-            .map_err(sql_err)?;
-        match e {
-            Some(e) if e.is_for(worker) => {
-                fresh += conn
-                    .prepare_cached("INSERT OR IGNORE INTO event_acks(worker, seq) VALUES (?1, ?2)")
-                    .and_then(|mut s| s.execute(params![worker, seq]))
-                    .map_err(sql_err)?;
-            }
-            _ => return Err(not_your_event(worker, seq)),
-        }
+    for &seq in seqs.iter().filter(|s| **s > c) {
+        fresh += insert.execute(params![worker, seq]).map_err(sql_err)?;
     }
+    drop(insert);
     advance_cursor(conn, worker, c)?;
     Ok(fresh)
 }
