@@ -3,12 +3,12 @@
 //!
 //! `adapters` holds the one interface the loop drives ([`adapters::Agent`]) and one thin
 //! translation per kind of agent; `turn` is the loop of one worker; `pump` and `status`
-//! are the node's shared event long-poll and status reports for all its workers; `script`
-//! is the deterministic scripted agent used by tests and load runs.
+//! are the node's shared event long-poll and status reports for all its workers. The scripted
+//! agent the tests and load runs drive is a separate crate (`agensh-script`), started as a
+//! process like any other ACP agent.
 
 pub mod adapters;
 pub mod node;
 pub mod pump;
-pub mod script;
 pub mod status;
 pub mod turn;

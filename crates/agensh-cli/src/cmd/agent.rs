@@ -6,7 +6,7 @@ use crate::cli::{AgentArgs, AgentCommand};
 
 pub async fn run(a: AgentArgs) -> anyhow::Result<()> {
     match a.command {
-        AgentCommand::Script { scenario } => agensh_node::script::run_stdio(&scenario)
+        AgentCommand::Script { scenario } => agensh_script::run_stdio(&scenario)
             .await
             .context("the scripted agent"),
     }
