@@ -5,6 +5,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use agensh_domain::event::{kinds, Event, NewEvent, PollMany, PolledMany, Priority};
+use agensh_domain::page::{self, Limit};
 use agensh_domain::Error;
 use agensh_store::QueueState;
 use axum::extract::State;
@@ -17,9 +18,6 @@ use tokio::sync::broadcast::error::RecvError;
 use crate::auth::Caller;
 use crate::error::{ApiJson, ApiQuery, ApiResult};
 use crate::state::{now_ms, AppState};
-
-/// Most events one poll returns.
-pub const POLL_LIMIT: usize = 1_000;
 
 #[derive(Deserialize)]
 pub struct PollQuery {
@@ -41,7 +39,7 @@ pub async fn poll(
     ApiQuery(q): ApiQuery<PollQuery>,
 ) -> ApiResult<Json<Value>> {
     let worker = caller.worker()?.to_string();
-    let limit = poll_bounds(&s, q.wait, q.limit, "events")?;
+    let limit = poll_bounds(&s, q.wait, q.limit, page::POLL)?;
     if let Some(list) = q.ack.as_deref().filter(|l| !l.is_empty()) {
         let seqs = list
             .split(',')
@@ -103,7 +101,7 @@ pub async fn poll_many(
     ApiJson(body): ApiJson<PollMany>,
 ) -> ApiResult<Json<PolledMany>> {
     super::workers::check_batch(body.workers.len())?;
-    let limit = poll_bounds(&s, body.wait, body.limit, "events per worker")?;
+    let limit = poll_bounds(&s, body.wait, body.limit, page::POLL_MANY)?;
     crate::auth::authorize_many(
         &caller,
         &s,
@@ -262,9 +260,9 @@ async fn wait_for_many(
     }
 }
 
-/// Checks a poll's `wait` against `hub.max_wait_secs` and its `limit` (of `what`) against
-/// [`POLL_LIMIT`]; the limit to use.
-fn poll_bounds(s: &AppState, wait: u64, limit: Option<usize>, what: &str) -> Result<usize, Error> {
+/// Checks a poll's `wait` against `hub.max_wait_secs` and its `limit` against `page`; the
+/// limit to use.
+fn poll_bounds(s: &AppState, wait: u64, limit: Option<usize>, page: Limit) -> Result<usize, Error> {
     let max_wait = s.config.hub.max_wait_secs;
     if wait > max_wait {
         return Err(Error::invalid(
@@ -274,14 +272,7 @@ fn poll_bounds(s: &AppState, wait: u64, limit: Option<usize>, what: &str) -> Res
             ),
         ));
     }
-    match limit {
-        None => Ok(POLL_LIMIT),
-        Some(n) if (1..=POLL_LIMIT).contains(&n) => Ok(n),
-        Some(n) => Err(Error::invalid(
-            "bad_limit",
-            format!("limit {n} is out of range — ask for 1 to {POLL_LIMIT} {what}"),
-        )),
-    }
+    page.check(limit)
 }
 
 /// Runs `f` when dropped, also when the request is cancelled.
