@@ -4,7 +4,10 @@ use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use agensh_domain::event::{kinds, Event, NewEvent, PollMany, PolledMany, Priority};
+use agensh_domain::event::{
+    check_wait, kinds, validate_dedup_key, validate_notice_text, Event, NewEvent, PollMany,
+    PolledMany, Priority,
+};
 use agensh_domain::page::{self, Limit};
 use agensh_domain::Error;
 use agensh_store::QueueState;
@@ -100,7 +103,7 @@ pub async fn poll_many(
     caller: Caller,
     ApiJson(body): ApiJson<PollMany>,
 ) -> ApiResult<Json<PolledMany>> {
-    super::workers::check_batch(body.workers.len())?;
+    agensh_domain::worker::check_batch(body.workers.len())?;
     let limit = poll_bounds(&s, body.wait, body.limit, page::POLL_MANY)?;
     crate::auth::authorize_many(
         &caller,
@@ -263,15 +266,7 @@ async fn wait_for_many(
 /// Checks a poll's `wait` against `hub.max_wait_secs` and its `limit` against `page`; the
 /// limit to use.
 fn poll_bounds(s: &AppState, wait: u64, limit: Option<usize>, page: Limit) -> Result<usize, Error> {
-    let max_wait = s.config.hub.max_wait_secs;
-    if wait > max_wait {
-        return Err(Error::invalid(
-            "bad_wait",
-            format!(
-                "wait {wait} s is too long; the limit is {max_wait} s — poll again when it returns"
-            ),
-        ));
-    }
+    check_wait(wait, s.config.hub.max_wait_secs)?;
     page.check(limit)
 }
 
@@ -324,13 +319,7 @@ pub async fn notice(
     ApiJson(b): ApiJson<NoticeBody>,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
     caller.require_admin()?;
-    if b.text.trim().is_empty() || b.text.chars().count() > agensh_domain::message::MESSAGE_LIMIT {
-        return Err(Error::invalid(
-            "bad_notice",
-            "a notice needs 1 to 4000 characters of text — say what the workers must know",
-        )
-        .into());
-    }
+    validate_notice_text(&b.text)?;
     if let Some(to) = &b.to {
         agensh_domain::ids::validate_worker_id(to)?;
         if s.token_of(to).is_none() {
@@ -342,13 +331,7 @@ pub async fn notice(
         }
     }
     if let Some(k) = &b.dedup_key {
-        if k.is_empty() || k.chars().count() > 200 {
-            return Err(Error::invalid(
-                "bad_dedup_key",
-                "a dedup key must have 1 to 200 characters",
-            )
-            .into());
-        }
+        validate_dedup_key(k)?;
     }
     let event = NewEvent {
         kind: kinds::NOTICE.into(),
