@@ -228,7 +228,7 @@ pub struct BoardConfig {
 impl Default for BoardConfig {
     fn default() -> Self {
         BoardConfig {
-            view_cap: crate::view::DEFAULT_CAP,
+            view_cap: crate::page::DEFAULT_VIEW_CAP,
             claim_lease_secs: 3_600,
         }
     }
@@ -270,10 +270,13 @@ impl Config {
                 "agensh.toml: organization.goal is empty — say what the organization should build",
             ));
         }
-        if self.board.view_cap == 0 || self.board.view_cap > 100_000 {
+        if self.board.view_cap == 0 || self.board.view_cap > crate::page::MAX_VIEW_CAP {
             return Err(Error::invalid(
                 "bad_config",
-                "agensh.toml: board.view_cap must be between 1 and 100000",
+                format!(
+                    "agensh.toml: board.view_cap must be between 1 and {}",
+                    crate::page::MAX_VIEW_CAP
+                ),
             ));
         }
         crate::record::validate_lease(self.board.claim_lease_secs).map_err(|e| {

@@ -4,7 +4,48 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::Error;
+use crate::error::{Error, Result};
+use crate::message::MESSAGE_LIMIT;
+
+/// Longest dedup key an operator notice may carry, in characters.
+pub const DEDUP_KEY_LIMIT: usize = 200;
+
+/// Checks a poll's `wait` (seconds) against the longest the hub allows (`hub.max_wait_secs`).
+pub fn check_wait(wait: u64, max_wait: u64) -> Result<()> {
+    if wait > max_wait {
+        return Err(Error::invalid(
+            "bad_wait",
+            format!(
+                "wait {wait} s is too long; the limit is {max_wait} s — poll again when it returns"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Checks an operator notice's text: 1 to [`MESSAGE_LIMIT`] characters, not only blanks.
+pub fn validate_notice_text(text: &str) -> Result<()> {
+    if text.trim().is_empty() || text.chars().count() > MESSAGE_LIMIT {
+        return Err(Error::invalid(
+            "bad_notice",
+            format!(
+                "a notice needs 1 to {MESSAGE_LIMIT} characters of text — say what the workers must know"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Checks an operator notice's dedup key: 1 to [`DEDUP_KEY_LIMIT`] characters.
+pub fn validate_dedup_key(key: &str) -> Result<()> {
+    if key.is_empty() || key.chars().count() > DEDUP_KEY_LIMIT {
+        return Err(Error::invalid(
+            "bad_dedup_key",
+            format!("a dedup key must have 1 to {DEDUP_KEY_LIMIT} characters"),
+        ));
+    }
+    Ok(())
+}
 
 /// How soon an event must reach its worker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -210,5 +251,32 @@ mod tests {
         let e = ev(Some("w01"), Some("w03"));
         assert!(e.is_for("w03"));
         assert!(!e.is_for("w02"));
+    }
+
+    #[test]
+    fn notice_text_and_dedup_key_have_limits() {
+        assert!(validate_notice_text("deploy at noon").is_ok());
+        assert_eq!(validate_notice_text(" ").unwrap_err().code, "bad_notice");
+        let long = "x".repeat(MESSAGE_LIMIT + 1);
+        assert_eq!(
+            validate_notice_text(&long).unwrap_err().message,
+            "a notice needs 1 to 4000 characters of text — say what the workers must know"
+        );
+        assert!(validate_dedup_key(&"k".repeat(DEDUP_KEY_LIMIT)).is_ok());
+        assert_eq!(validate_dedup_key("").unwrap_err().code, "bad_dedup_key");
+        assert_eq!(
+            validate_dedup_key(&"k".repeat(DEDUP_KEY_LIMIT + 1))
+                .unwrap_err()
+                .message,
+            "a dedup key must have 1 to 200 characters"
+        );
+    }
+
+    #[test]
+    fn a_wait_longer_than_the_hub_allows_is_refused() {
+        assert!(check_wait(60, 60).is_ok());
+        let e = check_wait(61, 60).unwrap_err();
+        assert_eq!(e.code, "bad_wait");
+        assert!(e.message.contains("the limit is 60 s"), "{}", e.message);
     }
 }

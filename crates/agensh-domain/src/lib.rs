@@ -1,14 +1,16 @@
 //! Domain types of agensh, shared by the hub, the node and the command line.
 //!
 //! This crate does no IO: it holds the shapes of workers, board records, messages and
-//! events, the limits that every way in enforces, the grep query language, the recent-view
-//! rules of the board and the configuration file's schema.
+//! events, the limits and page sizes that every way in enforces, the grep query language
+//! (its syntax tree, which each store translates to its own dialect), the recent-view rules
+//! of the board and the configuration file's schema.
 
 pub mod config;
 pub mod error;
 pub mod event;
 pub mod ids;
 pub mod message;
+pub mod page;
 pub mod pr;
 pub mod prompt;
 pub mod query;

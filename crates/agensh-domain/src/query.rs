@@ -1,5 +1,5 @@
-//! The board's `grep` query language: parsed into a [`Query`] and compiled into one
-//! SQLite FTS5 `MATCH` expression.
+//! The board's `grep` query language: parsed into a [`Query`], the syntax tree every store
+//! translates into its own search dialect.
 //!
 //! # What a user types
 //!
@@ -10,50 +10,33 @@
 //!   and parentheses; two terms side by side mean `AND`. `NOT` binds tighter than `AND`,
 //!   which binds tighter than `OR`. A leading `-` on a term, filter or group is shorthand for
 //!   `NOT` (`parser -kind:FAIL`);
-//! - filters: `kind:FACT` (any case; one of FACT, OBSERVED, FAIL, CLAIM, PATCH_SUMMARY),
-//!   `author:w01` (any case) and `label:parser-v2` (exact); a filter's value may be quoted
-//!   (`label:"a b"`) and may not be empty. Any other `name:` prefix (`http://x`, `foo:bar`)
-//!   is an ordinary word. Filter names may be written in any case (`KIND:fact`);
-//! - at most [`MAX_QUERY_CHARS`] characters and [`MAX_TERMS`] terms (words, phrases and
-//!   filters).
+//! - filters: `kind:FACT` (a kind of [`RecordKind::ALL`] in any case, its underscores
+//!   optional: `kind:patchsummary`), `author:w01` (any case) and `label:parser-v2` (exact);
+//!   a filter's value may be quoted (`label:"a b"`) and may not be empty. Any other `name:`
+//!   prefix (`http://x`, `foo:bar`) is an ordinary word. Filter names may be written in any
+//!   case (`KIND:fact`);
+//! - at most [`MAX_QUERY_CHARS`] characters, [`MAX_TERMS`] terms (words, phrases and
+//!   filters) and [`MAX_NESTING`] levels of parentheses.
 //!
-//! # The FTS5 table this compiles for
+//! # What a store makes of it
 //!
-//! Columns, in order: `text`, `detail`, `kind`, `author`, `label`, default `unicode61`
-//! tokenizer. `kind` holds [`kind_token`] of the record's kind, `author` the worker id in
-//! lowercase and `label` [`label_token`] of the label (empty when there is none). The store
-//! must use these two functions when it inserts rows so that filters match exactly.
-//!
-//! # Compilation
-//!
-//! Every piece of user text becomes an FTS5 string literal (`"..."`, inner `"` doubled), so
-//! user text never turns into FTS5 syntax. Words and phrases are limited to the text and
-//! detail columns (`{text detail} : "x"`, `{text detail} : "pars" *` for a prefix), filters
-//! to their column (`kind : "fact"`). FTS5's `NOT` is binary, so a negated part is always
-//! subtracted from something: from the positive parts of the same `AND`, or else from the
-//! universe of all records, `kind : ("fact" OR "observed" OR "fail" OR "claim" OR
-//! "patchsummary")`. Every operand is parenthesized so FTS5's precedence never matters.
+//! A [`Query`] says what matches, not how to search: words and phrases match the text and
+//! detail of a record, filters its kind, author (lowercase) or exact label, and `NOT` means
+//! "every record but these". Each store translates the tree into its own dialect and keeps
+//! user text out of that dialect's syntax.
 
 use std::fmt;
+
+use crate::record::RecordKind;
 
 /// Longest query, in characters.
 pub const MAX_QUERY_CHARS: usize = 1000;
 /// Most terms (words, phrases and filters) in one query.
 pub const MAX_TERMS: usize = 64;
-/// Deepest nesting of parentheses. SQLite's FTS5 query parser has a fixed stack of 100
-/// entries and one level of the user's parentheses can cost up to 7 of them once compiled
-/// (an operand after `OR`, inside the positive part of an `AND` with a `NOT`), so deeper
-/// queries would fail inside SQLite with "fts5: parser stack overflow".
+/// Deepest nesting of parentheses. A store's search engine parses the translated query
+/// with a bounded stack, and one level of the user's parentheses can cost several entries
+/// of it; the SQLite store's translation documents its cost and is tested at this depth.
 pub const MAX_NESTING: usize = 8;
-
-/// Matches every record: the left operand of a `NOT` that has no positive part.
-const UNIVERSE: &str = r#"kind : ("fact" OR "observed" OR "fail" OR "claim" OR "patchsummary")"#;
-
-/// The kind tokens, in the order [`UNIVERSE`] lists them.
-const KINDS: [&str; 5] = ["fact", "observed", "fail", "claim", "patchsummary"];
-
-/// Restricts words and phrases to the free-text columns.
-const TEXT_COLUMNS: &str = "{text detail}";
 
 /// A parsed grep query.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,11 +45,11 @@ pub enum Query {
     Word { text: String, prefix: bool },
     /// A quoted phrase in text or detail.
     Phrase(String),
-    /// `kind:...`, holding the kind's FTS5 token (see [`kind_token`]).
-    Kind(&'static str),
+    /// `kind:...`.
+    Kind(RecordKind),
     /// `author:...`, holding the worker id in lowercase.
     Author(String),
-    /// `label:...`, holding the exact label (encoded by [`label_token`] when compiled).
+    /// `label:...`, holding the exact label.
     Label(String),
     /// All of these.
     And(Vec<Query>),
@@ -91,34 +74,13 @@ impl QueryError {
     }
 }
 
-/// The single FTS5 token stored in the `label` column for `label`: `x` followed by the
-/// lowercase hex of its UTF-8 bytes (`"ab"` -> `"x6162"`). An empty label (no label) gives
-/// the empty string.
-pub fn label_token(label: &str) -> String {
-    if label.is_empty() {
-        return String::new();
-    }
-    let mut out = String::with_capacity(1 + 2 * label.len());
-    out.push('x');
-    for b in label.bytes() {
-        out.push_str(&format!("{b:02x}"));
-    }
-    out
-}
-
-/// The FTS5 token stored in the `kind` column for a kind name, case-insensitively:
-/// FACT -> `fact`, OBSERVED -> `observed`, FAIL -> `fail`, CLAIM -> `claim`,
-/// PATCH_SUMMARY (or PATCHSUMMARY) -> `patchsummary`. `None` for anything else.
-pub fn kind_token(kind: &str) -> Option<&'static str> {
-    let upper = kind.to_ascii_uppercase();
-    match upper.as_str() {
-        "FACT" => Some("fact"),
-        "OBSERVED" => Some("observed"),
-        "FAIL" => Some("fail"),
-        "CLAIM" => Some("claim"),
-        "PATCH_SUMMARY" | "PATCHSUMMARY" => Some("patchsummary"),
-        _ => None,
-    }
+/// The kind a `kind:` filter names: a kind's name in any case, with or without its
+/// underscores (`patch_summary`, `PATCHSUMMARY`). `None` for anything else.
+fn filter_kind(value: &str) -> Option<RecordKind> {
+    let wanted = value.to_ascii_uppercase();
+    RecordKind::ALL
+        .into_iter()
+        .find(|k| k.as_str() == wanted || k.as_str().replace('_', "") == wanted)
 }
 
 /// Parses a grep query.
@@ -161,52 +123,33 @@ pub fn parse(input: &str) -> Result<Query, QueryError> {
 }
 
 impl Query {
-    /// The FTS5 `MATCH` expression for this query (see the module documentation).
-    pub fn to_fts5(&self) -> String {
-        // A query about kinds alone (`NOT kind:FACT`, `kind:FAIL OR kind:CLAIM`) becomes the
-        // list of kinds it matches: FTS5 answers that at once, while subtracting from the
-        // universe walks every record of the subtracted kinds.
-        if !matches!(self, Query::Kind(_)) {
-            if let Some(kinds) = self.kind_set() {
-                return kinds_expression(&kinds);
-            }
-        }
+    /// The exact set of kinds this query matches, in [`RecordKind::ALL`] order, when it is
+    /// made of kind filters only (`NOT kind:FACT`, `kind:FAIL OR kind:CLAIM`); `None` when
+    /// any other term takes part. A store can answer such a query from the kind alone.
+    pub fn kind_set(&self) -> Option<Vec<RecordKind>> {
+        let all = || RecordKind::ALL.to_vec();
         match self {
-            Query::Word { text, prefix } => {
-                let star = if *prefix { " *" } else { "" };
-                format!("{TEXT_COLUMNS} : {}{star}", fts5_string(text))
+            Query::Kind(k) => Some(vec![*k]),
+            Query::Not(inner) => {
+                let inner = inner.kind_set()?;
+                Some(all().into_iter().filter(|k| !inner.contains(k)).collect())
             }
-            Query::Phrase(p) => format!("{TEXT_COLUMNS} : {}", fts5_string(p)),
-            Query::Kind(k) => format!("kind : {}", fts5_string(k)),
-            Query::Author(a) => format!("author : {}", fts5_string(&a.to_lowercase())),
-            Query::Label(l) => format!("label : {}", fts5_string(&label_token(l))),
-            Query::Not(inner) => format!("({UNIVERSE}) NOT ({})", inner.to_fts5()),
-            Query::Or(children) => match children.as_slice() {
-                [] => format!("({UNIVERSE}) NOT ({UNIVERSE})"),
-                [only] => only.to_fts5(),
-                _ => join_parenthesized(children.iter(), " OR "),
-            },
+            Query::Or(children) => {
+                let mut set = Vec::new();
+                for c in children {
+                    set.extend(c.kind_set()?);
+                }
+                Some(all().into_iter().filter(|k| set.contains(k)).collect())
+            }
             Query::And(children) => {
-                if let [only] = children.as_slice() {
-                    return only.to_fts5();
+                let mut set = all();
+                for c in children {
+                    let s = c.kind_set()?;
+                    set.retain(|k| s.contains(k));
                 }
-                let (negatives, positives): (Vec<&Query>, Vec<&Query>) =
-                    children.iter().partition(|c| matches!(c, Query::Not(_)));
-                if negatives.is_empty() && !positives.is_empty() {
-                    return join_parenthesized(positives.into_iter(), " AND ");
-                }
-                let mut out = match positives.as_slice() {
-                    [] => format!("({UNIVERSE})"),
-                    [only] => format!("({})", only.to_fts5()),
-                    _ => format!("({})", join_parenthesized(positives.into_iter(), " AND ")),
-                };
-                for n in negatives {
-                    if let Query::Not(inner) = n {
-                        out.push_str(&format!(" NOT ({})", inner.to_fts5()));
-                    }
-                }
-                out
+                Some(set)
             }
+            _ => None,
         }
     }
 }
@@ -221,13 +164,7 @@ impl fmt::Display for Query {
                 write!(f, "{text}{}", if *prefix { "*" } else { "" })
             }
             Query::Phrase(p) => write!(f, "\"{}\"", p.replace('"', "\"\"")),
-            Query::Kind(k) => {
-                let name = match *k {
-                    "patchsummary" => "PATCH_SUMMARY".to_string(),
-                    other => other.to_ascii_uppercase(),
-                };
-                write!(f, "kind:{name}")
-            }
+            Query::Kind(k) => write!(f, "kind:{k}"),
             Query::Author(a) => write!(f, "author:{}", filter_value(a)),
             Query::Label(l) => write!(f, "label:{}", filter_value(l)),
             Query::Not(inner) if is_group(inner) => write!(f, "NOT ({inner})"),
@@ -265,64 +202,6 @@ fn filter_value(v: &str) -> String {
     } else {
         v.to_string()
     }
-}
-
-/// An FTS5 string literal: `s` in double quotes with every inner `"` doubled.
-fn fts5_string(s: &str) -> String {
-    format!("\"{}\"", s.replace('"', "\"\""))
-}
-
-/// The exact set of kinds `q` matches, when `q` is made of kind filters only.
-impl Query {
-    fn kind_set(&self) -> Option<Vec<&'static str>> {
-        let all = || KINDS.to_vec();
-        match self {
-            Query::Kind(k) => Some(vec![*k]),
-            Query::Not(inner) => {
-                let inner = inner.kind_set()?;
-                Some(all().into_iter().filter(|k| !inner.contains(k)).collect())
-            }
-            Query::Or(children) => {
-                let mut set = Vec::new();
-                for c in children {
-                    set.extend(c.kind_set()?);
-                }
-                Some(all().into_iter().filter(|k| set.contains(k)).collect())
-            }
-            Query::And(children) => {
-                let mut set = all();
-                for c in children {
-                    let s = c.kind_set()?;
-                    set.retain(|k| s.contains(k));
-                }
-                Some(set)
-            }
-            _ => None,
-        }
-    }
-}
-
-/// Matches records of exactly `kinds` (nothing when empty).
-fn kinds_expression(kinds: &[&str]) -> String {
-    match kinds {
-        [] => format!("({UNIVERSE}) NOT ({UNIVERSE})"),
-        [only] => format!("kind : {}", fts5_string(only)),
-        _ => format!(
-            "kind : ({})",
-            kinds
-                .iter()
-                .map(|k| fts5_string(k))
-                .collect::<Vec<_>>()
-                .join(" OR ")
-        ),
-    }
-}
-
-fn join_parenthesized<'a>(items: impl Iterator<Item = &'a Query>, op: &str) -> String {
-    items
-        .map(|q| format!("({})", q.to_fts5()))
-        .collect::<Vec<_>>()
-        .join(op)
 }
 
 /// `AND` of `items`, flattening nested `AND`s; one item stands for itself.
@@ -549,12 +428,13 @@ fn lex_filter(
         )));
     }
     Ok(Some(match name.as_str() {
-        "kind" => match kind_token(&value) {
-            Some(token) => Query::Kind(token),
+        "kind" => match filter_kind(&value) {
+            Some(kind) => Query::Kind(kind),
             None => {
                 return Err(QueryError::new(format!(
-                    "unknown kind \"{}\" — use one of FACT, OBSERVED, FAIL, CLAIM, PATCH_SUMMARY",
-                    shorten(&value)
+                    "unknown kind \"{}\" — use one of {}",
+                    shorten(&value),
+                    RecordKind::names()
                 )))
             }
         },
@@ -708,12 +588,6 @@ mod tests {
         }
     }
 
-    fn fts(input: &str) -> String {
-        parse(input).unwrap().to_fts5()
-    }
-
-    const U: &str = r#"(kind : ("fact" OR "observed" OR "fail" OR "claim" OR "patchsummary"))"#;
-
     #[test]
     fn single_word() {
         assert_eq!(parse("parser").unwrap(), w("parser"));
@@ -776,10 +650,6 @@ mod tests {
     #[test]
     fn phrase() {
         assert_eq!(parse("\"merge conflict\"").unwrap(), p("merge conflict"));
-        assert_eq!(
-            fts("\"merge conflict\""),
-            r#"{text detail} : "merge conflict""#
-        );
     }
 
     #[test]
@@ -791,7 +661,6 @@ mod tests {
                 prefix: true
             }
         );
-        assert_eq!(fts("pars*"), r#"{text detail} : "pars" *"#);
     }
 
     #[test]
@@ -806,7 +675,10 @@ mod tests {
             Query::And(vec![w("parser"), not(w("lexer"))])
         );
         assert_eq!(parse("parser -lexer"), parse("parser NOT lexer"));
-        assert_eq!(parse("-kind:FAIL").unwrap(), not(Query::Kind("fail")));
+        assert_eq!(
+            parse("-kind:FAIL").unwrap(),
+            not(Query::Kind(RecordKind::Fail))
+        );
         assert_eq!(parse("-\"a b\"").unwrap(), not(p("a b")));
         assert_eq!(
             parse("-(a OR b)").unwrap(),
@@ -824,34 +696,31 @@ mod tests {
     fn double_negation_cancels() {
         assert_eq!(parse("NOT NOT a").unwrap(), w("a"));
         assert_eq!(parse("NOT -a").unwrap(), w("a"));
-        assert_eq!(fts("NOT NOT a"), r#"{text detail} : "a""#);
     }
 
     #[test]
     fn kind_filter() {
-        assert_eq!(parse("kind:FACT").unwrap(), Query::Kind("fact"));
-        assert_eq!(fts("kind:FACT"), r#"kind : "fact""#);
+        assert_eq!(parse("kind:FACT").unwrap(), Query::Kind(RecordKind::Fact));
         assert_eq!(
             parse("kind:PATCH_SUMMARY").unwrap(),
-            Query::Kind("patchsummary")
+            Query::Kind(RecordKind::PatchSummary)
         );
         assert_eq!(
             parse("kind:patchsummary").unwrap(),
-            Query::Kind("patchsummary")
+            Query::Kind(RecordKind::PatchSummary)
         );
     }
 
     #[test]
     fn kind_filter_is_case_insensitive() {
         for q in ["kind:fact", "kind:Fact", "KIND:FACT", "Kind:fAcT"] {
-            assert_eq!(parse(q).unwrap(), Query::Kind("fact"), "{q}");
+            assert_eq!(parse(q).unwrap(), Query::Kind(RecordKind::Fact), "{q}");
         }
     }
 
     #[test]
     fn author_filter_is_lowercased() {
         assert_eq!(parse("author:W01").unwrap(), Query::Author("w01".into()));
-        assert_eq!(fts("author:W01"), r#"author : "w01""#);
     }
 
     #[test]
@@ -860,15 +729,13 @@ mod tests {
             parse("label:parser-v2").unwrap(),
             Query::Label("parser-v2".into())
         );
-        assert_eq!(fts("label:ab"), r#"label : "x6162""#);
         // Case is kept: labels match exactly.
-        assert_ne!(fts("label:AB"), fts("label:ab"));
+        assert_ne!(parse("label:AB"), parse("label:ab"));
     }
 
     #[test]
     fn label_filter_value_may_be_quoted() {
         assert_eq!(parse("label:\"a b\"").unwrap(), Query::Label("a b".into()));
-        assert_eq!(fts("label:\"a b\""), r#"label : "x612062""#);
     }
 
     #[test]
@@ -906,24 +773,9 @@ mod tests {
 
     #[test]
     fn quote_inside_phrase_cannot_break_out() {
-        // The user tries to smuggle FTS5 syntax; it stays inside one string literal.
+        // The user tries to smuggle search syntax; it stays inside one phrase.
         let q = parse(r#""x"" OR kind : ""fact""#).unwrap();
         assert_eq!(q, p(r#"x" OR kind : "fact"#));
-        assert_eq!(q.to_fts5(), r#"{text detail} : "x"" OR kind : ""fact""#);
-        // Built directly, too.
-        assert_eq!(
-            p(r#"a" OR "b"#).to_fts5(),
-            r#"{text detail} : "a"" OR ""b""#
-        );
-        assert_eq!(Query::Label("\"".into()).to_fts5(), r#"label : "x22""#);
-    }
-
-    #[test]
-    fn fts5_syntax_in_words_stays_quoted() {
-        assert_eq!(fts("col:x"), r#"{text detail} : "col:x""#);
-        assert_eq!(fts("NEAR"), r#"{text detail} : "NEAR""#);
-        assert_eq!(fts("^start"), r#"{text detail} : "^start""#);
-        assert_eq!(fts("a+b"), r#"{text detail} : "a+b""#);
     }
 
     #[test]
@@ -938,126 +790,62 @@ mod tests {
     fn unknown_prefix_is_a_word() {
         assert_eq!(parse("http://x").unwrap(), w("http://x"));
         assert_eq!(parse("foo:bar").unwrap(), w("foo:bar"));
-        assert_eq!(fts("foo:bar"), r#"{text detail} : "foo:bar""#);
     }
 
     #[test]
-    fn label_token_encoding() {
-        assert_eq!(label_token("ab"), "x6162");
-        assert_eq!(label_token("parser-v2"), "x7061727365722d7632");
-        assert_eq!(label_token("é"), "xc3a9");
-        assert_eq!(label_token(""), "");
+    fn kind_filter_names() {
+        assert_eq!(parse("kind:FACT").unwrap(), Query::Kind(RecordKind::Fact));
+        assert_eq!(
+            parse("kind:observed").unwrap(),
+            Query::Kind(RecordKind::Observed)
+        );
+        assert_eq!(parse("kind:Fail").unwrap(), Query::Kind(RecordKind::Fail));
+        assert_eq!(parse("kind:CLAIM").unwrap(), Query::Kind(RecordKind::Claim));
+        for name in ["PATCH_SUMMARY", "patch_summary", "PATCHSUMMARY"] {
+            assert_eq!(
+                parse(&format!("kind:{name}")).unwrap(),
+                Query::Kind(RecordKind::PatchSummary),
+                "{name}"
+            );
+        }
+        assert!(err("kind:PATCH-SUMMARY").starts_with("unknown kind \"PATCH-SUMMARY\""));
+        assert!(err("kind:\"\"").starts_with("kind: at character 1 has no value"));
     }
 
     #[test]
-    fn universe_lists_every_kind() {
-        for name in ["FACT", "OBSERVED", "FAIL", "CLAIM", "PATCH_SUMMARY"] {
-            let token = kind_token(name).unwrap();
-            assert!(UNIVERSE.contains(&format!("\"{token}\"")), "{name}");
+    fn every_kind_is_a_filter() {
+        for kind in RecordKind::ALL {
+            assert_eq!(
+                parse(&format!("kind:{kind}")).unwrap(),
+                Query::Kind(kind),
+                "{kind}"
+            );
         }
     }
 
     #[test]
-    fn kind_token_names() {
-        assert_eq!(kind_token("FACT"), Some("fact"));
-        assert_eq!(kind_token("observed"), Some("observed"));
-        assert_eq!(kind_token("Fail"), Some("fail"));
-        assert_eq!(kind_token("CLAIM"), Some("claim"));
-        assert_eq!(kind_token("PATCH_SUMMARY"), Some("patchsummary"));
-        assert_eq!(kind_token("patch_summary"), Some("patchsummary"));
-        assert_eq!(kind_token("PATCHSUMMARY"), Some("patchsummary"));
-        assert_eq!(kind_token("PATCH-SUMMARY"), None);
-        assert_eq!(kind_token(""), None);
-    }
-
-    // ----- exact FTS5 output -------------------------------------------------------------
-
-    #[test]
-    fn fts5_word() {
-        assert_eq!(fts("parser"), r#"{text detail} : "parser""#);
-    }
-
-    #[test]
-    fn fts5_and_of_positives() {
+    fn kind_set_of_kind_only_queries() {
+        let set = |q: &str| parse(q).unwrap().kind_set();
         assert_eq!(
-            fts("parser kind:FACT"),
-            r#"({text detail} : "parser") AND (kind : "fact")"#
-        );
-    }
-
-    #[test]
-    fn fts5_or() {
-        assert_eq!(
-            fts("a OR author:w01"),
-            r#"({text detail} : "a") OR (author : "w01")"#
-        );
-    }
-
-    #[test]
-    fn fts5_and_with_negatives_uses_binary_not() {
-        assert_eq!(
-            fts("a b -c NOT kind:FAIL"),
-            r#"(({text detail} : "a") AND ({text detail} : "b")) NOT ({text detail} : "c") NOT (kind : "fail")"#
+            set("NOT kind:CLAIM"),
+            Some(vec![
+                RecordKind::Observed,
+                RecordKind::Fact,
+                RecordKind::Fail,
+                RecordKind::PatchSummary
+            ])
         );
         assert_eq!(
-            fts("parser NOT kind:FAIL"),
-            r#"({text detail} : "parser") NOT (kind : "fail")"#
+            set("kind:CLAIM OR kind:FAIL"),
+            Some(vec![RecordKind::Fail, RecordKind::Claim])
         );
-    }
-
-    #[test]
-    fn fts5_lone_not_uses_universe() {
+        assert_eq!(set("kind:FAIL kind:CLAIM"), Some(vec![]));
+        assert_eq!(set("kind:FAIL parser"), None);
         assert_eq!(
-            fts("NOT parser"),
-            format!(r#"{U} NOT ({{text detail}} : "parser")"#)
+            Query::And(vec![]).kind_set(),
+            Some(RecordKind::ALL.to_vec())
         );
-    }
-
-    #[test]
-    fn fts5_kind_only_queries_become_the_list_of_matching_kinds() {
-        assert_eq!(
-            fts("NOT kind:CLAIM"),
-            r#"kind : ("fact" OR "observed" OR "fail" OR "patchsummary")"#
-        );
-        assert_eq!(
-            fts("kind:FAIL OR kind:CLAIM"),
-            r#"kind : ("fail" OR "claim")"#
-        );
-        assert_eq!(fts("kind:FAIL kind:CLAIM"), format!("{U} NOT {U}"));
-        assert_eq!(
-            fts("-kind:FACT -kind:OBSERVED -kind:FAIL -kind:CLAIM"),
-            r#"kind : "patchsummary""#
-        );
-    }
-
-    #[test]
-    fn fts5_and_of_only_negatives_uses_universe() {
-        assert_eq!(
-            fts("-a -b"),
-            format!(r#"{U} NOT ({{text detail}} : "a") NOT ({{text detail}} : "b")"#)
-        );
-    }
-
-    #[test]
-    fn fts5_not_inside_or_uses_universe() {
-        assert_eq!(
-            fts("a OR -b"),
-            format!(r#"({{text detail}} : "a") OR ({U} NOT ({{text detail}} : "b"))"#)
-        );
-    }
-
-    #[test]
-    fn fts5_nested_groups_are_parenthesized() {
-        assert_eq!(
-            fts("(a OR b) -(c d) label:ab"),
-            r#"((({text detail} : "a") OR ({text detail} : "b")) AND (label : "x6162")) NOT (({text detail} : "c") AND ({text detail} : "d"))"#
-        );
-    }
-
-    #[test]
-    fn fts5_empty_vectors_are_total() {
-        assert_eq!(Query::And(vec![]).to_fts5(), UNIVERSE);
-        assert_eq!(Query::Or(vec![]).to_fts5(), format!("{U} NOT {U}"));
+        assert_eq!(Query::Or(vec![]).kind_set(), Some(vec![]));
     }
 
     #[test]
@@ -1175,7 +963,7 @@ mod tests {
     fn error_unknown_kind() {
         assert_eq!(
             err("kind:FOO"),
-            "unknown kind \"FOO\" — use one of FACT, OBSERVED, FAIL, CLAIM, PATCH_SUMMARY"
+            "unknown kind \"FOO\" — use one of OBSERVED, FACT, FAIL, CLAIM, PATCH_SUMMARY"
         );
         assert!(err("kind:\"fact x\"").starts_with("unknown kind \"fact x\""));
     }

@@ -32,6 +32,7 @@ pub enum RecordKind {
 }
 
 impl RecordKind {
+    /// Every kind, in the order messages and help texts list them: the one list of kinds.
     pub const ALL: [RecordKind; 5] = [
         RecordKind::Observed,
         RecordKind::Fact,
@@ -51,6 +52,12 @@ impl RecordKind {
         }
     }
 
+    /// Every kind's name, comma-separated in [`RecordKind::ALL`] order, for error messages
+    /// and help texts (`OBSERVED, FACT, FAIL, CLAIM, PATCH_SUMMARY`).
+    pub fn names() -> String {
+        RecordKind::ALL.map(RecordKind::as_str).join(", ")
+    }
+
     /// Parses a kind name, case-insensitively.
     pub fn parse(s: &str) -> Result<Self> {
         let upper = s.to_ascii_uppercase();
@@ -61,8 +68,9 @@ impl RecordKind {
                 Error::invalid(
                     "unknown_kind",
                     format!(
-                        "unknown record kind \"{}\" — use one of OBSERVED, FACT, FAIL, CLAIM, PATCH_SUMMARY",
-                        truncate_for_message(s)
+                        "unknown record kind \"{}\" — use one of {}",
+                        truncate_for_message(s),
+                        RecordKind::names()
                     ),
                 )
             })
@@ -494,6 +502,17 @@ mod tests {
         assert!(e
             .message
             .contains("use one of OBSERVED, FACT, FAIL, CLAIM, PATCH_SUMMARY"));
+    }
+
+    #[test]
+    fn names_list_every_kind_once_in_order() {
+        assert_eq!(
+            RecordKind::names(),
+            "OBSERVED, FACT, FAIL, CLAIM, PATCH_SUMMARY"
+        );
+        for k in RecordKind::ALL {
+            assert_eq!(RecordKind::parse(k.as_str()).unwrap(), k);
+        }
     }
 
     #[test]

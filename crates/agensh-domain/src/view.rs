@@ -6,15 +6,16 @@
 //!   PATCH_SUMMARY for the label, marks it invalidated;
 //! - a CLAIM shows while it is live (lease running, not released, author not dead);
 //! - the view holds at most `cap` entries, newest first.
+//!
+//! [`of_history`] states these rules over a whole history and [`fate`] what became of one
+//! PATCH_SUMMARY (as `board unfold` shows it); stores compute both faster and are tested
+//! against them.
 
 use std::collections::HashSet;
 
 use serde::{Deserialize, Serialize};
 
 use crate::record::{Record, RecordKind};
-
-/// Default cap of the recent view.
-pub const DEFAULT_CAP: usize = 2_000;
 
 /// One entry of the recent view.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -111,6 +112,48 @@ impl RecentView {
     }
 }
 
+/// The recent view of a whole `history` (oldest first) at `now`, at most `cap` entries,
+/// where `dead(author)` says which authors are dead: every rule above in one function.
+/// Stores build the same view faster (a [`RecentView`] fed back from the newest record,
+/// live claims from an index); their tests check on generated histories that they agree.
+pub fn of_history(
+    history: &[Record],
+    now: i64,
+    cap: usize,
+    dead: impl Fn(&str) -> bool,
+) -> Vec<ViewEntry> {
+    let mut view = RecentView::new(cap);
+    for r in history.iter().rev() {
+        view.push(r.clone());
+    }
+    let live = history
+        .iter()
+        .filter(|r| r.kind == RecordKind::Claim && !dead(&r.author))
+        .filter(|r| r.lease.as_ref().is_some_and(|l| l.is_live(now)))
+        .cloned()
+        .collect();
+    view.finish(live)
+}
+
+/// What became of the PATCH_SUMMARY `record` later in `history` (oldest first): the next
+/// PATCH_SUMMARY of its author and label, which supersedes it, and the first FAIL of theirs
+/// before that one, which invalidates it. Both `None` for other kinds and unlabelled records.
+pub fn fate<'a>(
+    history: &'a [Record],
+    record: &Record,
+) -> (Option<&'a Record>, Option<&'a Record>) {
+    if record.kind != RecordKind::PatchSummary || record.label.is_none() {
+        return (None, None);
+    }
+    let mut later = history
+        .iter()
+        .filter(|r| r.seq > record.seq && r.author == record.author && r.label == record.label);
+    let superseded_by = later.clone().find(|r| r.kind == RecordKind::PatchSummary);
+    let invalidated_by =
+        later.find(|r| r.kind == RecordKind::Fail && superseded_by.is_none_or(|s| r.seq < s.seq));
+    (superseded_by, invalidated_by)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -126,16 +169,19 @@ mod tests {
         Record::from_new(seq, author, n, 0, lease)
     }
 
+    fn seqs(view: Vec<ViewEntry>) -> Vec<(i64, bool)> {
+        view.into_iter()
+            .map(|e| (e.record.seq, e.invalidated))
+            .collect()
+    }
+
     /// Feeds `history` (oldest first) newest first, as the store does.
     fn view(history: &[Record], live: Vec<Record>, cap: usize) -> Vec<(i64, bool)> {
         let mut v = RecentView::new(cap);
         for r in history.iter().rev() {
             v.push(r.clone());
         }
-        v.finish(live)
-            .into_iter()
-            .map(|e| (e.record.seq, e.invalidated))
-            .collect()
+        seqs(v.finish(live))
     }
 
     #[test]
@@ -207,5 +253,65 @@ mod tests {
         assert_eq!(v.len(), 20);
         assert_eq!(v[0].0, 50);
         assert_eq!(v[19].0, 31);
+    }
+
+    #[test]
+    fn a_claim_shows_while_its_lease_runs_unreleased_and_its_author_lives() {
+        let mut released = rec(3, "w03", RecordKind::Claim, None);
+        released.lease = Some(Lease {
+            expires_at: 100,
+            released_at: Some(50),
+        });
+        let h = [
+            rec(1, "w01", RecordKind::Claim, None),
+            rec(2, "w02", RecordKind::Claim, None),
+            released,
+        ];
+        let dead = |a: &str| a == "w02";
+        assert_eq!(seqs(of_history(&h, 99, 10, dead)), vec![(1, false)]);
+        assert_eq!(seqs(of_history(&h, 100, 10, dead)), vec![]);
+        assert_eq!(
+            seqs(of_history(&h, 99, 10, |_| false)),
+            vec![(2, false), (1, false)]
+        );
+    }
+
+    #[test]
+    fn of_history_applies_supersede_invalidate_and_the_cap() {
+        let h = [
+            rec(1, "w01", RecordKind::PatchSummary, Some("lexer")),
+            rec(2, "w01", RecordKind::PatchSummary, Some("lexer")),
+            rec(3, "w01", RecordKind::Fail, Some("lexer")),
+            rec(4, "w02", RecordKind::Fact, None),
+        ];
+        assert_eq!(
+            seqs(of_history(&h, 0, 10, |_| false)),
+            vec![(4, false), (3, false), (2, true)]
+        );
+        assert_eq!(
+            seqs(of_history(&h, 0, 2, |_| false)),
+            vec![(4, false), (3, false)]
+        );
+    }
+
+    #[test]
+    fn fate_names_the_superseding_summary_and_the_fail_before_it() {
+        let h = [
+            rec(1, "w01", RecordKind::PatchSummary, Some("lexer")),
+            rec(2, "w02", RecordKind::Fail, Some("lexer")),
+            rec(3, "w01", RecordKind::Fail, Some("lexer")),
+            rec(4, "w01", RecordKind::PatchSummary, Some("lexer")),
+            rec(5, "w01", RecordKind::Fail, Some("lexer")),
+            rec(6, "w01", RecordKind::PatchSummary, None),
+        ];
+        let seq = |r: Option<&Record>| r.map(|r| r.seq);
+        let of = |i: usize| {
+            let (s, f) = fate(&h, &h[i]);
+            (seq(s), seq(f))
+        };
+        assert_eq!(of(0), (Some(4), Some(3)));
+        assert_eq!(of(3), (None, Some(5)));
+        assert_eq!(of(5), (None, None));
+        assert_eq!(of(2), (None, None));
     }
 }

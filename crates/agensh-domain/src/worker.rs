@@ -12,6 +12,23 @@ pub const ADD_LIMIT: usize = 4_096;
 /// event poll: `PUT /workers/status`, `POST /events/poll`).
 pub const BATCH_LIMIT: usize = 4_096;
 
+/// Refuses a request for many workers that names none or more than [`BATCH_LIMIT`].
+pub fn check_batch(n: usize) -> Result<()> {
+    if n == 0 {
+        return Err(Error::invalid(
+            "no_workers",
+            "`workers` is empty — name at least one worker",
+        ));
+    }
+    if n > BATCH_LIMIT {
+        return Err(Error::invalid(
+            "too_many_workers",
+            format!("{n} workers in one request; the limit is {BATCH_LIMIT} — split them over several requests"),
+        ));
+    }
+    Ok(())
+}
+
 /// One worker's status in a report for many workers (`PUT /workers/status`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StatusReport {
@@ -97,4 +114,20 @@ pub struct WorkerInfo {
 pub struct NewWorker {
     pub id: String,
     pub token: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_batch_names_one_to_batch_limit_workers() {
+        assert_eq!(check_batch(0).unwrap_err().code, "no_workers");
+        assert!(check_batch(1).is_ok());
+        assert!(check_batch(BATCH_LIMIT).is_ok());
+        assert_eq!(
+            check_batch(BATCH_LIMIT + 1).unwrap_err().code,
+            "too_many_workers"
+        );
+    }
 }

@@ -94,7 +94,7 @@ pub trait Store: Send + Sync + 'static {
     /// Records last-activity times (batched by the hub).
     async fn touch_workers(&self, activity: Vec<(String, i64)>) -> Result<()>;
 
-    /// Appends a validated record. A CLAIM gets a lease (`default_lease_secs` unless it
+    /// Validates and appends a record. A CLAIM gets a lease (`default_lease_secs` unless it
     /// asks for one) and the answer lists other authors' overlapping live claims.
     async fn append_record(
         &self,

@@ -2,7 +2,9 @@
 //! (`text, detail, kind, author, label`, default unicode61 tokenizer) and checks, against a
 //! hand-checked corpus, which records each query returns.
 
-use agensh_domain::query::{kind_token, label_token, parse, Query, MAX_NESTING};
+use agensh_domain::query::{parse, Query, MAX_NESTING};
+use agensh_domain::record::RecordKind;
+use agensh_store::sqlite::fts::{kind_token, label_token, match_expression};
 use rusqlite::{params, Connection};
 
 /// (rowid, kind, author, label, text, detail)
@@ -113,7 +115,7 @@ fn corpus() -> Connection {
                 rowid,
                 text,
                 detail,
-                kind_token(kind).expect("known kind"),
+                kind_token(RecordKind::parse(kind).expect("known kind")),
                 author.to_lowercase(),
                 label.map(label_token).unwrap_or_default(),
             ],
@@ -136,7 +138,7 @@ fn run(db: &Connection, fts: &str) -> Vec<i64> {
 
 fn grep(db: &Connection, query: &str) -> Vec<i64> {
     let q = parse(query).unwrap_or_else(|e| panic!("{query:?}: {e}"));
-    run(db, &q.to_fts5())
+    run(db, &match_expression(&q))
 }
 
 #[test]
@@ -197,7 +199,7 @@ fn hand_checked_corpus() {
         if got != *expected {
             failures.push(format!(
                 "{query:?} -> {} returned {got:?}, expected {expected:?}",
-                parse(query).unwrap().to_fts5()
+                match_expression(&parse(query).unwrap())
             ));
         }
     }
@@ -207,8 +209,11 @@ fn hand_checked_corpus() {
 #[test]
 fn empty_and_or_vectors_run() {
     let db = corpus();
-    assert_eq!(run(&db, &Query::And(vec![]).to_fts5()).len(), CORPUS.len());
-    assert!(run(&db, &Query::Or(vec![]).to_fts5()).is_empty());
+    assert_eq!(
+        run(&db, &match_expression(&Query::And(vec![]))).len(),
+        CORPUS.len()
+    );
+    assert!(run(&db, &match_expression(&Query::Or(vec![]))).is_empty());
 }
 
 // ----- a reference evaluator over the corpus, for generated queries ---------------------
@@ -245,7 +250,7 @@ fn matches(q: &Query, row: &Row) -> bool {
             phrase_in(text, w, *prefix) || phrase_in(detail, w, *prefix)
         }
         Query::Phrase(p) => phrase_in(text, p, false) || phrase_in(detail, p, false),
-        Query::Kind(k) => kind_token(kind) == Some(*k),
+        Query::Kind(k) => RecordKind::parse(kind).ok() == Some(*k),
         Query::Author(a) => author.to_lowercase() == *a,
         Query::Label(l) => label == Some(l.as_str()),
         Query::And(cs) => cs.iter().all(|c| matches(c, row)),
@@ -265,7 +270,7 @@ fn expected(q: &Query) -> Vec<i64> {
 /// Checks a query against FTS5 and the reference evaluator; returns a failure line.
 fn check(db: &Connection, query: &str) -> Option<String> {
     let q = parse(query).unwrap_or_else(|e| panic!("{query:?}: {e}"));
-    let fts = q.to_fts5();
+    let fts = match_expression(&q);
     let mut stmt = db
         .prepare("SELECT rowid FROM board_fts WHERE board_fts MATCH ?1 ORDER BY rowid")
         .unwrap();

@@ -1,10 +1,10 @@
 //! The shared context board: append, read, grep, unfold, claims.
 
 use agensh_domain::ids::parse_record_id;
-use agensh_domain::query;
 use agensh_domain::record::{Appended, NewRecord, Record, RecordKind};
 use agensh_domain::view::ViewEntry;
 use agensh_domain::Error;
+use agensh_domain::{page, query};
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
@@ -15,8 +15,8 @@ use crate::error::{ApiJson, ApiQuery, ApiResult};
 use crate::metrics::inc;
 use crate::state::{now_ms, AppState};
 
-/// Most records one grep returns.
-pub const GREP_LIMIT: usize = 500;
+/// Most records one grep returns ([`page::GREP`]).
+pub const GREP_LIMIT: usize = page::GREP.max;
 
 pub async fn append(
     State(s): State<AppState>,
@@ -34,7 +34,6 @@ pub async fn append_record(
     body: serde_json::Value,
 ) -> ApiResult<Appended> {
     let record = new_record(body)?;
-    record.validate()?;
     let appended = s
         .store
         .append_record(
@@ -74,16 +73,7 @@ pub struct CapQuery {
 }
 
 fn cap(s: &AppState, asked: Option<usize>) -> ApiResult<usize> {
-    let max = s.config.board.view_cap;
-    match asked {
-        None => Ok(max),
-        Some(n) if n >= 1 && n <= max => Ok(n),
-        Some(n) => Err(Error::invalid(
-            "bad_cap",
-            format!("cap {n} is out of range — ask for 1 to {max} entries (board.view_cap)"),
-        )
-        .into()),
-    }
+    Ok(page::view_cap(s.config.board.view_cap).check(asked)?)
 }
 
 pub async fn recent(
@@ -140,17 +130,7 @@ pub async fn grep_records(
     before: Option<&str>,
 ) -> ApiResult<Vec<Record>> {
     let parsed = query::parse(q).map_err(|e| Error::invalid("bad_query", e.message))?;
-    let limit = match limit {
-        None => 50,
-        Some(n) if (1..=GREP_LIMIT).contains(&n) => n,
-        Some(n) => {
-            return Err(Error::invalid(
-                "bad_limit",
-                format!("limit {n} is out of range — ask for 1 to {GREP_LIMIT} records and page with before"),
-            )
-            .into())
-        }
-    };
+    let limit = page::GREP.check(limit)?;
     let before = before.map(parse_record_id).transpose()?;
     inc(&s.metrics.greps);
     Ok(s.store.grep(&parsed, before, limit).await?)

@@ -4,7 +4,11 @@ use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use agensh_domain::event::{kinds, Event, NewEvent, PollMany, PolledMany, Priority};
+use agensh_domain::event::{
+    check_wait, kinds, validate_dedup_key, validate_notice_text, Event, NewEvent, PollMany,
+    PolledMany, Priority,
+};
+use agensh_domain::page::{self, Limit};
 use agensh_domain::Error;
 use agensh_store::QueueState;
 use axum::extract::State;
@@ -17,9 +21,6 @@ use tokio::sync::broadcast::error::RecvError;
 use crate::auth::Caller;
 use crate::error::{ApiJson, ApiQuery, ApiResult};
 use crate::state::{now_ms, AppState};
-
-/// Most events one poll returns.
-pub const POLL_LIMIT: usize = 1_000;
 
 #[derive(Deserialize)]
 pub struct PollQuery {
@@ -41,7 +42,7 @@ pub async fn poll(
     ApiQuery(q): ApiQuery<PollQuery>,
 ) -> ApiResult<Json<Value>> {
     let worker = caller.worker()?.to_string();
-    let limit = poll_bounds(&s, q.wait, q.limit, "events")?;
+    let limit = poll_bounds(&s, q.wait, q.limit, page::POLL)?;
     if let Some(list) = q.ack.as_deref().filter(|l| !l.is_empty()) {
         let seqs = list
             .split(',')
@@ -102,8 +103,8 @@ pub async fn poll_many(
     caller: Caller,
     ApiJson(body): ApiJson<PollMany>,
 ) -> ApiResult<Json<PolledMany>> {
-    super::workers::check_batch(body.workers.len())?;
-    let limit = poll_bounds(&s, body.wait, body.limit, "events per worker")?;
+    agensh_domain::worker::check_batch(body.workers.len())?;
+    let limit = poll_bounds(&s, body.wait, body.limit, page::POLL_MANY)?;
     crate::auth::authorize_many(
         &caller,
         &s,
@@ -262,26 +263,11 @@ async fn wait_for_many(
     }
 }
 
-/// Checks a poll's `wait` against `hub.max_wait_secs` and its `limit` (of `what`) against
-/// [`POLL_LIMIT`]; the limit to use.
-fn poll_bounds(s: &AppState, wait: u64, limit: Option<usize>, what: &str) -> Result<usize, Error> {
-    let max_wait = s.config.hub.max_wait_secs;
-    if wait > max_wait {
-        return Err(Error::invalid(
-            "bad_wait",
-            format!(
-                "wait {wait} s is too long; the limit is {max_wait} s — poll again when it returns"
-            ),
-        ));
-    }
-    match limit {
-        None => Ok(POLL_LIMIT),
-        Some(n) if (1..=POLL_LIMIT).contains(&n) => Ok(n),
-        Some(n) => Err(Error::invalid(
-            "bad_limit",
-            format!("limit {n} is out of range — ask for 1 to {POLL_LIMIT} {what}"),
-        )),
-    }
+/// Checks a poll's `wait` against `hub.max_wait_secs` and its `limit` against `page`; the
+/// limit to use.
+fn poll_bounds(s: &AppState, wait: u64, limit: Option<usize>, page: Limit) -> Result<usize, Error> {
+    check_wait(wait, s.config.hub.max_wait_secs)?;
+    page.check(limit)
 }
 
 /// Runs `f` when dropped, also when the request is cancelled.
@@ -333,13 +319,7 @@ pub async fn notice(
     ApiJson(b): ApiJson<NoticeBody>,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
     caller.require_admin()?;
-    if b.text.trim().is_empty() || b.text.chars().count() > agensh_domain::message::MESSAGE_LIMIT {
-        return Err(Error::invalid(
-            "bad_notice",
-            "a notice needs 1 to 4000 characters of text — say what the workers must know",
-        )
-        .into());
-    }
+    validate_notice_text(&b.text)?;
     if let Some(to) = &b.to {
         agensh_domain::ids::validate_worker_id(to)?;
         if s.token_of(to).is_none() {
@@ -351,13 +331,7 @@ pub async fn notice(
         }
     }
     if let Some(k) = &b.dedup_key {
-        if k.is_empty() || k.chars().count() > 200 {
-            return Err(Error::invalid(
-                "bad_dedup_key",
-                "a dedup key must have 1 to 200 characters",
-            )
-            .into());
-        }
+        validate_dedup_key(k)?;
     }
     let event = NewEvent {
         kind: kinds::NOTICE.into(),

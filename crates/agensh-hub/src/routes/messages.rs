@@ -1,7 +1,7 @@
 //! Channels and direct messages.
 
 use agensh_domain::message::{Message, NewMessage, Target};
-use agensh_domain::Error;
+use agensh_domain::{page, Error};
 use agensh_store::MessageQuery;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -13,8 +13,8 @@ use crate::error::{ApiJson, ApiQuery, ApiResult};
 use crate::metrics::inc;
 use crate::state::{now_ms, AppState};
 
-/// Most messages one read returns.
-pub const READ_LIMIT: usize = 1_000;
+/// Most messages one read returns ([`page::MESSAGES`]).
+pub const READ_LIMIT: usize = page::MESSAGES.max;
 
 pub async fn send(
     State(s): State<AppState>,
@@ -63,17 +63,7 @@ fn message_query(q: ReadQuery, unread: bool) -> ApiResult<MessageQuery> {
     if let Some(w) = &q.with {
         Target::parse(w)?;
     }
-    let limit = match q.limit {
-        None => 100,
-        Some(n) if (1..=READ_LIMIT).contains(&n) => n,
-        Some(n) => {
-            return Err(Error::invalid(
-                "bad_limit",
-                format!("limit {n} is out of range — ask for 1 to {READ_LIMIT} messages"),
-            )
-            .into())
-        }
-    };
+    let limit = page::MESSAGES.check(q.limit)?;
     Ok(MessageQuery {
         unread,
         with: q.with,

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use agensh_domain::pr::{validate_text, NewPr, PrState, PullRequest, Review, Verdict};
-use agensh_domain::{Error, ErrorKind};
+use agensh_domain::{page, Error, ErrorKind};
 use agensh_workspace::merge::{BranchSummary, Gate, MergeOutcome, MergeRequest};
 use agensh_workspace::Workspace;
 use axum::extract::{Path, State};
@@ -17,8 +17,8 @@ use crate::error::{ApiError, ApiJson, ApiQuery, ApiResult};
 use crate::metrics::inc;
 use crate::state::{now_ms, AppState};
 
-/// Most PRs one list returns.
-pub const LIST_LIMIT: usize = 500;
+/// Most PRs one list returns ([`page::PRS`]).
+pub const LIST_LIMIT: usize = page::PRS.max;
 
 fn workspace(s: &AppState) -> ApiResult<&Workspace> {
     s.workspace.as_ref().ok_or_else(|| {
@@ -86,17 +86,7 @@ pub async fn list_prs(
     limit: Option<usize>,
 ) -> ApiResult<Vec<PullRequest>> {
     let state = state.map(PrState::parse).transpose()?;
-    let limit = match limit {
-        None => 100,
-        Some(n) if (1..=LIST_LIMIT).contains(&n) => n,
-        Some(n) => {
-            return Err(Error::invalid(
-                "bad_limit",
-                format!("limit {n} is out of range — ask for 1 to {LIST_LIMIT} pull requests"),
-            )
-            .into())
-        }
-    };
+    let limit = page::PRS.check(limit)?;
     Ok(s.store.list_prs(state, author, limit).await?)
 }
 

@@ -1,7 +1,7 @@
 //! The worker registry.
 
 use agensh_domain::ids::validate_worker_id;
-use agensh_domain::worker::{NewWorker, StatusReports, WorkerInfo, WorkerStatus, BATCH_LIMIT};
+use agensh_domain::worker::{check_batch, NewWorker, StatusReports, WorkerInfo, WorkerStatus};
 use agensh_domain::Error;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -111,23 +111,6 @@ pub async fn set_statuses(
     let n = statuses.len();
     s.store.set_worker_statuses(statuses).await?;
     Ok(Json(json!({ "updated": n })))
-}
-
-/// Refuses a request for many workers that names none or more than [`BATCH_LIMIT`].
-pub fn check_batch(n: usize) -> Result<(), Error> {
-    if n == 0 {
-        return Err(Error::invalid(
-            "no_workers",
-            "`workers` is empty — name at least one worker",
-        ));
-    }
-    if n > BATCH_LIMIT {
-        return Err(Error::invalid(
-            "too_many_workers",
-            format!("{n} workers in one request; the limit is {BATCH_LIMIT} — split them over several requests"),
-        ));
-    }
-    Ok(())
 }
 
 /// Counts of what the organization has produced.

@@ -2,7 +2,6 @@
 
 use agensh_domain::event::{kinds, NewEvent, Priority};
 use agensh_domain::ids::record_id;
-use agensh_domain::query::{kind_token, label_token};
 use agensh_domain::record::{
     overlaps_of, validate_lease, Appended, Lease, NewRecord, Record, RecordKind,
 };
@@ -11,6 +10,7 @@ use agensh_domain::{Error, Result};
 use rusqlite::{params, Connection, OptionalExtension, Row};
 
 use super::conn::{sql_err, WriteCtx};
+use super::fts::{kind_token, label_token};
 
 /// Most history rows one recent view reads before it stops looking further back.
 const VIEW_SCAN_LIMIT: usize = 50_000;
@@ -94,7 +94,7 @@ pub fn append(
             seq,
             new.text,
             new.detail.as_deref().unwrap_or(""),
-            kind_token(new.kind.as_str()).unwrap_or(""),
+            kind_token(new.kind),
             author.to_ascii_lowercase(),
             new.label.as_deref().map(label_token).unwrap_or_default(),
         ])

@@ -3,6 +3,7 @@
 mod board;
 mod conn;
 mod events;
+pub mod fts;
 mod messages;
 mod prs;
 mod workers;
@@ -118,7 +119,7 @@ impl Store for SqliteStore {
     }
 
     async fn grep(&self, query: &Query, before: Option<i64>, limit: usize) -> Result<Vec<Record>> {
-        let fts = query.to_fts5();
+        let fts = fts::match_expression(query);
         self.db
             .read(move |c| board::grep(c, &fts, before, limit))
             .await
