@@ -21,7 +21,7 @@ pub async fn run(g: &Global, a: WorkersArgs) -> Result<()> {
                 json(&added);
             } else {
                 for w in added {
-                    println!("{}", w.id);
+                    outln!("{}", w.id);
                 }
             }
         }
@@ -31,7 +31,7 @@ pub async fn run(g: &Global, a: WorkersArgs) -> Result<()> {
                 json(&workers);
             } else {
                 let now = now_ms();
-                println!("{:<8} {:<9} {:<14} CLAIMS", "ID", "STATUS", "LAST ACTIVITY");
+                outln!("{:<8} {:<9} {:<14} CLAIMS", "ID", "STATUS", "LAST ACTIVITY");
                 for w in workers {
                     let last = w
                         .last_activity
@@ -45,7 +45,7 @@ pub async fn run(g: &Global, a: WorkersArgs) -> Result<()> {
                             None => r.id.clone(),
                         })
                         .collect();
-                    println!(
+                    outln!(
                         "{:<8} {:<9} {:<14} {}",
                         w.id,
                         w.status.as_str(),
@@ -56,7 +56,7 @@ pub async fn run(g: &Global, a: WorkersArgs) -> Result<()> {
             }
         }
         WorkersCommand::Token { id } => {
-            println!("{}", c.worker_token(&id).await?.token);
+            outln!("{}", c.worker_token(&id).await?.token);
         }
         WorkersCommand::Checkout { ids, all, jobs } => {
             let ids = if all {
@@ -89,7 +89,7 @@ async fn checkout(g: &Global, ids: &[String], jobs: usize) -> Result<()> {
     let made = checkout::create_many(&ws, &g.dir, ids, jobs, |_, _| bar.inc(1)).await?;
     bar.finish_and_clear();
     let new = made.iter().filter(|(_, c)| *c == Created::New).count();
-    println!(
+    outln!(
         "{new} new checkout(s), {} already there, under {} ({:.1} s)",
         made.len() - new,
         g.dir.join("workers").display(),
