@@ -2,12 +2,12 @@
 
 use agensh_workspace::checkout::{self, Created};
 use agensh_workspace::Workspace;
-use anyhow::{bail, Result};
+use anyhow::Result;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::cli::{Global, WorkersArgs, WorkersCommand};
 use crate::connect::client;
-use crate::output::{json, now_ms};
+use crate::output::{json, now_ms, Usage};
 
 pub async fn run(g: &Global, a: WorkersArgs) -> Result<()> {
     let c = client(g)?;
@@ -73,7 +73,9 @@ pub async fn run(g: &Global, a: WorkersArgs) -> Result<()> {
 /// Creates checkouts under `DIR/workers/` with a progress bar.
 async fn checkout(g: &Global, ids: &[String], jobs: usize) -> Result<()> {
     if ids.is_empty() {
-        bail!("name the workers to check out (e.g. w01 w02), or use --all");
+        return Err(
+            Usage("name the workers to check out (e.g. w01 w02), or use --all".into()).into(),
+        );
     }
     for id in ids {
         agensh_domain::ids::validate_worker_id(id)?;
