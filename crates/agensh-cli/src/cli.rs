@@ -43,7 +43,9 @@ pub struct Global {
 pub enum ColorWhen {
     /// On a terminal, unless `NO_COLOR` is set to anything but the empty string.
     Auto,
+    /// Always, even into a file or a pipe.
     Always,
+    /// Never.
     Never,
 }
 

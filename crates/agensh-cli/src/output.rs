@@ -100,7 +100,9 @@ const FLAG_HINTS: [(&str, &str); 4] = [
 pub struct Failure {
     #[serde(skip)]
     pub exit: Exit,
+    /// The domain's stable code, or `usage` / `local_failure`.
     pub code: String,
+    /// What went wrong and what to do, with the flag hint.
     pub message: String,
 }
 

@@ -577,7 +577,9 @@ pub enum Source {
 /// value as text (parsed to the key's type).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FlagValue {
+    /// The dotted key, e.g. `run.workers`.
     pub key: &'static str,
+    /// The flag as typed, e.g. `--workers`.
     pub flag: &'static str,
     pub value: String,
 }
@@ -593,6 +595,7 @@ pub struct Setting {
 /// The effective configuration, and where each of its values came from.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Resolved {
+    /// The configuration, validated.
     pub config: Config,
     /// Every key of `config` (dotted, e.g. `run.workers`), sorted.
     pub settings: Vec<Setting>,
