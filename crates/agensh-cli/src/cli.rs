@@ -1,13 +1,16 @@
 //! The command-line grammar (clap).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use clap::{Args, Parser, Subcommand};
+use agensh_domain::config::FlagValue;
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::output::AFTER_HELP;
 
 /// agensh runs an organization of coding agents toward one goal, with no central
 /// orchestrator: a hub holds the shared board, messages, event queues and workspace.
 #[derive(Parser, Debug)]
-#[command(name = "agensh", version, about, long_about = None)]
+#[command(name = "agensh", version, about, long_about = None, after_help = AFTER_HELP)]
 pub struct Cli {
     #[command(flatten)]
     pub global: Global,
@@ -30,6 +33,47 @@ pub struct Global {
     /// With the admin token: act as this worker.
     #[arg(long = "as", global = true, value_name = "ID")]
     pub as_worker: Option<String>,
+    /// Colour in messages and logs: auto (only on a terminal, and not with NO_COLOR set), always or never.
+    #[arg(long, global = true, value_enum, default_value_t = ColorWhen::Auto)]
+    pub color: ColorWhen,
+}
+
+/// When to colour what agensh writes to the terminal.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ColorWhen {
+    /// On a terminal, unless `NO_COLOR` is set to anything but the empty string.
+    Auto,
+    /// Always, even into a file or a pipe.
+    Always,
+    /// Never.
+    Never,
+}
+
+impl ColorWhen {
+    /// Whether to colour a stream that is (or is not) a terminal, given `NO_COLOR`'s value.
+    pub fn enabled(self, terminal: bool, no_color: Option<&str>) -> bool {
+        match self {
+            ColorWhen::Always => true,
+            ColorWhen::Never => false,
+            ColorWhen::Auto => terminal && no_color.is_none_or(str::is_empty),
+        }
+    }
+}
+
+/// The global options, by clap id, that take part in [`Command::uses`].
+pub const GLOBAL_IDS: [(&str, &str); 4] = [
+    ("dir", "--dir"),
+    ("hub", "--hub"),
+    ("token", "--token"),
+    ("as_worker", "--as"),
+];
+
+impl Global {
+    /// The organization directory: the command's own DIR argument when given, else
+    /// `--dir` (or `AGENSH_DIR`, or the current directory).
+    pub fn org_dir(&self, positional: &Option<PathBuf>) -> PathBuf {
+        positional.clone().unwrap_or_else(|| self.dir.clone())
+    }
 }
 
 #[derive(Subcommand, Debug)]
@@ -62,12 +106,42 @@ pub enum Command {
     Node(NodeArgs),
     /// The organization's state: workers, claims, PRs, records.
     Status(StatusArgs),
+    /// The effective configuration and where each value came from (flag, environment, agensh.toml, default).
+    Config(ConfigArgs),
+    /// Check what agensh needs on this machine (git, python, the local model, agent CLIs) and say what to do.
+    Doctor(DoctorArgs),
+    /// Print a shell completion script: `agensh completions bash > ~/.local/share/bash-completion/completions/agensh`.
+    Completions(CompletionsArgs),
+}
+
+impl Command {
+    /// The global options (clap ids of [`GLOBAL_IDS`]) this command uses; giving another
+    /// one on the command line is a usage error rather than silently ignored.
+    pub fn uses(&self) -> &'static [&'static str] {
+        const CLIENT: &[&str] = &["dir", "hub", "token", "as_worker"];
+        match self {
+            Command::Init(_) | Command::Hub(_) | Command::Run(_) | Command::Config(_) => &["dir"],
+            Command::Node(_) => &["dir", "hub", "token"],
+            Command::Workers(_)
+            | Command::Board(_)
+            | Command::Msg(_)
+            | Command::Events(_)
+            | Command::Notice(_)
+            | Command::Pr(_)
+            | Command::Mcp(_)
+            | Command::Status(_) => CLIENT,
+            Command::Agent(_)
+            | Command::Model(_)
+            | Command::Doctor(_)
+            | Command::Completions(_) => &[],
+        }
+    }
 }
 
 #[derive(Args, Debug)]
 pub struct InitArgs {
-    /// Directory to create (or an empty one to fill).
-    pub dir: PathBuf,
+    /// Directory to create, or an empty one to fill (default: --dir, else the current directory).
+    pub dir: Option<PathBuf>,
     /// What the organization works toward.
     #[arg(long)]
     pub goal: String,
@@ -78,12 +152,29 @@ pub struct InitArgs {
 
 #[derive(Args, Debug)]
 pub struct HubArgs {
-    /// The organization directory.
-    #[arg(default_value = ".")]
-    pub dir: PathBuf,
-    /// Address to listen on (default from agensh.toml: 127.0.0.1:7420; port 0 picks a free one).
-    #[arg(long, env = "AGENSH_LISTEN")]
+    /// The organization directory (default: --dir, else the current directory).
+    pub dir: Option<PathBuf>,
+    /// Address to listen on (else AGENSH_LISTEN, else hub.listen in agensh.toml: 127.0.0.1:7420; port 0 picks a free one).
+    #[arg(long)]
     pub listen: Option<String>,
+}
+
+impl HubArgs {
+    /// The settings these flags give.
+    pub fn values(&self) -> Vec<FlagValue> {
+        listen_value(&self.listen)
+    }
+}
+
+fn listen_value(listen: &Option<String>) -> Vec<FlagValue> {
+    listen
+        .iter()
+        .map(|l| flag("hub.listen", "--listen", l.clone()))
+        .collect()
+}
+
+fn flag(key: &'static str, flag: &'static str, value: String) -> FlagValue {
+    FlagValue { key, flag, value }
 }
 
 #[derive(Args, Debug)]
@@ -96,6 +187,7 @@ pub struct WorkersArgs {
 pub enum WorkersCommand {
     /// Create N workers (admin); prints the new ids one per line.
     Add {
+        /// How many workers to create.
         count: usize,
         /// Print ids and tokens as JSON.
         #[arg(long)]
@@ -103,11 +195,15 @@ pub enum WorkersCommand {
     },
     /// Show every worker: status, live claims, last activity.
     List {
+        /// Print JSON.
         #[arg(long)]
         json: bool,
     },
     /// Print a worker's secret token (admin), to connect a client or agent by hand.
-    Token { id: String },
+    Token {
+        /// The worker's id, e.g. w01.
+        id: String,
+    },
     /// Create worker checkouts under DIR/workers/<id>/ on branch <id>/work.
     Checkout {
         /// Worker ids (default with --all: every registered worker).
@@ -147,42 +243,54 @@ pub enum BoardCommand {
         /// CLAIM only: lease in seconds (default from agensh.toml).
         #[arg(long)]
         lease: Option<u64>,
+        /// Print the appended record and its overlaps as JSON.
         #[arg(long)]
         json: bool,
     },
     /// Records you have not read yet (recent view); `--all` for the whole recent view.
     Read {
+        /// The whole recent view, read or not.
         #[arg(long)]
         all: bool,
+        /// Print JSON.
         #[arg(long)]
         json: bool,
     },
     /// Search all history: words, "phrases", AND/OR/NOT, (), kind: author: label:.
     Grep {
+        /// The query, e.g. 'parser AND NOT kind:CLAIM'.
         query: String,
+        /// At most this many records, newest first.
         #[arg(long)]
         limit: Option<usize>,
         /// Only records older than this id (paging).
         #[arg(long)]
         before: Option<String>,
+        /// Print JSON.
         #[arg(long)]
         json: bool,
     },
     /// One record whole, with what superseded or invalidated it.
     Unfold {
+        /// The record's id, e.g. G3.
         id: String,
+        /// Print JSON.
         #[arg(long)]
         json: bool,
     },
     /// Extend one of your claims.
     Renew {
+        /// The claim's id.
         id: String,
         /// New lease in seconds from now (default from agensh.toml).
         #[arg(long)]
         lease: Option<u64>,
     },
     /// End one of your claims.
-    Release { id: String },
+    Release {
+        /// The claim's id.
+        id: String,
+    },
 }
 
 #[derive(Args, Debug)]
@@ -197,6 +305,7 @@ pub enum MsgCommand {
     Send {
         /// `#channel` or a worker id.
         to: String,
+        /// The message.
         text: String,
         /// Reply to message N (its thread).
         #[arg(long)]
@@ -204,16 +313,19 @@ pub enum MsgCommand {
     },
     /// Unread messages (marks them read); `--all` for recent history.
     Read {
+        /// Recent history, read or not (does not mark anything read).
         #[arg(long)]
         all: bool,
         /// Only this #channel or this worker's conversation with you.
         #[arg(long)]
         with: Option<String>,
+        /// At most this many messages.
         #[arg(long)]
         limit: Option<usize>,
         /// With --all: only messages older than this number (paging).
         #[arg(long)]
         before: Option<i64>,
+        /// Print JSON.
         #[arg(long)]
         json: bool,
     },
@@ -230,6 +342,7 @@ pub struct EventsArgs {
     /// Only events above this sequence number.
     #[arg(long, default_value_t = 0)]
     pub after: i64,
+    /// Print JSON.
     #[arg(long)]
     pub json: bool,
 }
@@ -237,11 +350,15 @@ pub struct EventsArgs {
 #[derive(Subcommand, Debug)]
 pub enum EventsCommand {
     /// Acknowledge events: the given sequence numbers, or every pending one.
-    Ack { seqs: Vec<i64> },
+    Ack {
+        /// Sequence numbers (default: every pending event).
+        seqs: Vec<i64>,
+    },
 }
 
 #[derive(Args, Debug)]
 pub struct NoticeArgs {
+    /// The notice.
     pub text: String,
     /// Only this worker (default: everyone).
     #[arg(long)]
@@ -250,7 +367,7 @@ pub struct NoticeArgs {
     #[arg(long)]
     pub urgent: bool,
     /// Send at most once per key.
-    #[arg(long)]
+    #[arg(long, value_name = "KEY")]
     pub dedup_key: Option<String>,
 }
 
@@ -264,11 +381,15 @@ pub struct PrArgs {
 pub enum PrCommand {
     /// Open a pull request from one of your branches (<id>/...) into main.
     Open {
+        /// The branch to merge, e.g. w01/work.
         branch: String,
+        /// One line that says what the PR does.
         #[arg(long)]
         title: String,
+        /// A longer description.
         #[arg(long)]
         body: Option<String>,
+        /// Print JSON.
         #[arg(long)]
         json: bool,
     },
@@ -277,43 +398,70 @@ pub enum PrCommand {
         /// open, merged or closed.
         #[arg(long)]
         state: Option<String>,
+        /// Only pull requests by this worker.
         #[arg(long)]
         author: Option<String>,
+        /// At most this many.
         #[arg(long)]
         limit: Option<usize>,
+        /// Print JSON.
         #[arg(long)]
         json: bool,
     },
     /// One pull request: commits, diff stat, reviews, comments, mergeability.
     View {
+        /// The pull request's number.
         number: i64,
+        /// Print JSON.
         #[arg(long)]
         json: bool,
     },
     /// Review a pull request: approve or request-changes, with a text.
     Review {
+        /// The pull request's number.
         number: i64,
         /// approve or request-changes.
         verdict: String,
+        /// What you found.
         text: String,
     },
     /// Comment on a pull request.
-    Comment { number: i64, text: String },
+    Comment {
+        /// The pull request's number.
+        number: i64,
+        /// The comment.
+        text: String,
+    },
     /// Merge a pull request into main (three-way, in the hub; the gate runs if configured).
     Merge {
+        /// The pull request's number.
         number: i64,
+        /// Print JSON.
         #[arg(long)]
         json: bool,
     },
     /// Close a pull request without merging it.
-    Close { number: i64 },
+    Close {
+        /// The pull request's number.
+        number: i64,
+    },
 }
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
-    /// The organization directory.
-    #[arg(default_value = ".")]
-    pub dir: PathBuf,
+    /// The organization directory (default: --dir, else the current directory).
+    pub dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub flags: RunFlags,
+    /// No live view; print the summary as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Flags that override `[run]`, `[model]` and `hub.listen` in agensh.toml, for `agensh run`
+/// and `agensh config`.
+#[derive(Args, Debug, Clone, Default)]
+pub struct RunFlags {
     /// Workers (default from agensh.toml).
     #[arg(long)]
     pub workers: Option<usize>,
@@ -329,12 +477,45 @@ pub struct RunArgs {
     /// Length of the run in hours (0: until Ctrl-C).
     #[arg(long)]
     pub hours: Option<f64>,
-    /// Address of the hub (default from agensh.toml).
-    #[arg(long, env = "AGENSH_LISTEN")]
-    pub listen: Option<String>,
-    /// No live view; print the summary as JSON.
+    /// Address of the hub (else AGENSH_LISTEN, else hub.listen in agensh.toml).
     #[arg(long)]
-    pub json: bool,
+    pub listen: Option<String>,
+}
+
+impl RunFlags {
+    /// The settings these flags give.
+    pub fn values(&self) -> Vec<FlagValue> {
+        let mut v = run_values(self.workers, &self.agent, &self.scenario, self.hours);
+        v.extend(self.model.values());
+        v.extend(listen_value(&self.listen));
+        v
+    }
+}
+
+fn run_values(
+    workers: Option<usize>,
+    agent: &Option<String>,
+    scenario: &Option<PathBuf>,
+    hours: Option<f64>,
+) -> Vec<FlagValue> {
+    let mut v = Vec::new();
+    if let Some(n) = workers {
+        v.push(flag("run.workers", "--workers", n.to_string()));
+    }
+    if let Some(a) = agent {
+        v.push(flag("run.agent", "--agent", a.clone()));
+    }
+    if let Some(s) = scenario {
+        v.push(flag("run.scenario", "--scenario", path_text(s)));
+    }
+    if let Some(h) = hours {
+        v.push(flag("run.hours", "--hours", h.to_string()));
+    }
+    v
+}
+
+fn path_text(p: &Path) -> String {
+    p.to_string_lossy().to_string()
 }
 
 #[derive(Args, Debug)]
@@ -348,18 +529,53 @@ pub struct NodeArgs {
     /// The agent: builtin, acp or script (default from agensh.toml).
     #[arg(long)]
     pub agent: Option<String>,
+    /// For --agent script: the scenario file.
     #[arg(long)]
     pub scenario: Option<PathBuf>,
     #[command(flatten)]
     pub model: ModelFlags,
+    /// Length of the run in hours (0: until Ctrl-C; default from agensh.toml).
     #[arg(long)]
     pub hours: Option<f64>,
 }
 
+impl NodeArgs {
+    /// The settings these flags give.
+    pub fn values(&self) -> Vec<FlagValue> {
+        let mut v = run_values(Some(self.workers), &self.agent, &self.scenario, self.hours);
+        v.extend(self.model.values());
+        v
+    }
+}
+
 #[derive(Args, Debug)]
 pub struct StatusArgs {
+    /// Print JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct ConfigArgs {
+    #[command(flatten)]
+    pub flags: RunFlags,
+    /// Print JSON: every key with its value and source.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct DoctorArgs {
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct CompletionsArgs {
+    /// The shell.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
 }
 
 #[derive(Args, Debug)]
@@ -389,8 +605,8 @@ pub struct McpArgs {}
 /// Flags for the built-in agent's model endpoint (override `[model]` in agensh.toml).
 #[derive(Args, Debug, Clone, Default)]
 pub struct ModelFlags {
-    /// An OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1 (default: the local model).
-    #[arg(long, env = "AGENSH_MODEL_URL")]
+    /// An OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1 (else AGENSH_MODEL_URL, else model.url; empty: the local model).
+    #[arg(long)]
     pub model_url: Option<String>,
     /// The model name sent to the endpoint.
     #[arg(long)]
@@ -405,6 +621,22 @@ pub struct ModelFlags {
     /// The local model's size when no endpoint is given: 0.5b or 1.5b.
     #[arg(long)]
     pub model_size: Option<String>,
+}
+
+impl ModelFlags {
+    /// The settings these flags give.
+    pub fn values(&self) -> Vec<FlagValue> {
+        [
+            ("model.url", "--model-url", &self.model_url),
+            ("model.name", "--model", &self.model),
+            ("model.api_key_env", "--api-key-env", &self.api_key_env),
+            ("model.style", "--tool-style", &self.tool_style),
+            ("model.local_size", "--model-size", &self.model_size),
+        ]
+        .into_iter()
+        .filter_map(|(key, name, v)| v.as_ref().map(|v| flag(key, name, v.clone())))
+        .collect()
+    }
 }
 
 #[derive(Args, Debug)]

@@ -36,7 +36,7 @@ fn init_refuses_an_existing_organization() {
         .args(["init", dir.to_str().unwrap(), "--goal", "y"])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(4), "a local failure");
     assert!(stderr(&out).contains("already exists"), "{}", stderr(&out));
 }
 
@@ -44,7 +44,7 @@ fn init_refuses_an_existing_organization() {
 fn hub_refuses_a_directory_that_is_not_an_organization() {
     let tmp = tempfile::tempdir().unwrap();
     let out = run_in(tmp.path(), &["hub", "."]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(4), "a local failure");
     assert!(stderr(&out).contains("agensh init"), "{}", stderr(&out));
 }
 
@@ -117,6 +117,11 @@ fn a_worker_token_cannot_act_as_another_worker() {
     assert!(
         stderr(&out).contains("can only act as its own worker"),
         "{}",
+        stderr(&out)
+    );
+    assert!(
+        stderr(&out).ends_with("leave out the X-Agensh-As header (drop --as)\n"),
+        "the command line adds its flag: {}",
         stderr(&out)
     );
 }

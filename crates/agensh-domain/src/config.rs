@@ -1,6 +1,10 @@
 //! `agensh.toml`: the organization's configuration, with every default written out.
 //!
-//! Precedence, applied by the callers: flags > environment (`AGENSH_*`) > this file > defaults.
+//! Precedence: flags > environment (`AGENSH_*`) > this file > defaults, applied by
+//! [`Config::resolve`], which also says where each value came from. No IO: the caller reads
+//! the file and the environment and passes them in.
+
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
@@ -552,9 +556,272 @@ local_size = {size}
     }
 }
 
+/// The environment variables that set a configuration key: `(variable, key)`.
+pub const ENV_KEYS: [(&str, &str); 2] = [
+    ("AGENSH_LISTEN", "hub.listen"),
+    ("AGENSH_MODEL_URL", "model.url"),
+];
+
+/// Where a setting's value came from, weakest first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "from", content = "name")]
+pub enum Source {
+    /// Nothing set it: agensh's default.
+    Default,
+    /// `agensh.toml`.
+    File,
+    /// This environment variable.
+    Env(String),
+    /// This command-line flag.
+    Flag(String),
+}
+
+/// A setting given on the command line: the key it sets, the flag that set it, and its
+/// value as text (parsed to the key's type).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlagValue {
+    /// The dotted key, e.g. `run.workers`.
+    pub key: &'static str,
+    /// The flag as typed, e.g. `--workers`.
+    pub flag: &'static str,
+    pub value: String,
+}
+
+/// One effective setting: its dotted key, its value and where the value came from.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Setting {
+    pub key: String,
+    pub value: toml::Value,
+    pub source: Source,
+}
+
+/// The effective configuration, and where each of its values came from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Resolved {
+    /// The configuration, validated.
+    pub config: Config,
+    /// Every key of `config` (dotted, e.g. `run.workers`), sorted.
+    pub settings: Vec<Setting>,
+}
+
+impl Config {
+    /// The configuration from `agensh.toml`'s text, then the `AGENSH_*` variables of `env`
+    /// ([`ENV_KEYS`]), then `flags`, each stronger than the one before; validated, with the
+    /// source of every value.
+    pub fn resolve(
+        file: &str,
+        env: &BTreeMap<String, String>,
+        flags: &[FlagValue],
+    ) -> Result<Resolved> {
+        let from_file = Config::parse(file)?;
+        let file_table: toml::Table = toml::from_str(file)
+            .map_err(|e| Error::invalid("bad_config", format!("agensh.toml is not valid: {e}")))?;
+        let mut table = toml::Table::try_from(&from_file)
+            .map_err(|e| Error::internal(format!("the configuration does not serialize: {e}")))?;
+        let mut sources = BTreeMap::new();
+        for key in leaf_keys(&table) {
+            let source = if lookup(&file_table, &key).is_some() {
+                Source::File
+            } else {
+                Source::Default
+            };
+            sources.insert(key, source);
+        }
+        let from_env = ENV_KEYS.iter().filter_map(|(var, key)| {
+            env.get(*var)
+                .filter(|v| !v.is_empty())
+                .map(|v| (*key, v.as_str(), Source::Env(var.to_string())))
+        });
+        let from_flags = flags
+            .iter()
+            .map(|f| (f.key, f.value.as_str(), Source::Flag(f.flag.to_string())));
+        for (key, text, source) in from_env.collect::<Vec<_>>().into_iter().chain(from_flags) {
+            let slot = lookup_mut(&mut table, key)
+                .ok_or_else(|| Error::internal(format!("{key} is not a configuration key")))?;
+            *slot = typed_like(slot, text).ok_or_else(|| {
+                Error::invalid(
+                    "bad_config",
+                    format!(
+                        "{} sets {key} to \"{text}\", which is not {}",
+                        describe(&source),
+                        kind_of(slot)
+                    ),
+                )
+            })?;
+            sources.insert(key.to_string(), source);
+        }
+        let config: Config = toml::Value::Table(table.clone()).try_into().map_err(|e| {
+            Error::invalid("bad_config", format!("the configuration is not valid: {e}"))
+        })?;
+        config.validate()?;
+        let settings = leaf_keys(&table)
+            .into_iter()
+            .map(|key| Setting {
+                value: lookup(&table, &key).cloned().expect("a leaf key"),
+                source: sources.remove(&key).unwrap_or(Source::Default),
+                key,
+            })
+            .collect();
+        Ok(Resolved { config, settings })
+    }
+}
+
+/// Dotted keys of every value that is not a table, depth first.
+fn leaf_keys(table: &toml::Table) -> Vec<String> {
+    let mut keys = Vec::new();
+    for (k, v) in table {
+        match v {
+            toml::Value::Table(t) => {
+                keys.extend(leaf_keys(t).into_iter().map(|s| format!("{k}.{s}")))
+            }
+            _ => keys.push(k.clone()),
+        }
+    }
+    keys
+}
+
+fn lookup<'a>(table: &'a toml::Table, key: &str) -> Option<&'a toml::Value> {
+    let (first, rest) = key
+        .split_once('.')
+        .map_or((key, None), |(a, b)| (a, Some(b)));
+    match (table.get(first)?, rest) {
+        (v, None) => Some(v),
+        (toml::Value::Table(t), Some(rest)) => lookup(t, rest),
+        _ => None,
+    }
+}
+
+fn lookup_mut<'a>(table: &'a mut toml::Table, key: &str) -> Option<&'a mut toml::Value> {
+    let (first, rest) = key
+        .split_once('.')
+        .map_or((key, None), |(a, b)| (a, Some(b)));
+    match (table.get_mut(first)?, rest) {
+        (v, None) => Some(v),
+        (toml::Value::Table(t), Some(rest)) => lookup_mut(t, rest),
+        _ => None,
+    }
+}
+
+/// `text` as a value of the same type as `like`.
+fn typed_like(like: &toml::Value, text: &str) -> Option<toml::Value> {
+    Some(match like {
+        toml::Value::String(_) => toml::Value::String(text.to_string()),
+        toml::Value::Integer(_) => toml::Value::Integer(text.trim().parse().ok()?),
+        toml::Value::Float(_) => toml::Value::Float(text.trim().parse().ok()?),
+        toml::Value::Boolean(_) => toml::Value::Boolean(text.trim().parse().ok()?),
+        _ => return None,
+    })
+}
+
+fn kind_of(v: &toml::Value) -> &'static str {
+    match v {
+        toml::Value::Integer(_) => "a whole number",
+        toml::Value::Float(_) => "a number",
+        toml::Value::Boolean(_) => "true or false",
+        _ => "a value of the right type",
+    }
+}
+
+fn describe(source: &Source) -> String {
+    match source {
+        Source::Env(v) => format!("the environment variable {v}"),
+        Source::Flag(f) => format!("the flag {f}"),
+        Source::File => "agensh.toml".into(),
+        Source::Default => "the default".into(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn source_of(r: &Resolved, key: &str) -> Source {
+        r.settings
+            .iter()
+            .find(|s| s.key == key)
+            .expect(key)
+            .source
+            .clone()
+    }
+
+    #[test]
+    fn resolve_says_where_each_value_came_from() {
+        let file = "[organization]\ngoal = \"x\"\n[board]\nview_cap = 50\n[hub]\nlisten = \"127.0.0.1:1\"\n";
+        let env = BTreeMap::from([
+            ("AGENSH_LISTEN".to_string(), "127.0.0.1:2".to_string()),
+            (
+                "AGENSH_MODEL_URL".to_string(),
+                "http://m:8000/v1".to_string(),
+            ),
+        ]);
+        let flags = [
+            FlagValue {
+                key: "model.url",
+                flag: "--model-url",
+                value: "http://f:9/v1".into(),
+            },
+            FlagValue {
+                key: "run.workers",
+                flag: "--workers",
+                value: "16".into(),
+            },
+        ];
+        let r = Config::resolve(file, &env, &flags).unwrap();
+        assert_eq!(r.config.board.view_cap, 50);
+        assert_eq!(source_of(&r, "board.view_cap"), Source::File);
+        assert_eq!(r.config.hub.listen, "127.0.0.1:2");
+        assert_eq!(
+            source_of(&r, "hub.listen"),
+            Source::Env("AGENSH_LISTEN".into())
+        );
+        assert_eq!(r.config.model.url, "http://f:9/v1");
+        assert_eq!(
+            source_of(&r, "model.url"),
+            Source::Flag("--model-url".into())
+        );
+        assert_eq!(r.config.run.workers, 16);
+        assert_eq!(
+            source_of(&r, "run.workers"),
+            Source::Flag("--workers".into())
+        );
+        assert_eq!(source_of(&r, "run.hours"), Source::Default);
+        assert_eq!(source_of(&r, "organization.goal"), Source::File);
+    }
+
+    #[test]
+    fn resolve_without_env_or_flags_is_the_file() {
+        let c = Config::with_goal("g");
+        let r = Config::resolve(&c.template(), &BTreeMap::new(), &[]).unwrap();
+        assert_eq!(r.config, c);
+        let keys: Vec<&str> = r.settings.iter().map(|s| s.key.as_str()).collect();
+        assert!(
+            keys.contains(&"run.agent_command") && keys.contains(&"model.local_size"),
+            "{keys:?}"
+        );
+    }
+
+    #[test]
+    fn resolve_refuses_a_value_of_the_wrong_type_naming_its_source() {
+        let flags = [FlagValue {
+            key: "run.workers",
+            flag: "--workers",
+            value: "many".into(),
+        }];
+        let e = Config::resolve("[organization]\ngoal = \"x\"\n", &BTreeMap::new(), &flags)
+            .unwrap_err();
+        assert_eq!(
+            e.message,
+            "the flag --workers sets run.workers to \"many\", which is not a whole number"
+        );
+        let flags = [FlagValue {
+            key: "model.style",
+            flag: "--tool-style",
+            value: "xml".into(),
+        }];
+        let e = Config::resolve("[organization]\ngoal = \"x\"\n", &BTreeMap::new(), &flags)
+            .unwrap_err();
+        assert!(e.message.contains("auto, tools, json"), "{}", e.message);
+    }
 
     #[test]
     fn template_parses_back_to_the_same_configuration() {

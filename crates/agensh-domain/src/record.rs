@@ -139,7 +139,7 @@ impl NewRecord {
             return Err(Error::invalid(
                 "text_too_long",
                 format!(
-                    "{} text is {n} characters; the limit is {limit} — shorten it or move the rest to detail (--detail)",
+                    "{} text is {n} characters; the limit is {limit} — shorten it or move the rest to detail",
                     self.kind
                 ),
             ));
@@ -148,7 +148,7 @@ impl NewRecord {
             return Err(Error::invalid(
                 "text_control_chars",
                 format!(
-                    "{} text contains a line break or control character — keep text to one line and put longer content in detail (--detail)",
+                    "{} text contains a line break or control character — keep text to one line and put longer content in detail",
                     self.kind
                 ),
             ));
@@ -453,8 +453,24 @@ mod tests {
             .unwrap_err();
         assert_eq!(
             e.message,
-            "FACT text is 143 characters; the limit is 100 — shorten it or move the rest to detail (--detail)"
+            "FACT text is 143 characters; the limit is 100 — shorten it or move the rest to detail"
         );
+    }
+
+    #[test]
+    fn limit_messages_name_the_field_not_a_command_line_flag() {
+        for r in [
+            NewRecord::new(RecordKind::Fact, "x".repeat(143)),
+            NewRecord::new(RecordKind::Fact, "a\nb"),
+        ] {
+            let e = r.validate().unwrap_err();
+            assert!(
+                e.message.ends_with("in detail") || e.message.ends_with("to detail"),
+                "{}",
+                e.message
+            );
+            assert!(!e.message.contains("--"), "{}", e.message);
+        }
     }
 
     #[test]

@@ -33,12 +33,12 @@ impl Caller {
         }
     }
 
-    /// The worker this request acts as; the admin must name one with `--as`.
+    /// The worker this request acts as; the admin must name one (the `X-Agensh-As` header).
     pub fn worker(&self) -> Result<&str, ApiError> {
         if self.id == ADMIN {
             Err(ApiError(Error::invalid(
                 "needs_worker",
-                "the admin has no queue, cursor or claims of its own — act as a worker with --as w01 (header X-Agensh-As)",
+                "the admin has no queue, cursor or claims of its own — name the worker to act as in the X-Agensh-As header (e.g. w01)",
             )))
         } else {
             Ok(&self.id)
@@ -158,7 +158,7 @@ impl FromRequestParts<AppState> for Caller {
                 if other != id {
                     return Err(ApiError(Error::forbidden(
                         "impersonation",
-                        format!("a worker token can only act as its own worker ({id}), not as {other} — drop --as"),
+                        format!("a worker token can only act as its own worker ({id}), not as {other} — leave out the X-Agensh-As header"),
                     )));
                 }
             }

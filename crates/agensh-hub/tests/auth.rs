@@ -56,7 +56,12 @@ async fn worker_token_acting_as_another_worker_is_403_and_posts_nothing() {
         ErrorKind::Forbidden,
         "impersonation",
     );
-    assert!(e.message.contains("drop --as"), "{}", e.message);
+    assert!(
+        e.message.contains("leave out the X-Agensh-As header"),
+        "{}",
+        e.message
+    );
+    assert!(!e.message.contains("--as"), "{}", e.message);
     assert_board_empty(&hub.admin(), "quokka").await;
 }
 
@@ -129,7 +134,8 @@ async fn admin_without_acting_as_cannot_read_events() {
         ErrorKind::Invalid,
         "needs_worker",
     );
-    assert!(e.message.contains("--as"), "{}", e.message);
+    assert!(e.message.contains("X-Agensh-As header"), "{}", e.message);
+    assert!(!e.message.contains("--as"), "{}", e.message);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

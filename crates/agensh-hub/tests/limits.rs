@@ -26,7 +26,7 @@ async fn fact_of_143_characters_is_rejected_with_advice_and_not_stored() {
     let message = api_error(&ans, 400, "text_too_long");
     assert_eq!(
         message,
-        "FACT text is 143 characters; the limit is 100 — shorten it or move the rest to detail (--detail)"
+        "FACT text is 143 characters; the limit is 100 — shorten it or move the rest to detail"
     );
     assert_board_empty(&hub.admin(), "quokka").await;
 }
@@ -61,7 +61,7 @@ async fn patch_summary_of_301_characters_is_rejected_and_not_stored() {
     let message = api_error(&ans, 400, "text_too_long");
     assert_eq!(
         message,
-        "PATCH_SUMMARY text is 301 characters; the limit is 300 — shorten it or move the rest to detail (--detail)"
+        "PATCH_SUMMARY text is 301 characters; the limit is 300 — shorten it or move the rest to detail"
     );
     assert_board_empty(&hub.admin(), "ocelot").await;
 }

@@ -380,7 +380,7 @@ async fn a_limit_violation_is_a_tool_error_with_the_hubs_message() {
     let text = &texts(&r)[0];
     assert_eq!(
         text,
-        "refused (text_too_long): FACT text is 143 characters; the limit is 100 — shorten it or move the rest to detail (--detail)"
+        "refused (text_too_long): FACT text is 143 characters; the limit is 100 — shorten it or move the rest to detail"
     );
     let sc = r.structured_content.as_ref().unwrap();
     assert_eq!(sc["error"]["code"], "text_too_long");

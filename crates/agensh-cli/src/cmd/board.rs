@@ -35,7 +35,7 @@ pub async fn run(g: &Global, a: BoardArgs) -> Result<()> {
             if as_json {
                 json(&appended);
             } else {
-                println!("{}", appended.record.id);
+                outln!("{}", appended.record.id);
                 for o in &appended.overlaps {
                     let what = if o.same_label {
                         format!("same label #{}", o.label.as_deref().unwrap_or(""))
@@ -68,7 +68,7 @@ pub async fn run(g: &Global, a: BoardArgs) -> Result<()> {
                 );
             } else {
                 for e in &entries {
-                    println!("{}", view_line(e, now));
+                    outln!("{}", view_line(e, now));
                 }
             }
         }
@@ -85,7 +85,7 @@ pub async fn run(g: &Global, a: BoardArgs) -> Result<()> {
                 eprintln!("no records match");
             } else {
                 for r in &found {
-                    println!("{}", r.line(now));
+                    outln!("{}", r.line(now));
                 }
             }
         }
@@ -96,10 +96,10 @@ pub async fn run(g: &Global, a: BoardArgs) -> Result<()> {
             } else {
                 print_whole(&u.record, now);
                 if let Some(s) = &u.superseded_by {
-                    println!("superseded by: {}", s.line(now));
+                    outln!("superseded by: {}", s.line(now));
                 }
                 if let Some(f) = &u.invalidated_by {
-                    println!("invalidated by: {}", f.line(now));
+                    outln!("invalidated by: {}", f.line(now));
                 }
             }
         }
@@ -109,11 +109,11 @@ pub async fn run(g: &Global, a: BoardArgs) -> Result<()> {
                 .lease
                 .map(|l| agensh_domain::time::rfc3339(l.expires_at))
                 .unwrap_or_default();
-            println!("{} renewed until {until}", r.id);
+            outln!("{} renewed until {until}", r.id);
         }
         BoardCommand::Release { id } => {
             let r = c.release(&id).await?;
-            println!("{} released", r.id);
+            outln!("{} released", r.id);
         }
     }
     Ok(())
@@ -128,19 +128,19 @@ fn view_line(e: &ViewEntry, now: i64) -> String {
 }
 
 fn print_whole(r: &Record, now: i64) {
-    println!(
+    outln!(
         "{} {} by {} at {}",
         r.id,
         r.kind,
         r.author,
         agensh_domain::time::rfc3339(r.created_at)
     );
-    println!("text: {}", r.text);
+    outln!("text: {}", r.text);
     if let Some(l) = &r.label {
-        println!("label: {l}");
+        outln!("label: {l}");
     }
     if !r.paths.is_empty() {
-        println!("paths: {}", r.paths.join(", "));
+        outln!("paths: {}", r.paths.join(", "));
     }
     if let Some(l) = &r.lease {
         let state = if l.released_at.is_some() {
@@ -150,9 +150,9 @@ fn print_whole(r: &Record, now: i64) {
         } else {
             format!("expired at {}", agensh_domain::time::rfc3339(l.expires_at))
         };
-        println!("lease: {state}");
+        outln!("lease: {state}");
     }
     if let Some(d) = &r.detail {
-        println!("detail:\n{d}");
+        outln!("detail:\n{d}");
     }
 }

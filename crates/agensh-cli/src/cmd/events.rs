@@ -16,7 +16,7 @@ pub async fn run(g: &Global, a: EventsArgs) -> Result<()> {
                 seqs
             };
             let n = c.ack(&seqs).await?;
-            println!("acknowledged {n} event(s)");
+            outln!("acknowledged {n} event(s)");
         }
         None => {
             let events = c.events(a.after, a.wait).await?;
@@ -26,7 +26,7 @@ pub async fn run(g: &Global, a: EventsArgs) -> Result<()> {
                 eprintln!("no pending events");
             } else {
                 for e in &events {
-                    println!(
+                    outln!(
                         "{} {:<6} {:<13} {}",
                         e.seq,
                         e.priority.as_str(),
@@ -46,9 +46,9 @@ pub async fn notice(g: &Global, a: NoticeArgs) -> Result<()> {
         .notice(&a.text, a.to.as_deref(), a.urgent, a.dedup_key.as_deref())
         .await?;
     if r["duplicate"].as_bool() == Some(true) {
-        println!("already sent (same dedup key)");
+        outln!("already sent (same dedup key)");
     } else {
-        println!("sent event {}", r["event"]["seq"]);
+        outln!("sent event {}", r["event"]["seq"]);
     }
     Ok(())
 }

@@ -6,31 +6,31 @@ use agensh_hub::{read_hub_info, state_dir, write_hub_info, HubInfo, STORE_FILE};
 use agensh_store::SqliteStore;
 use anyhow::{bail, Context, Result};
 
-use crate::cli::HubArgs;
-use crate::cmd::init::load_config;
+use crate::cli::{Global, HubArgs};
 
-pub async fn run(a: HubArgs) -> Result<()> {
-    let config = load_config(&a.dir)?;
+pub async fn run(g: &Global, a: HubArgs) -> Result<()> {
+    let dir = g.org_dir(&a.dir);
+    let config = crate::cmd::config::load(&dir, &a.values())?;
     raise_open_file_limit();
-    if let Ok(info) = read_hub_info(&a.dir) {
+    if let Ok(info) = read_hub_info(&dir) {
         if process_alive(info.pid) && info.pid != std::process::id() {
             bail!(
                 "a hub is already running for {} (pid {}, {}) — stop it first, or use it",
-                a.dir.display(),
+                dir.display(),
                 info.pid,
                 info.url
             );
         }
     }
-    let listen = a.listen.unwrap_or_else(|| config.hub.listen.clone());
-    let store = SqliteStore::open(&state_dir(&a.dir).join(STORE_FILE))?;
-    let repo = state_dir(&a.dir).join(agensh_workspace::REPO_DIR);
+    let listen = config.hub.listen.clone();
+    let store = SqliteStore::open(&state_dir(&dir).join(STORE_FILE))?;
+    let repo = state_dir(&dir).join(agensh_workspace::REPO_DIR);
     let workspace = if repo.exists() {
         Some(agensh_workspace::Workspace::open(&repo)?)
     } else {
         tracing::warn!(
             "{} has no git workspace (made by an older agensh init): pull requests and git over HTTP are off",
-            a.dir.display()
+            dir.display()
         );
         None
     };
@@ -40,12 +40,12 @@ pub async fn run(a: HubArgs) -> Result<()> {
         admin_token: hub.admin_token.clone(),
         pid: std::process::id(),
     };
-    write_hub_info(&a.dir, &info).context("cannot write .agensh/hub.json")?;
-    println!("hub serving {} at {}", a.dir.display(), hub.url);
+    write_hub_info(&dir, &info).context("cannot write .agensh/hub.json")?;
+    outln!("hub serving {} at {}", dir.display(), hub.url);
     wait_for_stop_signal().await;
     tracing::info!("stopping the hub");
     hub.shutdown().await;
-    let _ = std::fs::remove_file(state_dir(&a.dir).join(agensh_hub::HUB_JSON));
+    let _ = std::fs::remove_file(state_dir(&dir).join(agensh_hub::HUB_JSON));
     Ok(())
 }
 

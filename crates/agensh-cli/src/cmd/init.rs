@@ -7,20 +7,20 @@ use agensh_store::{SqliteStore, Store};
 use agensh_workspace::seed::{self, Source};
 use anyhow::{bail, Context, Result};
 
-use crate::cli::InitArgs;
+use crate::cli::{Global, InitArgs};
+use crate::cmd::config::CONFIG_FILE;
+use crate::output::Local;
 
-/// The configuration file at the root of an organization directory.
-pub const CONFIG_FILE: &str = "agensh.toml";
-
-pub async fn run(a: InitArgs) -> Result<()> {
+pub async fn run(g: &Global, a: InitArgs) -> Result<()> {
+    let dir = g.org_dir(&a.dir);
     let config = Config::with_goal(&a.goal);
-    config.validate()?;
-    create(&a.dir, &config, a.from.as_deref()).await?;
-    println!("created organization in {}", a.dir.display());
-    println!(
+    config.validate().map_err(Local)?;
+    create(&dir, &config, a.from.as_deref()).await?;
+    outln!("created organization in {}", dir.display());
+    outln!(
         "next: agensh hub {}   (then, in another terminal: agensh --dir {} workers add 4)",
-        a.dir.display(),
-        a.dir.display()
+        dir.display(),
+        dir.display()
     );
     Ok(())
 }
@@ -102,18 +102,4 @@ async fn fill_state_dir(state: &Path, config: &Config, source: Source<'_>) -> Re
         .await
         .with_context(|| format!("cannot create the git workspace in {}", repo.display()))?;
     Ok(())
-}
-
-/// Reads `DIR/agensh.toml`, with advice when it is missing.
-pub fn load_config(dir: &Path) -> Result<Config> {
-    let path = dir.join(CONFIG_FILE);
-    let text = std::fs::read_to_string(&path).with_context(|| {
-        format!(
-            "cannot read {} — is {} an organization? create one with `agensh init {} --goal \"...\"`",
-            path.display(),
-            dir.display(),
-            dir.display()
-        )
-    })?;
-    Ok(Config::parse(&text)?)
 }

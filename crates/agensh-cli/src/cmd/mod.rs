@@ -2,6 +2,9 @@
 
 pub mod agent;
 pub mod board;
+pub mod completions;
+pub mod config;
+pub mod doctor;
 pub mod events;
 pub mod hub;
 pub mod init;

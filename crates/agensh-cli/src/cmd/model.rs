@@ -34,7 +34,7 @@ async fn install_cmd(size: Size, force: bool) -> Result<()> {
     let spec = size.spec();
     if !force {
         if let Some(i) = installed(&dir, size) {
-            println!(
+            outln!(
                 "the {size} model is installed already: {} (sha256 {} verified) — --force installs it again",
                 i.model_file.display(),
                 spec.sha256
@@ -44,18 +44,18 @@ async fn install_cmd(size: Size, force: bool) -> Result<()> {
     }
     let started = Instant::now();
     let i = install_with_bar(&dir, size, force).await?;
-    println!(
+    outln!(
         "installed the {size} model in {:.0} s: {}",
         started.elapsed().as_secs_f64(),
         i.model_file.display()
     );
-    println!(
+    outln!(
         "sha256 {} verified, {} bytes; server xllamacpp {XLLAMACPP_VERSION} in {}",
         spec.sha256,
         spec.bytes,
         venv_of(&i.python).display()
     );
-    println!("serve it: agensh model serve --size {size}");
+    outln!("serve it: agensh model serve --size {size}");
     Ok(())
 }
 
@@ -179,12 +179,12 @@ async fn serve(size: Size, listen: &str, parallel: u32, context: u32) -> Result<
         _ = wait_for_stop_signal() => return Ok(()),
     };
     let url = server.base_url();
-    println!(
+    outln!(
         "serving {} at {url} (ready in {:.1} s; {parallel} request(s) at once, {context} tokens of context each)",
         server.model_name(),
         started.elapsed().as_secs_f64()
     );
-    println!(
+    outln!(
         "point any OpenAI-compatible client at {url} with model \"{}\" (any API key); Ctrl-C stops",
         server.model_name()
     );
@@ -234,10 +234,10 @@ fn status_cmd(as_json: bool) -> Result<()> {
         }));
         return Ok(());
     }
-    println!("data directory: {}", dir.display());
+    outln!("data directory: {}", dir.display());
     for s in &all {
         if s.installed {
-            println!(
+            outln!(
                 "{}  installed  {}  {} bytes  sha256 {} verified",
                 s.size,
                 s.model_file.display(),
@@ -260,9 +260,10 @@ fn status_cmd(as_json: bool) -> Result<()> {
         } else {
             "no server package"
         };
-        println!(
+        outln!(
             "{}  not installed  ({file}; {server}) — agensh model install --size {}",
-            s.size, s.size
+            s.size,
+            s.size
         );
     }
     Ok(())

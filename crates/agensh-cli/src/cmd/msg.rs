@@ -15,7 +15,7 @@ pub async fn run(g: &Global, a: MsgArgs) -> Result<()> {
             let m = NewMessage { to, text, thread };
             m.validate()?;
             let sent = c.send_message(&m).await?;
-            println!("M{}", sent.seq);
+            outln!("M{}", sent.seq);
         }
         MsgCommand::Read {
             all,
@@ -48,7 +48,7 @@ pub async fn run(g: &Global, a: MsgArgs) -> Result<()> {
             } else {
                 let now = now_ms();
                 for m in &msgs {
-                    println!("{}", m.line(now));
+                    outln!("{}", m.line(now));
                 }
             }
         }

@@ -28,7 +28,7 @@ pub async fn run(g: &Global, a: PrArgs) -> Result<()> {
             if as_json {
                 json(&pr);
             } else {
-                println!("#{} {} ({} -> {})", pr.number, pr.title, pr.branch, pr.base);
+                outln!("#{} {} ({} -> {})", pr.number, pr.title, pr.branch, pr.base);
             }
         }
         PrCommand::List {
@@ -46,7 +46,7 @@ pub async fn run(g: &Global, a: PrArgs) -> Result<()> {
                 eprintln!("no pull requests");
             } else {
                 for p in prs {
-                    println!(
+                    outln!(
                         "#{:<4} {:<7} {:<6} {:<24} {} ({})",
                         p.number,
                         p.state.as_str(),
@@ -76,11 +76,11 @@ pub async fn run(g: &Global, a: PrArgs) -> Result<()> {
         } => {
             Verdict::parse(&verdict)?;
             let r = c.review_pr(number, &verdict, &text).await?;
-            println!("reviewed #{number}: {}", r.verdict.as_str());
+            outln!("reviewed #{number}: {}", r.verdict.as_str());
         }
         PrCommand::Comment { number, text } => {
             c.comment_pr(number, &text).await?;
-            println!("commented on #{number}");
+            outln!("commented on #{number}");
         }
         PrCommand::Merge {
             number,
@@ -93,15 +93,15 @@ pub async fn run(g: &Global, a: PrArgs) -> Result<()> {
                 let commit = m["pr"]["merge_commit"].as_str().unwrap_or("");
                 let short = &commit[..commit.len().min(12)];
                 if m["outcome"] == "up_to_date" {
-                    println!("#{number} is merged: main ({short}) already had every commit of it");
+                    outln!("#{number} is merged: main ({short}) already had every commit of it");
                 } else {
-                    println!("merged #{number} into main at {short}");
+                    outln!("merged #{number} into main at {short}");
                 }
             }
         }
         PrCommand::Close { number } => {
             c.close_pr(number).await?;
-            println!("closed #{number}");
+            outln!("closed #{number}");
         }
     }
     Ok(())
@@ -109,18 +109,18 @@ pub async fn run(g: &Global, a: PrArgs) -> Result<()> {
 
 fn print_view(v: &Value, now: i64) {
     let s = |v: &Value| v.as_str().unwrap_or("").to_string();
-    println!("#{} {} [{}]", v["number"], s(&v["title"]), s(&v["state"]));
-    println!(
+    outln!("#{} {} [{}]", v["number"], s(&v["title"]), s(&v["state"]));
+    outln!(
         "{} wants to merge {} into {}",
         s(&v["author"]),
         s(&v["branch"]),
         s(&v["base"])
     );
     if let Some(body) = v["body"].as_str() {
-        println!("\n{body}\n");
+        outln!("\n{body}\n");
     }
     if let Some(commit) = v["merge_commit"].as_str() {
-        println!("merge commit: {commit} (by {})", s(&v["closed_by"]));
+        outln!("merge commit: {commit} (by {})", s(&v["closed_by"]));
     }
     let b = &v["branch_summary"];
     if b.is_object() {
@@ -132,25 +132,25 @@ fn print_view(v: &Value, now: i64) {
                     .flatten()
                     .map(s)
                     .collect();
-                println!("mergeable: no — conflicts in {}", files.join(", "));
+                outln!("mergeable: no — conflicts in {}", files.join(", "));
             }
-            Some("up_to_date") => println!("mergeable: main already has every commit"),
-            _ => println!("mergeable: yes"),
+            Some("up_to_date") => outln!("mergeable: main already has every commit"),
+            _ => outln!("mergeable: yes"),
         }
-        println!("commits:");
+        outln!("commits:");
         for c in b["commits"].as_array().into_iter().flatten() {
             let sha = s(&c["sha"]);
-            println!(
+            outln!(
                 "  {} {} ({})",
                 &sha[..sha.len().min(10)],
                 s(&c["subject"]),
                 s(&c["author"])
             );
         }
-        println!("files:");
+        outln!("files:");
         for f in b["files"].as_array().into_iter().flatten() {
             let n = |x: &Value| x.as_u64().map_or("-".to_string(), |n| n.to_string());
-            println!(
+            outln!(
                 "  +{:<5} -{:<5} {}",
                 n(&f["added"]),
                 n(&f["removed"]),
@@ -158,10 +158,10 @@ fn print_view(v: &Value, now: i64) {
             );
         }
     }
-    println!("approvals: {}", v["approvals"]);
+    outln!("approvals: {}", v["approvals"]);
     for r in v["reviews"].as_array().into_iter().flatten() {
         let at = r["created_at"].as_i64().unwrap_or(now);
-        println!(
+        outln!(
             "  review by {} {}: {} ({})",
             s(&r["author"]),
             agensh_domain::time::age(at, now),
@@ -171,7 +171,7 @@ fn print_view(v: &Value, now: i64) {
     }
     for c in v["comments"].as_array().into_iter().flatten() {
         let at = c["created_at"].as_i64().unwrap_or(now);
-        println!(
+        outln!(
             "  comment by {} {}: {}",
             s(&c["author"]),
             agensh_domain::time::age(at, now),

@@ -1,7 +1,7 @@
 //! `agensh run DIR` (hub and node in one process, with a live view), `agensh node` (a
 //! node against a hub by URL) and `agensh status` (the same snapshot from anywhere).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -20,51 +20,11 @@ use agensh_store::{SqliteStore, Store};
 use anyhow::{bail, Context, Result};
 use tokio::sync::{mpsc, watch};
 
-use crate::cli::{Global, ModelFlags, NodeArgs, RunArgs, StatusArgs};
+use crate::cli::{Global, NodeArgs, RunArgs, StatusArgs};
+use crate::cmd::config::load;
 use crate::cmd::hub::{raise_open_file_limit, wait_for_stop_signal};
-use crate::cmd::init::load_config;
 use crate::connect::client;
 use crate::output::{json, now_ms};
-
-/// Flags that override `[run]` and `[model]` in agensh.toml.
-fn apply_overrides(
-    config: &mut Config,
-    workers: Option<usize>,
-    agent: Option<String>,
-    scenario: Option<PathBuf>,
-    hours: Option<f64>,
-    model: &ModelFlags,
-) -> Result<()> {
-    if let Some(u) = &model.model_url {
-        config.model.url = u.clone();
-    }
-    if let Some(m) = &model.model {
-        config.model.name = m.clone();
-    }
-    if let Some(k) = &model.api_key_env {
-        config.model.api_key_env = k.clone();
-    }
-    if let Some(s) = &model.tool_style {
-        config.model.style = s.clone();
-    }
-    if let Some(s) = &model.model_size {
-        config.model.local_size = s.clone();
-    }
-    if let Some(n) = workers {
-        config.run.workers = n;
-    }
-    if let Some(a) = agent {
-        config.run.agent = a;
-    }
-    if let Some(s) = scenario {
-        config.run.scenario = s.to_string_lossy().to_string();
-    }
-    if let Some(h) = hours {
-        config.run.hours = h;
-    }
-    config.validate()?;
-    Ok(())
-}
 
 /// The agent the workers run, and the local model server when the built-in agent runs on
 /// the local model (kept alive for the run; stopped when dropped).
@@ -211,33 +171,26 @@ fn stop_on_signal() -> watch::Receiver<bool> {
     rx
 }
 
-pub async fn run(a: RunArgs) -> Result<()> {
-    let mut config = load_config(&a.dir)?;
+pub async fn run(g: &Global, a: RunArgs) -> Result<()> {
+    let dir = g.org_dir(&a.dir);
+    let config = load(&dir, &a.flags.values())?;
     raise_open_file_limit();
-    apply_overrides(
-        &mut config,
-        a.workers,
-        a.agent,
-        a.scenario,
-        a.hours,
-        &a.model,
-    )?;
-    if crate::cmd::init::create_state_if_missing(&a.dir, &config).await? {
+    if crate::cmd::init::create_state_if_missing(&dir, &config).await? {
         eprintln!(
             "created the organization's state in {}",
-            agensh_hub::state_dir(&a.dir).display()
+            agensh_hub::state_dir(&dir).display()
         );
     }
-    let (agent, model_server) = prepare_agent(&config, &a.dir, config.run.workers).await?;
+    let (agent, model_server) = prepare_agent(&config, &dir, config.run.workers).await?;
     let started = Instant::now();
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&state_dir(&a.dir).join(STORE_FILE))?);
-    let repo = state_dir(&a.dir).join(agensh_workspace::REPO_DIR);
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&state_dir(&dir).join(STORE_FILE))?);
+    let repo = state_dir(&dir).join(agensh_workspace::REPO_DIR);
     let ws = agensh_workspace::Workspace::open(&repo)?;
-    let listen = a.listen.unwrap_or_else(|| config.hub.listen.clone());
+    let listen = config.hub.listen.clone();
     let hub =
         agensh_hub::start_with_workspace(store.clone(), Some(ws), config.clone(), &listen).await?;
     write_hub_info(
-        &a.dir,
+        &dir,
         &HubInfo {
             url: hub.url.clone(),
             admin_token: hub.admin_token.clone(),
@@ -256,7 +209,7 @@ pub async fn run(a: RunArgs) -> Result<()> {
     for w in known.iter().take(n) {
         workers.push((w.id.clone(), admin.worker_token(&w.id).await?.token));
     }
-    let plan = plan(&config, &a.dir, &hub.url, workers, n, agent)?;
+    let plan = plan(&config, &dir, &hub.url, workers, n, agent)?;
     eprintln!(
         "running {n} worker(s) with the {} on \"{}\" — hub {}; Ctrl-C stops",
         plan.agent.describe(),
@@ -274,22 +227,14 @@ pub async fn run(a: RunArgs) -> Result<()> {
         server.stop().await;
     }
     hub.shutdown().await;
-    let _ = std::fs::remove_file(state_dir(&a.dir).join(agensh_hub::HUB_JSON));
+    let _ = std::fs::remove_file(state_dir(&dir).join(agensh_hub::HUB_JSON));
     print_summary(&summary, &stats, started.elapsed(), a.json);
     Ok(())
 }
 
 pub async fn node(g: &Global, a: NodeArgs) -> Result<()> {
-    let mut config = load_config(&g.dir)?;
+    let config = load(&g.dir, &a.values())?;
     raise_open_file_limit();
-    apply_overrides(
-        &mut config,
-        Some(a.workers),
-        a.agent,
-        a.scenario,
-        a.hours,
-        &a.model,
-    )?;
     let admin = client(g)?;
     let known = admin.workers().await?;
     let mut workers = Vec::new();
@@ -333,14 +278,19 @@ pub async fn node(g: &Global, a: NodeArgs) -> Result<()> {
     Ok(())
 }
 
-/// Redraws one line per worker (on a terminal) or prints changes (otherwise).
+/// Most recent changes the live view keeps for its compact form.
+const RECENT_CHANGES: usize = 64;
+
+/// Redraws the view (on a terminal) or prints changes (otherwise).
 async fn live_view(
     mut rx: mpsc::UnboundedReceiver<(String, Progress)>,
     store: Arc<dyn Store>,
     quiet: bool,
 ) {
     let mut lines: BTreeMap<String, WorkerLine> = BTreeMap::new();
+    let mut recent: VecDeque<String> = VecDeque::with_capacity(RECENT_CHANGES);
     let tty = std::io::stderr().is_terminal() && !quiet;
+    let term = console::Term::stderr();
     let mut drawn = 0usize;
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     loop {
@@ -351,55 +301,121 @@ async fn live_view(
                     let line = lines.entry(id.clone()).or_insert(WorkerLine {
                         status: WorkerStatus::Starting, turns: 0, last_action: String::new(), usage: Default::default(),
                     });
-                    match p {
-                        Progress::Status(s) => line.status = s,
+                    let change = match p {
+                        Progress::Status(s) => {
+                            line.status = s;
+                            format!("{id}: {}", s.as_str())
+                        }
                         Progress::Turn { turns, last_action, usage } => {
                             line.turns = turns;
                             line.last_action = last_action.clone();
                             line.usage = usage;
+                            let change = format!("{id}: turn {turns} ended ({last_action})");
                             if !tty && !quiet {
-                                eprintln!("{id}: turn {turns} ended ({last_action})");
+                                eprintln!("{change}");
                             }
+                            change
                         }
+                    };
+                    if recent.len() == RECENT_CHANGES {
+                        recent.pop_front();
                     }
+                    recent.push_back(change);
                 }
             },
             _ = tick.tick() => {
                 if tty {
                     let claims = store.list_workers(now_ms()).await.unwrap_or_default();
-                    drawn = redraw(&lines, &claims, drawn);
+                    let (rows, cols) = term.size_checked().unwrap_or((24, 80));
+                    let view = render_view(&lines, &claims, &recent, rows as usize, cols as usize);
+                    drawn = redraw(&view, drawn);
                 }
             }
         }
     }
 }
 
-fn redraw(lines: &BTreeMap<String, WorkerLine>, workers: &[WorkerInfo], drawn: usize) -> usize {
+/// Moves up over the `drawn` lines of the last view, writes `view` and clears what is left
+/// below it; returns how many lines it wrote.
+fn redraw(view: &[String], drawn: usize) -> usize {
     let mut err = std::io::stderr().lock();
     if drawn > 0 {
         let _ = write!(err, "\x1b[{drawn}A");
     }
-    let mut n = 0;
-    for (id, l) in lines {
-        let claim = workers
-            .iter()
-            .find(|w| &w.id == id)
-            .and_then(|w| w.claims.last())
-            .map(|c| format!("{} {}", c.id, c.label.as_deref().unwrap_or(&c.text)))
-            .unwrap_or_default();
-        let _ = writeln!(
-            err,
-            "\x1b[2K{id:<6} {:<8} turns {:<4} last {:<14} claim {:<28} tokens {}",
-            l.status.as_str(),
-            l.turns,
-            truncate(&l.last_action, 14),
-            truncate(&claim, 28),
-            l.usage.input_tokens + l.usage.output_tokens
-        );
-        n += 1;
+    for line in view {
+        let _ = writeln!(err, "\x1b[2K{line}");
     }
+    let _ = write!(err, "\x1b[J");
     let _ = err.flush();
-    n
+    view.len()
+}
+
+/// The live view for a terminal of `rows` × `cols`: a line per worker when they fit (one
+/// row stays free), else counts per state and the most recent changes. No line is wider
+/// than `cols`, and never more than `rows - 1` lines.
+fn render_view(
+    lines: &BTreeMap<String, WorkerLine>,
+    workers: &[WorkerInfo],
+    recent: &VecDeque<String>,
+    rows: usize,
+    cols: usize,
+) -> Vec<String> {
+    let room = rows.saturating_sub(1).max(1);
+    let view: Vec<String> = if lines.len() <= room {
+        let claims: BTreeMap<&str, String> = workers
+            .iter()
+            .filter_map(|w| {
+                w.claims.last().map(|c| {
+                    let what = c.label.as_deref().unwrap_or(&c.text);
+                    (w.id.as_str(), format!("{} {what}", c.id))
+                })
+            })
+            .collect();
+        lines
+            .iter()
+            .map(|(id, l)| {
+                let claim = claims.get(id.as_str()).map_or("", String::as_str);
+                format!(
+                    "{id:<6} {:<8} turns {:<4} last {:<14} claim {:<28} tokens {}",
+                    l.status.as_str(),
+                    l.turns,
+                    truncate(&l.last_action, 14),
+                    truncate(claim, 28),
+                    l.usage.input_tokens + l.usage.output_tokens
+                )
+            })
+            .collect()
+    } else {
+        let counts: Vec<String> = WorkerStatus::ALL
+            .iter()
+            .map(|s| {
+                let n = lines.values().filter(|l| l.status == *s).count();
+                format!("{n} {}", s.as_str())
+            })
+            .collect();
+        let turns: u64 = lines.values().map(|l| l.turns).sum();
+        let tokens: u64 = lines
+            .values()
+            .map(|l| l.usage.input_tokens + l.usage.output_tokens)
+            .sum();
+        let claiming = workers.iter().filter(|w| !w.claims.is_empty()).count();
+        let mut view = vec![
+            format!(
+                "{} workers: {} · {turns} turns · {claiming} with a claim · tokens {tokens}",
+                lines.len(),
+                counts.join(", ")
+            ),
+            "most recent changes:".to_string(),
+        ];
+        let shown = room.saturating_sub(view.len());
+        let skip = recent.len().saturating_sub(shown);
+        view.extend(recent.iter().skip(skip).map(|c| format!("  {c}")));
+        view
+    };
+    view.into_iter()
+        .take(room)
+        .map(|l| truncate(&l, cols.max(1)))
+        .collect()
 }
 
 fn truncate(s: &str, n: usize) -> String {
@@ -433,7 +449,7 @@ fn print_summary(
         }));
         return;
     }
-    println!(
+    outln!(
         "done in {:.0} s: {} turn(s) by {} worker(s); PRs merged {} (open {}); {} board record(s); {} message(s); tokens in {} out {}; cost ${:.4}",
         elapsed.as_secs_f64(),
         summary.turns(),
@@ -447,7 +463,7 @@ fn print_summary(
         usage.cost_usd
     );
     for (id, e) in failed {
-        println!("{id} failed: {e}");
+        outln!("{id} failed: {e}");
     }
 }
 
@@ -460,7 +476,7 @@ pub async fn status(g: &Global, a: StatusArgs) -> Result<()> {
         return Ok(());
     }
     let now = now_ms();
-    println!("{:<8} {:<9} {:<12} CLAIM", "WORKER", "STATUS", "ACTIVE");
+    outln!("{:<8} {:<9} {:<12} CLAIM", "WORKER", "STATUS", "ACTIVE");
     for w in &workers {
         let active = w
             .last_activity
@@ -471,7 +487,7 @@ pub async fn status(g: &Global, a: StatusArgs) -> Result<()> {
             .last()
             .map(|r| format!("{} {}", r.id, r.label.as_deref().unwrap_or(&r.text)))
             .unwrap_or_default();
-        println!(
+        outln!(
             "{:<8} {:<9} {:<12} {}",
             w.id,
             w.status.as_str(),
@@ -479,9 +495,78 @@ pub async fn status(g: &Global, a: StatusArgs) -> Result<()> {
             claim
         );
     }
-    println!(
+    outln!(
         "PRs: {} open, {} merged, {} closed · board: {} records · messages: {}",
-        stats.prs_open, stats.prs_merged, stats.prs_closed, stats.records, stats.messages
+        stats.prs_open,
+        stats.prs_merged,
+        stats.prs_closed,
+        stats.records,
+        stats.messages
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn workers(n: usize) -> BTreeMap<String, WorkerLine> {
+        (0..n)
+            .map(|i| {
+                let status = WorkerStatus::ALL[i % 3];
+                let line = WorkerLine {
+                    status,
+                    turns: 2,
+                    last_action: "board_write".into(),
+                    usage: Default::default(),
+                };
+                (format!("w{:04}", i + 1), line)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_thousand_workers_become_counts_and_recent_changes() {
+        let lines = workers(1_024);
+        let recent: VecDeque<String> = (0..RECENT_CHANGES)
+            .map(|i| format!("w{:04}: turn 2 ended (board_write)", i + 1))
+            .collect();
+        let view = render_view(&lines, &[], &recent, 40, 100);
+        assert_eq!(view.len(), 39, "{view:#?}");
+        assert!(
+            view[0].starts_with("1024 workers: 342 starting, 341 busy, 341 idle, 0 stalled"),
+            "{}",
+            view[0]
+        );
+        assert!(view[0].contains("2048 turns"), "{}", view[0]);
+        assert_eq!(view[1], "most recent changes:");
+        assert_eq!(
+            view[38],
+            format!("  w{:04}: turn 2 ended (board_write)", RECENT_CHANGES)
+        );
+        assert!(view.iter().all(|l| l.chars().count() <= 100));
+    }
+
+    #[test]
+    fn workers_that_fit_get_a_line_each() {
+        let lines = workers(5);
+        let view = render_view(&lines, &[], &VecDeque::new(), 40, 200);
+        assert_eq!(view.len(), 5);
+        assert!(
+            view[0].starts_with("w0001  starting turns 2"),
+            "{}",
+            view[0]
+        );
+        assert_eq!(render_view(&lines, &[], &VecDeque::new(), 6, 200).len(), 5);
+        assert_eq!(render_view(&lines, &[], &VecDeque::new(), 5, 200)[0], {
+            "5 workers: 2 starting, 2 busy, 1 idle, 0 stalled, 0 stopped, 0 dead · 10 turns · 0 with a claim · tokens 0"
+        });
+    }
+
+    #[test]
+    fn a_narrow_terminal_cuts_lines() {
+        let view = render_view(&workers(3), &[], &VecDeque::new(), 40, 20);
+        assert!(view.iter().all(|l| l.chars().count() == 20), "{view:#?}");
+        assert!(view[0].ends_with('…'));
+    }
 }

@@ -2,12 +2,12 @@
 
 use agensh_workspace::checkout::{self, Created};
 use agensh_workspace::Workspace;
-use anyhow::{bail, Result};
+use anyhow::Result;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::cli::{Global, WorkersArgs, WorkersCommand};
 use crate::connect::client;
-use crate::output::{json, now_ms};
+use crate::output::{json, now_ms, Usage};
 
 pub async fn run(g: &Global, a: WorkersArgs) -> Result<()> {
     let c = client(g)?;
@@ -21,7 +21,7 @@ pub async fn run(g: &Global, a: WorkersArgs) -> Result<()> {
                 json(&added);
             } else {
                 for w in added {
-                    println!("{}", w.id);
+                    outln!("{}", w.id);
                 }
             }
         }
@@ -31,7 +31,7 @@ pub async fn run(g: &Global, a: WorkersArgs) -> Result<()> {
                 json(&workers);
             } else {
                 let now = now_ms();
-                println!("{:<8} {:<9} {:<14} CLAIMS", "ID", "STATUS", "LAST ACTIVITY");
+                outln!("{:<8} {:<9} {:<14} CLAIMS", "ID", "STATUS", "LAST ACTIVITY");
                 for w in workers {
                     let last = w
                         .last_activity
@@ -45,7 +45,7 @@ pub async fn run(g: &Global, a: WorkersArgs) -> Result<()> {
                             None => r.id.clone(),
                         })
                         .collect();
-                    println!(
+                    outln!(
                         "{:<8} {:<9} {:<14} {}",
                         w.id,
                         w.status.as_str(),
@@ -56,7 +56,7 @@ pub async fn run(g: &Global, a: WorkersArgs) -> Result<()> {
             }
         }
         WorkersCommand::Token { id } => {
-            println!("{}", c.worker_token(&id).await?.token);
+            outln!("{}", c.worker_token(&id).await?.token);
         }
         WorkersCommand::Checkout { ids, all, jobs } => {
             let ids = if all {
@@ -73,7 +73,9 @@ pub async fn run(g: &Global, a: WorkersArgs) -> Result<()> {
 /// Creates checkouts under `DIR/workers/` with a progress bar.
 async fn checkout(g: &Global, ids: &[String], jobs: usize) -> Result<()> {
     if ids.is_empty() {
-        bail!("name the workers to check out (e.g. w01 w02), or use --all");
+        return Err(
+            Usage("name the workers to check out (e.g. w01 w02), or use --all".into()).into(),
+        );
     }
     for id in ids {
         agensh_domain::ids::validate_worker_id(id)?;
@@ -89,7 +91,7 @@ async fn checkout(g: &Global, ids: &[String], jobs: usize) -> Result<()> {
     let made = checkout::create_many(&ws, &g.dir, ids, jobs, |_, _| bar.inc(1)).await?;
     bar.finish_and_clear();
     let new = made.iter().filter(|(_, c)| *c == Created::New).count();
-    println!(
+    outln!(
         "{new} new checkout(s), {} already there, under {} ({:.1} s)",
         made.len() - new,
         g.dir.join("workers").display(),
