@@ -16,7 +16,7 @@ use tokio::sync::broadcast::error::RecvError;
 
 use crate::auth::Caller;
 use crate::error::{ApiJson, ApiQuery, ApiResult};
-use crate::state::{now_ms, AppState};
+use crate::state::AppState;
 
 /// Most events one poll returns.
 pub const POLL_LIMIT: usize = 1_000;
@@ -227,7 +227,7 @@ async fn wait_for_many(
     bus: &mut tokio::sync::broadcast::Receiver<std::sync::Arc<Event>>,
     wait: Duration,
 ) -> ApiResult<()> {
-    let shutdown = crate::state::stopped(s.shutdown.clone());
+    let shutdown = s.shutdown.wait_owned();
     tokio::pin!(shutdown);
     let deadline = tokio::time::Instant::now() + wait;
     let polls = &s.metrics.long_polls_waiting;
@@ -374,7 +374,7 @@ pub async fn notice(
         target: b.to,
         except: None,
     };
-    let stored = s.store.enqueue(event, now_ms()).await?;
+    let stored = s.store.enqueue(event, s.now()).await?;
     let status = if stored.is_some() {
         StatusCode::CREATED
     } else {
