@@ -115,6 +115,11 @@ async fn a_waiting_poll_answers_as_soon_as_any_of_its_workers_has_an_event() {
     assert!(got.events_of(&ws[1].id).is_empty());
     assert_eq!(got.events_of(&ws[2].id)[0].kind, kinds::DIRECT_MESSAGE);
     assert_eq!(hub.metric("agensh_long_polls_waiting").await, 0);
+    assert_eq!(
+        hub.metric("agensh_long_polls_total").await,
+        1,
+        "one poll waited"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

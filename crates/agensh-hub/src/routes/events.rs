@@ -16,6 +16,7 @@ use tokio::sync::broadcast::error::RecvError;
 
 use crate::auth::Caller;
 use crate::error::{ApiJson, ApiQuery, ApiResult};
+use crate::metrics::inc;
 use crate::state::AppState;
 
 /// Most events one poll returns.
@@ -230,6 +231,7 @@ async fn wait_for_many(
     let shutdown = s.shutdown.wait_owned();
     tokio::pin!(shutdown);
     let deadline = tokio::time::Instant::now() + wait;
+    inc(&s.metrics.long_polls);
     let polls = &s.metrics.long_polls_waiting;
     polls.fetch_add(1, Ordering::Relaxed);
     let _guard = scopeguard(|| {
