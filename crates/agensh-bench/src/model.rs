@@ -37,13 +37,14 @@ use agensh_model::{InstallProgress, Installed, ModelServer, ServeOptions, Size};
 use agensh_node::adapters::builtin::{BuiltinConfig, ToolStyle};
 use agensh_node::node::{run_node, AgentKind, NodePlan};
 use agensh_node::turn::Progress;
+use agensh_process::ShutdownTrigger;
 use agensh_store::SqliteStore;
 use agensh_workspace::seed::Source;
 use anyhow::{anyhow, bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use serde_json::{json, Value};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
 
 /// How long before the end of a run the slots of the server are read.
 const SNAPSHOT_BEFORE_END: Duration = Duration::from_millis(300);
@@ -320,9 +321,9 @@ async fn run_one(
         agent_cpu: Default::default(),
         recovery: Default::default(),
     };
-    let (stop_tx, stop_rx) = watch::channel(false);
+    let (stop, shutdown) = ShutdownTrigger::new();
     let (tx, mut rx) = mpsc::unbounded_channel();
-    let mut node = tokio::spawn(run_node(plan, stop_rx, tx));
+    let mut node = tokio::spawn(run_node(plan, shutdown, tx));
     // Requests still running when the run ends are cancelled and never logged: their work
     // so far comes from the server's /slots just before the end.
     let snapshot = tokio::spawn(slots_snapshot(
@@ -356,13 +357,13 @@ async fn run_one(
                 let (t, o) = turns.values().fold((0, 0), |(a, b), (t, o)| (a + t, b + o));
                 bar.set_message(format!("{t} turns, {o} tokens generated"));
                 if tokio::time::Instant::now() > give_up {
-                    let _ = stop_tx.send(true);
+                    stop.fire();
                 }
             }
         }
     };
     bar.finish_and_clear();
-    let _ = stop_tx.send(true);
+    stop.fire();
     let summary = summary.context("the node task failed")??;
     let elapsed = started.elapsed();
     let (in_flight, log_to) = snapshot.await.unwrap_or_default();

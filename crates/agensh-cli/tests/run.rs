@@ -168,11 +168,17 @@ fn git(dir: &Path, args: &[&str]) -> String {
 fn eight_scripted_workers_build_eight_parts_and_main_passes_its_tests() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = org(tmp.path(), &[("stagger_secs", "0.2")]);
+    // The first two workers to hold a part wait for each other before writing it: nothing
+    // is merged until both hold one, so the later of them tried the earlier's part first
+    // and saw its claim, however fast the machine.
+    let barrier = tmp.path().join("barrier");
     let s = scenario(
         tmp.path(),
         &format!(
             "parts = [\"p1\", \"p2\", \"p3\", \"p4\", \"p5\", \"p6\", \"p7\", \"p8\"]\n{PART_TEMPLATES}\n\
-             [[step]]\naction = \"claim_free_part\"\n[[step]]\naction = \"write_part\"\n[[step]]\naction = \"commit_push\"\n\
+             [[step]]\naction = \"claim_free_part\"\n\
+             [[step]]\naction = \"barrier\"\npath = {barrier:?}\ncount = 2\n\
+             [[step]]\naction = \"write_part\"\n[[step]]\naction = \"commit_push\"\n\
              [[step]]\naction = \"open_and_merge_pr\"\n[[step]]\naction = \"board_write\"\nkind = \"PATCH_SUMMARY\"\n\
              text = \"files=parts/{{part}}.py | idea=return the name | evidence=test passed\"\n\
              [[step]]\naction = \"release\"\n[[step]]\naction = \"end_turn\"\n"

@@ -5,6 +5,7 @@
 //! Agents reach the organization tools over MCP (streamable HTTP) at `/mcp` ([`mcp`]).
 
 pub mod auth;
+pub mod clock;
 pub mod error;
 pub mod mcp;
 pub mod metrics;
@@ -20,6 +21,7 @@ use std::time::Duration;
 
 use agensh_domain::config::Config;
 use agensh_domain::Error;
+use agensh_process::{Shutdown, ShutdownTrigger};
 use agensh_store::Store;
 use axum::extract::{Request, State};
 use axum::middleware::Next;
@@ -27,8 +29,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 use serde::{Deserialize, Serialize};
-use tokio::sync::watch;
 
+use crate::clock::{Clock, SystemClock};
 use crate::metrics::{inc, Metrics};
 use crate::state::{AppState, Inner};
 
@@ -54,7 +56,7 @@ pub struct RunningHub {
     pub admin_token: String,
     pub addr: SocketAddr,
     state: AppState,
-    stop: watch::Sender<bool>,
+    stop: ShutdownTrigger,
     server: tokio::task::JoinHandle<std::io::Result<()>>,
 }
 
@@ -62,7 +64,7 @@ impl RunningHub {
     /// Stops accepting requests, answers waiting long-polls, flushes activity and
     /// waits for the server to finish.
     pub async fn shutdown(self) {
-        let _ = self.stop.send(true);
+        self.stop.fire();
         let _ = self.server.await;
         self.state.flush_activity().await;
     }
@@ -82,12 +84,25 @@ pub async fn start(
     start_with_workspace(store, None, config, listen).await
 }
 
-/// Starts a hub on `listen` over `store` and the git `workspace` with `config`.
+/// Starts a hub on `listen` over `store` and the git `workspace` with `config`, on the
+/// machine's clock.
 pub async fn start_with_workspace(
     store: Arc<dyn Store>,
     workspace: Option<agensh_workspace::Workspace>,
     config: Config,
     listen: &str,
+) -> Result<RunningHub, Error> {
+    start_with_clock(store, workspace, config, listen, Arc::new(SystemClock)).await
+}
+
+/// Starts a hub like [`start_with_workspace`] that reads the time from `clock`: tests pass a
+/// [`clock::ManualClock`] to let leases run out without waiting for them.
+pub async fn start_with_clock(
+    store: Arc<dyn Store>,
+    workspace: Option<agensh_workspace::Workspace>,
+    config: Config,
+    listen: &str,
+    clock: Arc<dyn Clock>,
 ) -> Result<RunningHub, Error> {
     if let Some(ws) = &workspace {
         agensh_workspace::hook::install_hooks(ws).await?;
@@ -110,7 +125,7 @@ pub async fn start_with_workspace(
     let addr = listener
         .local_addr()
         .map_err(|e| Error::internal(format!("no local address: {e}")))?;
-    let (stop, stop_rx) = watch::channel(false);
+    let (stop, shutdown) = ShutdownTrigger::new();
     let body_limit = config.hub.body_limit;
     let state = AppState {
         inner: Arc::new(Inner {
@@ -123,27 +138,27 @@ pub async fn start_with_workspace(
             metrics: Metrics::default(),
             merging: Mutex::new(std::collections::HashSet::new()),
             gate_queue: tokio::sync::Mutex::new(()),
-            shutdown: stop_rx.clone(),
+            shutdown: shutdown.clone(),
+            clock,
         }),
     };
     let app = router(state.clone(), body_limit);
     let server = tokio::spawn(
         axum::serve(listener, app)
-            .with_graceful_shutdown(state::stopped(stop_rx.clone()))
+            .with_graceful_shutdown(shutdown.wait_owned())
             .into_future(),
     );
     if let Some(ws) = state.workspace.clone() {
-        tokio::spawn(maintain_workspace(ws, stop_rx.clone()));
+        tokio::spawn(maintain_workspace(ws, shutdown.clone()));
     }
     let flusher = state.clone();
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_secs(2));
-        let stop = state::stopped(stop_rx);
-        tokio::pin!(stop);
+        let mut shutdown = shutdown;
         loop {
             tokio::select! {
                 _ = tick.tick() => flusher.flush_activity().await,
-                _ = &mut stop => break,
+                _ = shutdown.wait() => break,
             }
         }
     });
@@ -163,11 +178,9 @@ const MAINTAIN_EVERY: Duration = Duration::from_secs(60);
 
 /// Packs the repository's loose objects now and then (merges and small pushes write one
 /// file per object), so checkouts and merges keep reading packs.
-async fn maintain_workspace(ws: agensh_workspace::Workspace, stop: watch::Receiver<bool>) {
+async fn maintain_workspace(ws: agensh_workspace::Workspace, mut shutdown: Shutdown) {
     let mut tick = tokio::time::interval(MAINTAIN_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let stop = state::stopped(stop);
-    tokio::pin!(stop);
     loop {
         tokio::select! {
             _ = tick.tick() => match ws.maintain().await {
@@ -175,7 +188,7 @@ async fn maintain_workspace(ws: agensh_workspace::Workspace, stop: watch::Receiv
                 Ok(done) => tracing::info!("workspace maintenance: {done:?}"),
                 Err(e) => tracing::warn!("workspace maintenance failed: {e}"),
             },
-            _ = &mut stop => break,
+            _ = shutdown.wait() => break,
         }
     }
 }

@@ -18,6 +18,8 @@ pub struct Metrics {
     pub merge_conflicts: AtomicU64,
     pub gate_failures: AtomicU64,
     pub long_polls_waiting: AtomicU64,
+    /// Long-polls that found nothing pending and began to wait (cancelled ones included).
+    pub long_polls: AtomicU64,
 }
 
 /// Adds one to a counter.
@@ -107,6 +109,12 @@ impl Metrics {
             "gauge",
             "Event long-polls waiting right now.",
             get(&self.long_polls_waiting),
+        );
+        metric(
+            "agensh_long_polls_total",
+            "counter",
+            "Event long-polls that began to wait.",
+            get(&self.long_polls),
         );
         metric(
             "agensh_workers",

@@ -4,9 +4,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
 
 use agensh_domain::config::Config;
+use agensh_process::Shutdown;
 use agensh_store::Store;
-use tokio::sync::watch;
 
+use crate::clock::Clock;
 use crate::metrics::Metrics;
 
 /// Everything a handler needs; cloned cheaply into each request.
@@ -30,8 +31,10 @@ pub struct Inner {
     pub merging: Mutex<std::collections::HashSet<i64>>,
     /// Merges with a gate take turns through this lock.
     pub gate_queue: tokio::sync::Mutex<()>,
-    /// Turns true when the hub is shutting down; long-polls return at once.
-    pub shutdown: watch::Receiver<bool>,
+    /// Fires when the hub is shutting down; long-polls return at once.
+    pub shutdown: Shutdown,
+    /// Where every timestamp, lease and expiry check of the hub reads the time.
+    pub clock: Arc<dyn Clock>,
 }
 
 impl std::ops::Deref for AppState {
@@ -41,12 +44,19 @@ impl std::ops::Deref for AppState {
     }
 }
 
-/// Unix milliseconds now.
+/// Unix milliseconds now on the machine's clock: only `mcp/tools.rs` still reads it, until
+/// its tools read the hub's clock through [`Inner::now`] like every other handler.
 pub fn now_ms() -> i64 {
-    agensh_domain::time::unix_ms(std::time::SystemTime::now())
+    use crate::clock::Clock;
+    crate::clock::SystemClock.now_ms()
 }
 
 impl Inner {
+    /// Unix milliseconds now, from the hub's clock.
+    pub fn now(&self) -> i64 {
+        self.clock.now_ms()
+    }
+
     /// The token of `worker`, or `None` when no such worker is registered.
     pub fn token_of(&self, worker: &str) -> Option<String> {
         self.tokens
@@ -64,7 +74,7 @@ impl Inner {
 
     /// Notes that requests were made for `workers` now.
     pub fn touch_many<'a>(&self, workers: impl Iterator<Item = &'a str>) {
-        let now = now_ms();
+        let now = self.now();
         let mut activity = self.activity.lock().expect("activity lock");
         for w in workers {
             activity.insert(w.to_string(), now);
@@ -83,16 +93,6 @@ impl Inner {
             if let Err(e) = self.store.touch_workers(batch).await {
                 tracing::warn!("could not record worker activity: {e}");
             }
-        }
-    }
-}
-
-/// Resolves once `stop` turns true (or its sender is gone).
-pub async fn stopped(mut stop: watch::Receiver<bool>) {
-    loop {
-        let now_stopped = *stop.borrow_and_update();
-        if now_stopped || stop.changed().await.is_err() {
-            return;
         }
     }
 }

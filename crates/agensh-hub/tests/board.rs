@@ -182,7 +182,7 @@ async fn board_read_returns_peers_unread_records_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claim_disappears_when_its_lease_ends() {
-    let hub = TestHub::start().await;
+    let (hub, clock) = TestHub::with_manual_clock().await;
     let w = hub.workers(1).await.remove(0);
     let c = w
         .post_record(&claim("taking the lexer", Some("lexer"), &[], Some(1)))
@@ -193,7 +193,14 @@ async fn claim_disappears_when_its_lease_ends() {
         vec![c.record.id.clone()]
     );
     assert_eq!(live_claims_of(&w, "w01").await, vec![c.record.id.clone()]);
-    tokio::time::sleep(Duration::from_millis(1200)).await;
+    clock.advance(Duration::from_millis(999));
+    assert_eq!(
+        view_ids(&w.recent(None).await.unwrap()),
+        vec![c.record.id.clone()],
+        "a claim stays live until its lease ends"
+    );
+    assert_eq!(live_claims_of(&w, "w01").await, vec![c.record.id.clone()]);
+    clock.advance(Duration::from_millis(1));
     assert!(
         w.recent(None).await.unwrap().is_empty(),
         "expired claim left the recent view"
@@ -206,7 +213,7 @@ async fn claim_disappears_when_its_lease_ends() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn renewed_claim_stays_live_past_its_original_lease() {
-    let hub = TestHub::start().await;
+    let (hub, clock) = TestHub::with_manual_clock().await;
     let w = hub.workers(1).await.remove(0);
     let c = w
         .post_record(&claim("taking the lexer", Some("lexer"), &[], Some(1)))
@@ -220,7 +227,7 @@ async fn renewed_claim_stays_live_past_its_original_lease() {
         .expires_at;
     let renewed = w.renew(&c.record.id, Some(30)).await.unwrap();
     assert!(renewed.lease.expect("lease").expires_at >= original + 28_000);
-    tokio::time::sleep(Duration::from_millis(1200)).await;
+    clock.advance(Duration::from_secs(29));
     assert_eq!(
         view_ids(&w.recent(None).await.unwrap()),
         vec![c.record.id.clone()]
@@ -371,13 +378,13 @@ async fn claim_of_a_dead_worker_is_not_live() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn renewing_an_expired_claim_is_a_conflict() {
-    let hub = TestHub::start().await;
+    let (hub, clock) = TestHub::with_manual_clock().await;
     let w = hub.workers(1).await.remove(0);
     let c = w
         .post_record(&claim("taking the lexer", Some("lexer"), &[], Some(1)))
         .await
         .unwrap();
-    tokio::time::sleep(Duration::from_millis(1200)).await;
+    clock.advance(Duration::from_secs(1));
     let e = expect_err(
         w.renew(&c.record.id, Some(60)).await,
         ErrorKind::Conflict,

@@ -236,7 +236,8 @@ async fn long_poll_returns_as_soon_as_an_event_arrives() {
         let events = poller.events(0, 10).await;
         (events, Instant::now())
     });
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    hub.wait_for_metric("agensh_long_polls_waiting", 1, "the poll waits at the hub")
+        .await;
     assert!(
         !poll.is_finished(),
         "the poll waits while nothing is pending"
@@ -294,8 +295,12 @@ async fn long_poll_is_not_woken_by_events_for_other_workers() {
     let hub = TestHub::start().await;
     let ws = hub.workers(3).await;
     let poller = ws[1].clone();
-    let poll = tokio::spawn(async move { poller.events(0, 1).await });
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let poll = tokio::spawn(async move {
+        let events = poller.events(0, 30).await;
+        (events, Instant::now())
+    });
+    hub.wait_for_metric("agensh_long_polls_waiting", 1, "the poll waits at the hub")
+        .await;
     ws[0]
         .send_message(&msg("w03", "only for w03"))
         .await
@@ -304,8 +309,19 @@ async fn long_poll_is_not_woken_by_events_for_other_workers() {
         .send_message(&msg("#general", "w02's own post"))
         .await
         .unwrap();
-    let events = poll.await.unwrap().unwrap();
-    assert!(events.is_empty(), "{events:?}");
+    // Events reach waiting polls in commit order: had either of those woken the poll, it
+    // would answer before (and without) w02's own message.
+    let posting = Instant::now();
+    let dm = ws[0].send_message(&msg("w02", "now you")).await.unwrap();
+    let (events, returned) = poll.await.unwrap();
+    let events = events.unwrap();
+    assert!(
+        returned >= posting,
+        "the poll returned before its own event was posted: {events:?}"
+    );
+    assert_eq!(events.len(), 1, "only w02's own event: {events:?}");
+    assert_eq!(events[0].kind, kinds::DIRECT_MESSAGE);
+    assert_eq!(events[0].payload["seq"], dm.seq);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

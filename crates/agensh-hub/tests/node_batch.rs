@@ -103,11 +103,8 @@ async fn a_waiting_poll_answers_as_soon_as_any_of_its_workers_has_an_event() {
     let node = hub.client(&ws[1].token);
     let body = poll(20, vec![entry(&ws[1], 0, &[]), entry(&ws[2], 0, &[])]);
     let waiting = tokio::spawn(async move { node.poll_many(&body).await });
-    let t = Instant::now();
-    while hub.metric("agensh_long_polls_waiting").await != 1 {
-        assert!(t.elapsed() < Duration::from_secs(10), "the poll waits");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    hub.wait_for_metric("agensh_long_polls_waiting", 1, "the poll waits")
+        .await;
     let sent = Instant::now();
     hub.client(&ws[0].token)
         .send_message(&msg(&ws[2].id, "wake up"))
@@ -118,6 +115,11 @@ async fn a_waiting_poll_answers_as_soon_as_any_of_its_workers_has_an_event() {
     assert!(got.events_of(&ws[1].id).is_empty());
     assert_eq!(got.events_of(&ws[2].id)[0].kind, kinds::DIRECT_MESSAGE);
     assert_eq!(hub.metric("agensh_long_polls_waiting").await, 0);
+    assert_eq!(
+        hub.metric("agensh_long_polls_total").await,
+        1,
+        "one poll waited"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -127,20 +129,15 @@ async fn a_cancelled_poll_stops_waiting_at_the_hub() {
     let node = hub.client(&ws[1].token);
     let body = poll(30, vec![entry(&ws[0], 0, &[]), entry(&ws[1], 0, &[])]);
     let waiting = tokio::spawn(async move { node.poll_many(&body).await });
-    let t = Instant::now();
-    while hub.metric("agensh_long_polls_waiting").await != 1 {
-        assert!(t.elapsed() < Duration::from_secs(10), "the poll waits");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    hub.wait_for_metric("agensh_long_polls_waiting", 1, "the poll waits")
+        .await;
     waiting.abort();
-    let t = Instant::now();
-    while hub.metric("agensh_long_polls_waiting").await != 0 {
-        assert!(
-            t.elapsed() < Duration::from_secs(5),
-            "the hub drops a poll whose node went away"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    hub.wait_for_metric(
+        "agensh_long_polls_waiting",
+        0,
+        "the hub drops a poll whose node went away",
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

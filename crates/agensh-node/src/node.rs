@@ -10,8 +10,9 @@ use agensh_domain::prompt::WorkerPrompt;
 use agensh_domain::time::unix_ms;
 use agensh_domain::worker::WorkerStatus;
 use agensh_domain::{Error, Result};
+use agensh_process::Shutdown;
 use agensh_workspace::{checkout, Workspace};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
 
 use crate::adapters::acp::AcpAgent;
 use crate::adapters::builtin::{BuiltinAgent, BuiltinConfig};
@@ -126,11 +127,11 @@ impl NodeSummary {
     }
 }
 
-/// Runs the workers of `plan` until the run ends or `stop` turns true. Progress of every
+/// Runs the workers of `plan` until the run ends or `stop` fires (or its trigger is dropped). Progress of every
 /// worker goes to `progress` as `(worker id, Progress)`.
 pub async fn run_node(
     plan: NodePlan,
-    stop: watch::Receiver<bool>,
+    stop: Shutdown,
     progress: mpsc::UnboundedSender<(String, Progress)>,
 ) -> Result<NodeSummary> {
     let repo = agensh_workspace_dir(&plan.org_dir);
@@ -147,7 +148,7 @@ pub async fn run_node(
             let mut stop = stop.clone();
             tokio::select! {
                 _ = tokio::time::sleep(plan.stagger) => {}
-                _ = stop.wait_for(|s| *s) => break,
+                _ = stop.wait() => break,
             }
         }
         let dir = checkout::checkout_dir(&plan.org_dir, id);

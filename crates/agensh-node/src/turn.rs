@@ -14,8 +14,9 @@ use agensh_domain::prompt::{render, CONTINUE_TEMPLATE, DEADLINE_TEMPLATE, RESTAR
 use agensh_domain::time::unix_ms;
 use agensh_domain::worker::WorkerStatus;
 use agensh_domain::Result;
+use agensh_process::Shutdown;
 use serde_json::json;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
 
 use crate::adapters::{Agent, AgentContext, Usage};
 use crate::pump::EventPump;
@@ -136,13 +137,13 @@ pub struct NodeLink {
     pub status: StatusReporter,
 }
 
-/// Runs `agent` for the worker of `plan` until the run ends or `stop` turns true.
+/// Runs `agent` for the worker of `plan` until the run ends or `stop` fires.
 pub async fn run_worker(
     plan: WorkerPlan,
     mut agent: Box<dyn Agent>,
     hub: Client,
     link: NodeLink,
-    mut stop: watch::Receiver<bool>,
+    mut stop: Shutdown,
     progress: mpsc::UnboundedSender<(String, Progress)>,
 ) -> Result<WorkerSummary> {
     let id = plan.ctx.worker.clone();
@@ -208,7 +209,7 @@ pub async fn run_worker(
                 prompt = restart_prompt(&id, &error, failures, max, &prompt)?;
             }
         }
-        if *stop.borrow() || past(plan.ends_at) {
+        if stop.is_shutdown() || past(plan.ends_at) {
             break;
         }
         set_status(WorkerStatus::Busy).await;
@@ -226,7 +227,7 @@ pub async fn run_worker(
         let outcome = tokio::select! {
             r = agent.turn(&prompt) => Some(r),
             e = hung(&plan.ctx.heartbeat, hang_after) => Some(Err(e)),
-            _ = stopped(&mut stop) => None,
+            _ = stop.wait() => None,
             _ = sleep_until(plan.ends_at) => None,
         };
         let Some(outcome) = outcome else { break };
@@ -341,11 +342,11 @@ async fn wait_for_reason(
     after: i64,
     to_ack: &mut Vec<i64>,
     notices_left: &mut Vec<Duration>,
-    stop: &mut watch::Receiver<bool>,
+    stop: &mut Shutdown,
 ) -> Next {
     let idle_until = tokio::time::Instant::now() + plan.idle_timeout;
     loop {
-        if *stop.borrow() || past(plan.ends_at) {
+        if stop.is_shutdown() || past(plan.ends_at) {
             return Next::Stop;
         }
         if let Some(ends_at) = plan.ends_at {
@@ -376,7 +377,7 @@ async fn wait_for_reason(
         let next = events.next(&ctx.worker, &ctx.token, after, to_ack);
         let polled = tokio::select! {
             r = tokio::time::timeout(Duration::from_secs(wait), next) => r,
-            _ = stopped(stop) => return Next::Stop,
+            _ = stop.wait() => return Next::Stop,
         };
         // Nothing within `wait`: check the idle timeout and deadlines again. Acks not
         // confirmed stay in `to_ack`, to go again.
@@ -496,7 +497,7 @@ async fn recover<S, F>(
     mut error: agensh_domain::Error,
     log: &mut TurnLog,
     set_status: &S,
-    stop: &mut watch::Receiver<bool>,
+    stop: &mut Shutdown,
 ) -> Recovered
 where
     S: Fn(WorkerStatus) -> F,
@@ -520,12 +521,12 @@ where
         agent.stop().await;
         tokio::select! {
             _ = tokio::time::sleep(wait) => {}
-            _ = stopped(stop) => return Recovered::Stopped,
+            _ = stop.wait() => return Recovered::Stopped,
             _ = sleep_until(plan.ends_at) => return Recovered::Stopped,
         }
         let restarted = tokio::select! {
             r = agent.start(&plan.ctx) => r,
-            _ = stopped(stop) => return Recovered::Stopped,
+            _ = stop.wait() => return Recovered::Stopped,
         };
         log.write(json!({
             "restart": *failures, "after_error": error.message, "at": unix_ms(SystemTime::now()),
@@ -637,14 +638,6 @@ async fn sleep_until(ends_at: Option<SystemTime>) {
             tokio::time::sleep(e.duration_since(SystemTime::now()).unwrap_or_default()).await
         }
         None => std::future::pending().await,
-    }
-}
-
-async fn stopped(stop: &mut watch::Receiver<bool>) {
-    while !*stop.borrow_and_update() {
-        if stop.changed().await.is_err() {
-            std::future::pending::<()>().await;
-        }
     }
 }
 

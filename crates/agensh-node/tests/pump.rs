@@ -12,7 +12,7 @@ use agensh_domain::event::Event;
 use agensh_domain::message::NewMessage;
 use agensh_domain::worker::{NewWorker, WorkerStatus};
 use agensh_hub::RunningHub;
-use agensh_node::pump::{EventPump, JOIN, MAX_POLLS};
+use agensh_node::pump::{EventPump, MAX_POLLS};
 use agensh_node::status::StatusReporter;
 use agensh_store::SqliteStore;
 
@@ -64,7 +64,8 @@ impl Hub {
         tokio::spawn(async move { pump.next(&w.id, &w.token, after, &acks).await })
     }
 
-    async fn long_polls(&self) -> u64 {
+    /// The value of the hub's metric `name`.
+    async fn metric(&self, name: &str) -> u64 {
         let text = reqwest::get(format!("{}/metrics", self.hub.url))
             .await
             .unwrap()
@@ -72,22 +73,34 @@ impl Hub {
             .await
             .unwrap();
         text.lines()
-            .find_map(|l| l.strip_prefix("agensh_long_polls_waiting "))
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
             .and_then(|v| v.trim().parse().ok())
-            .expect("the metric is served")
+            .unwrap_or_else(|| panic!("the hub serves {name}"))
+    }
+
+    async fn long_polls(&self) -> u64 {
+        self.metric("agensh_long_polls_waiting").await
+    }
+
+    /// Waits until the hub's metric `name` reads `n`.
+    async fn until_metric(&self, name: &str, n: u64) {
+        let t = Instant::now();
+        loop {
+            let got = self.metric(name).await;
+            if got == n {
+                return;
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(10),
+                "the hub's {name} is {got}, not {n}"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
     }
 
     /// Waits until the hub holds `n` long-polls.
     async fn until_polls(&self, n: u64) {
-        let t = Instant::now();
-        while self.long_polls().await != n {
-            assert!(
-                t.elapsed() < Duration::from_secs(10),
-                "the hub holds {} long-polls, not {n}",
-                self.long_polls().await
-            );
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        self.until_metric("agensh_long_polls_waiting", n).await;
     }
 
     async fn dm(&self, to: usize, text: &str) -> i64 {
@@ -158,10 +171,17 @@ async fn each_event_reaches_each_worker_once_and_its_ack_is_durable() {
         assert_eq!(got.len(), 1);
         seq = got[0].seq;
     }
-    // Waiting again past it, acknowledging it: nothing comes back.
+    // Waiting again past it, acknowledging it: what comes next is only a later post.
     let again: Vec<_> = (1..4).map(|i| hub.wait(&pump, i, seq, &[seq])).collect();
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    assert!(again.iter().all(|w| !w.is_finished()), "no event twice");
+    hub.client(0)
+        .send_message(&msg("#general", "later"))
+        .await
+        .unwrap();
+    for w in again {
+        let got = answer(w).await;
+        assert_eq!(got.len(), 1, "no event twice: {got:?}");
+        assert!(got[0].seq > seq, "no event twice: {got:?}");
+    }
     for i in 1..4 {
         let state = hub.client(i).queue_state().await.unwrap();
         assert_eq!(
@@ -169,9 +189,6 @@ async fn each_event_reaches_each_worker_once_and_its_ack_is_durable() {
             "{}'s ack is in the store",
             hub.workers[i].id
         );
-    }
-    for w in again {
-        w.abort();
     }
 }
 
@@ -181,14 +198,14 @@ async fn polls_in_flight_stay_few_and_a_post_still_reaches_everyone() {
     let hub = Hub::start(n + 1).await;
     let pump = hub.pump();
     let mut waits = Vec::new();
-    // Each worker starts waiting on its own, so each would get a poll of its own.
+    // Each worker starts waiting once the poll of the one before is at the hub, so each
+    // gets a poll of its own; past the limit, the pump cancels one for each it starts.
     for i in 1..=n {
         waits.push(hub.wait(&pump, i, 0, &[]));
-        tokio::time::sleep(JOIN * 4).await;
+        hub.until_metric("agensh_long_polls_total", i as u64).await;
         hub.until_polls((i as u64).min(MAX_POLLS as u64)).await;
     }
     // The cancelled ones left the hub: it holds no more than the pump's limit.
-    tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(hub.long_polls().await, MAX_POLLS as u64);
     hub.client(0)
         .send_message(&msg("#general", "everyone"))
@@ -203,13 +220,12 @@ async fn polls_in_flight_stay_few_and_a_post_still_reaches_everyone() {
 async fn a_dropped_wait_loses_nothing() {
     let hub = Hub::start(2).await;
     let pump = hub.pump();
-    let w = hub.workers[1].clone();
-    let gave_up = tokio::time::timeout(
-        Duration::from_millis(200),
-        pump.next(&w.id, &w.token, 0, &[]),
-    )
-    .await;
-    assert!(gave_up.is_err(), "nothing came");
+    // The worker gives up its wait while its poll is at the hub.
+    let gave_up = hub.wait(&pump, 1, 0, &[]);
+    hub.until_polls(1).await;
+    assert!(!gave_up.is_finished(), "nothing came");
+    gave_up.abort();
+    assert!(gave_up.await.unwrap_err().is_cancelled());
     hub.dm(1, "while you were away").await;
     let got = answer(hub.wait(&pump, 1, 0, &[])).await;
     assert_eq!(got.len(), 1);

@@ -76,6 +76,29 @@ impl Shutdown {
     }
 }
 
+/// A future that resolves on the first Ctrl-C or (on Unix) SIGTERM after this call: the
+/// handlers are installed before it returns, so a signal sent in between is not lost.
+pub fn signal() -> std::io::Result<impl std::future::Future<Output = ()> + Send + 'static> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut interrupt = signal(SignalKind::interrupt())?;
+        let mut terminate = signal(SignalKind::terminate())?;
+        Ok(async move {
+            tokio::select! {
+                _ = interrupt.recv() => {}
+                _ = terminate.recv() => {}
+            }
+        })
+    }
+    #[cfg(not(unix))]
+    {
+        Ok(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
@@ -109,6 +132,20 @@ mod tests {
         tokio::time::timeout(Duration::from_secs(5), listener.wait())
             .await
             .expect("a dropped trigger ends the wait");
+    }
+
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn signal_resolves_on_a_sigterm_sent_before_it_is_awaited() {
+        let signal = signal().expect("the handlers install");
+        let sent = std::process::Command::new("kill")
+            .args(["-TERM", &std::process::id().to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(sent.success());
+        tokio::time::timeout(Duration::from_secs(5), signal)
+            .await
+            .expect("SIGTERM ended the wait");
     }
 
     #[tokio::test]

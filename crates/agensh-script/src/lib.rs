@@ -191,6 +191,11 @@ pub enum Step {
     },
     /// Waits.
     Sleep { ms: u64 },
+    /// Waits until `count` agents have reached this step: appends the worker's id to the
+    /// file `path` (a template, outside the organization, shared by the agents of one test)
+    /// and waits until the file names `count` arrivals, or the turn is cancelled. For tests
+    /// that need agents at one point at the same time, whatever the machine's speed.
+    Barrier { path: String, count: usize },
     /// Says something (an `agent_message_chunk`).
     Say { text: String },
     /// Runs `git` with these arguments in the checkout.
@@ -259,6 +264,12 @@ impl Scenario {
                     return Err(Error::invalid(
                         "bad_scenario",
                         format!("step {n} writes a part but [templates] has no `part`"),
+                    ))
+                }
+                Step::Barrier { count: 0, .. } => {
+                    return Err(Error::invalid(
+                        "bad_scenario",
+                        format!("step {n} is a barrier for 0 agents — give count of at least 1"),
                     ))
                 }
                 Step::Poll { every_ms: 0, .. } => {
@@ -860,6 +871,20 @@ impl Turn<'_> {
                 }
             }
             Step::Sleep { ms } => self.sleep(Duration::from_millis(*ms)).await,
+            Step::Barrier { path, count } => {
+                let path = PathBuf::from(self.fill(path));
+                if let Err(e) = arrive(&path, &self.st.worker) {
+                    self.say(&format!("cannot reach the barrier {}: {e}", path.display()))
+                        .await;
+                    return Flow::EndTurn;
+                }
+                while arrivals(&path) < *count {
+                    if self.cancelled() {
+                        return Flow::EndTurn;
+                    }
+                    self.sleep(BARRIER_CHECK).await;
+                }
+            }
             Step::Say { text } => {
                 let text = self.fill(text);
                 self.say(&text).await;
@@ -1444,6 +1469,24 @@ fn claim_id(r: &ToolResult) -> Option<String> {
     record_ids(&r.text).into_iter().next()
 }
 
+/// How often an agent at a barrier looks whether the others have arrived.
+const BARRIER_CHECK: Duration = Duration::from_millis(20);
+
+/// Notes at the barrier file `path` that `worker` arrived (one line, appended at once).
+fn arrive(path: &Path, worker: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)?
+        .write_all(format!("{worker}\n").as_bytes())
+}
+
+/// How many arrivals the barrier file `path` names (none while it does not exist).
+fn arrivals(path: &Path) -> usize {
+    std::fs::read_to_string(path).map_or(0, |t| t.lines().count())
+}
+
 /// The ids of the overlapping claims a claim answer reports.
 fn overlap_ids(r: &ToolResult) -> Vec<String> {
     // The hub answers a claim with `{record, overlaps}`; no `overlaps` means none.
@@ -1557,6 +1600,19 @@ action = "end_turn"
     }
 
     #[test]
+    fn a_barrier_counts_each_arrival_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("barrier");
+        assert_eq!(arrivals(&path), 0);
+        arrive(&path, "w01").unwrap();
+        arrive(&path, "w02").unwrap();
+        assert_eq!(arrivals(&path), 2);
+        let s = Scenario::parse("[[step]]\naction = \"barrier\"\npath = \"/tmp/b\"\ncount = 2\n")
+            .unwrap();
+        assert!(matches!(&s.steps[0], Step::Barrier { count: 2, .. }));
+    }
+
+    #[test]
     fn mistakes_are_named() {
         let e = Scenario::parse("[[step]]\naction = \"fly\"\n").unwrap_err();
         assert!(e.message.contains("fly"), "{}", e.message);
@@ -1564,6 +1620,9 @@ action = "end_turn"
         assert!(e.message.contains("extra"), "{}", e.message);
         let e = Scenario::parse("[[step]]\naction = \"claim_free_part\"\n").unwrap_err();
         assert!(e.message.contains("no parts"), "{}", e.message);
+        let e = Scenario::parse("[[step]]\naction = \"barrier\"\npath = \"b\"\ncount = 0\n")
+            .unwrap_err();
+        assert!(e.message.contains("count of at least 1"), "{}", e.message);
     }
 
     #[test]

@@ -41,8 +41,9 @@ pub async fn run(g: &Global, a: HubArgs) -> Result<()> {
         pid: std::process::id(),
     };
     write_hub_info(&dir, &info).context("cannot write .agensh/hub.json")?;
+    let signal = stop_signal()?;
     outln!("hub serving {} at {}", dir.display(), hub.url);
-    wait_for_stop_signal().await;
+    signal.await;
     tracing::info!("stopping the hub");
     hub.shutdown().await;
     let _ = std::fs::remove_file(state_dir(&dir).join(agensh_hub::HUB_JSON));
@@ -50,19 +51,10 @@ pub async fn run(g: &Global, a: HubArgs) -> Result<()> {
 }
 
 /// Resolves on Ctrl-C or SIGTERM.
-pub async fn wait_for_stop_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .expect("SIGTERM handler installs");
-        tokio::select! {
-            _ = ctrl_c => {}
-            _ = term.recv() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    let _ = ctrl_c.await;
+pub fn stop_signal() -> Result<impl std::future::Future<Output = ()> + Send + 'static> {
+    agensh_process::shutdown::signal().context(
+        "cannot install the Ctrl-C and SIGTERM handlers — is this run inside a restricted sandbox?",
+    )
 }
 
 fn process_alive(pid: u32) -> bool {

@@ -13,7 +13,7 @@ use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::cli::{ModelArgs, ModelCommand};
-use crate::cmd::hub::wait_for_stop_signal;
+use crate::cmd::hub::stop_signal;
 use crate::output::json;
 
 pub async fn run(a: ModelArgs) -> Result<()> {
@@ -174,9 +174,11 @@ async fn serve(size: Size, listen: &str, parallel: u32, context: u32) -> Result<
     };
     eprintln!("loading the {size} model (log: {})", log.display());
     let started = Instant::now();
+    let signal = stop_signal()?;
+    tokio::pin!(signal);
     let mut server = tokio::select! {
         s = ModelServer::start(&inst, &opts) => s?,
-        _ = wait_for_stop_signal() => return Ok(()),
+        _ = &mut signal => return Ok(()),
     };
     let url = server.base_url();
     outln!(
@@ -189,7 +191,7 @@ async fn serve(size: Size, listen: &str, parallel: u32, context: u32) -> Result<
         server.model_name()
     );
     let exited = tokio::select! {
-        _ = wait_for_stop_signal() => None,
+        _ = &mut signal => None,
         st = server.wait() => Some(st),
     };
     match exited {

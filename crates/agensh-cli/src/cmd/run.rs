@@ -16,13 +16,14 @@ use agensh_node::adapters::builtin::{BuiltinConfig, ToolStyle};
 use agensh_node::node::{run_node, AgentKind, NodePlan, NodeSummary, WorkerLine};
 use agensh_node::turn::Progress;
 use agensh_node::turn::Recovery;
+use agensh_process::{Shutdown, ShutdownTrigger};
 use agensh_store::{SqliteStore, Store};
 use anyhow::{bail, Context, Result};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
 
 use crate::cli::{Global, NodeArgs, RunArgs, StatusArgs};
 use crate::cmd::config::load;
-use crate::cmd::hub::{raise_open_file_limit, wait_for_stop_signal};
+use crate::cmd::hub::{raise_open_file_limit, stop_signal};
 use crate::connect::client;
 use crate::output::{json, now_ms};
 
@@ -160,15 +161,16 @@ fn first_line(goal: &str) -> String {
     }
 }
 
-/// Stops on Ctrl-C or SIGTERM.
-fn stop_on_signal() -> watch::Receiver<bool> {
-    let (tx, rx) = watch::channel(false);
+/// Shuts down on Ctrl-C or SIGTERM.
+fn stop_on_signal() -> Result<Shutdown> {
+    let signal = stop_signal()?;
+    let (trigger, shutdown) = ShutdownTrigger::new();
     tokio::spawn(async move {
-        wait_for_stop_signal().await;
+        signal.await;
         eprintln!("stopping: ending every agent and its processes…");
-        let _ = tx.send(true);
+        trigger.fire();
     });
-    rx
+    Ok(shutdown)
 }
 
 pub async fn run(g: &Global, a: RunArgs) -> Result<()> {
@@ -216,7 +218,7 @@ pub async fn run(g: &Global, a: RunArgs) -> Result<()> {
         first_line(&config.organization.goal),
         hub.url
     );
-    let stop = stop_on_signal();
+    let stop = stop_on_signal()?;
     let (tx, rx) = mpsc::unbounded_channel();
     let node = tokio::spawn(run_node(plan, stop.clone(), tx));
     let view = tokio::spawn(live_view(rx, store.clone(), a.json));
@@ -255,7 +257,7 @@ pub async fn node(g: &Global, a: NodeArgs) -> Result<()> {
     }
     let (agent, model_server) = prepare_agent(&config, &g.dir, a.workers).await?;
     let plan = plan(&config, &g.dir, admin.base(), workers, known.len(), agent)?;
-    let stop = stop_on_signal();
+    let stop = stop_on_signal()?;
     let (tx, rx) = mpsc::unbounded_channel();
     let node = tokio::spawn(run_node(plan, stop, tx));
     let printer = tokio::spawn(async move {

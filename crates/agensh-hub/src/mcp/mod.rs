@@ -362,7 +362,10 @@ fn new_session_id() -> String {
     let mut bytes = [0u8; 16];
     if getrandom::fill(&mut bytes).is_err() {
         // The session id only labels a conversation; identity comes from the token.
-        let t = crate::state::now_ms() as u128;
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos();
         bytes = t.to_le_bytes();
     }
     let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();

@@ -16,7 +16,7 @@ use tokio::sync::OwnedMutexGuard;
 
 use super::McpState;
 use crate::auth::Caller;
-use crate::state::{now_ms, AppState};
+use crate::state::AppState;
 
 /// Board records listed in a digest; the rest are counted.
 pub const DIGEST_LINES: usize = 10;
@@ -109,7 +109,7 @@ pub async fn collect(
         .filter(|seq| !overflow.contains(seq))
         .collect();
     Ok(Some(Pending {
-        text: render(&shown, now_ms()),
+        text: render(&shown, s.now()),
         worker,
         seqs,
         _guard: guard,

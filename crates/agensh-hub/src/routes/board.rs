@@ -13,7 +13,7 @@ use serde::Deserialize;
 use crate::auth::Caller;
 use crate::error::{ApiJson, ApiQuery, ApiResult};
 use crate::metrics::inc;
-use crate::state::{now_ms, AppState};
+use crate::state::AppState;
 
 /// Most records one grep returns ([`page::GREP`]).
 pub const GREP_LIMIT: usize = page::GREP.max;
@@ -36,12 +36,7 @@ pub async fn append_record(
     let record = new_record(body)?;
     let appended = s
         .store
-        .append_record(
-            &caller.id,
-            record,
-            now_ms(),
-            s.config.board.claim_lease_secs,
-        )
+        .append_record(&caller.id, record, s.now(), s.config.board.claim_lease_secs)
         .await?;
     inc(&s.metrics.records_appended);
     Ok(appended)
@@ -82,7 +77,7 @@ pub async fn recent(
     ApiQuery(q): ApiQuery<CapQuery>,
 ) -> ApiResult<Json<Vec<ViewEntry>>> {
     let cap = cap(&s, q.cap)?;
-    Ok(Json(s.store.recent_view(now_ms(), cap).await?))
+    Ok(Json(s.store.recent_view(s.now(), cap).await?))
 }
 
 pub async fn read_unread(
@@ -100,9 +95,7 @@ pub async fn unread_entries(
     cap_asked: Option<usize>,
 ) -> ApiResult<Vec<ViewEntry>> {
     let cap = cap(s, cap_asked)?;
-    Ok(s.store
-        .board_unread(caller.worker()?, now_ms(), cap)
-        .await?)
+    Ok(s.store.board_unread(caller.worker()?, s.now(), cap).await?)
 }
 
 #[derive(Deserialize)]
@@ -172,9 +165,7 @@ pub async fn renew_claim(
 ) -> ApiResult<Record> {
     let lease = lease_secs.unwrap_or(s.config.board.claim_lease_secs);
     let seq = parse_record_id(id)?;
-    Ok(s.store
-        .renew_claim(&caller.id, seq, lease, now_ms())
-        .await?)
+    Ok(s.store.renew_claim(&caller.id, seq, lease, s.now()).await?)
 }
 
 pub async fn release(
@@ -188,5 +179,5 @@ pub async fn release(
 /// Ends `caller`'s claim `id`.
 pub async fn release_claim(s: &AppState, caller: &Caller, id: &str) -> ApiResult<Record> {
     let seq = parse_record_id(id)?;
-    Ok(s.store.release_claim(&caller.id, seq, now_ms()).await?)
+    Ok(s.store.release_claim(&caller.id, seq, s.now()).await?)
 }

@@ -20,7 +20,8 @@ use tokio::sync::broadcast::error::RecvError;
 
 use crate::auth::Caller;
 use crate::error::{ApiJson, ApiQuery, ApiResult};
-use crate::state::{now_ms, AppState};
+use crate::metrics::inc;
+use crate::state::AppState;
 
 #[derive(Deserialize)]
 pub struct PollQuery {
@@ -228,9 +229,10 @@ async fn wait_for_many(
     bus: &mut tokio::sync::broadcast::Receiver<std::sync::Arc<Event>>,
     wait: Duration,
 ) -> ApiResult<()> {
-    let shutdown = crate::state::stopped(s.shutdown.clone());
+    let shutdown = s.shutdown.wait_owned();
     tokio::pin!(shutdown);
     let deadline = tokio::time::Instant::now() + wait;
+    inc(&s.metrics.long_polls);
     let polls = &s.metrics.long_polls_waiting;
     polls.fetch_add(1, Ordering::Relaxed);
     let _guard = scopeguard(|| {
@@ -348,7 +350,7 @@ pub async fn notice(
         target: b.to,
         except: None,
     };
-    let stored = s.store.enqueue(event, now_ms()).await?;
+    let stored = s.store.enqueue(event, s.now()).await?;
     let status = if stored.is_some() {
         StatusCode::CREATED
     } else {

@@ -23,7 +23,7 @@ use axum::Router;
 use tokio::io::{AsyncRead, ReadBuf};
 
 use crate::error::ApiError;
-use crate::state::{now_ms, AppState};
+use crate::state::AppState;
 
 /// Where the workspace is served.
 pub const PREFIX: &str = "/git/workspace.git";
@@ -120,13 +120,13 @@ async fn serve(s: AppState, path_info: &str, req: Request) -> Response {
     };
 
     let finish: Option<Finish> = watch_main.then(|| {
-        let store = s.store.clone();
+        let hub = s.clone();
         let ws = ws.clone();
         let by = id.clone();
         Box::pin(async move {
             match ws.git().resolve(MAIN_REF).await {
                 Ok(Some(after)) if Some(&after) != main_before.as_ref() => {
-                    if let Err(e) = store.main_updated(&by, &after, now_ms()).await {
+                    if let Err(e) = hub.store.main_updated(&by, &after, hub.now()).await {
                         tracing::warn!("could not announce the push to main: {e}");
                     }
                 }

@@ -11,7 +11,7 @@ use serde::Deserialize;
 use crate::auth::Caller;
 use crate::error::{ApiJson, ApiQuery, ApiResult};
 use crate::metrics::inc;
-use crate::state::{now_ms, AppState};
+use crate::state::AppState;
 
 /// Most messages one read returns ([`page::MESSAGES`]).
 pub const READ_LIMIT: usize = page::MESSAGES.max;
@@ -38,7 +38,7 @@ pub async fn send_message(s: &AppState, caller: &Caller, m: NewMessage) -> ApiRe
             .into());
         }
     }
-    let msg = s.store.post_message(&caller.id, m, now_ms()).await?;
+    let msg = s.store.post_message(&caller.id, m, s.now()).await?;
     inc(&s.metrics.messages_posted);
     Ok(msg)
 }

@@ -15,7 +15,7 @@ use serde_json::json;
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiJson, ApiQuery, ApiResult};
 use crate::metrics::inc;
-use crate::state::{now_ms, AppState};
+use crate::state::AppState;
 
 /// Most PRs one list returns ([`page::PRS`]).
 pub const LIST_LIMIT: usize = page::PRS.max;
@@ -58,7 +58,7 @@ pub async fn open(
 pub async fn open_pr(s: &AppState, caller: &Caller, pr: NewPr) -> ApiResult<PullRequest> {
     pr.validate(&caller.id)?;
     workspace(s)?.branch_head(&pr.branch).await?;
-    Ok(s.store.open_pr(&caller.id, pr, now_ms()).await?)
+    Ok(s.store.open_pr(&caller.id, pr, s.now()).await?)
 }
 
 #[derive(Deserialize)]
@@ -170,7 +170,7 @@ pub async fn review_pr(
     let verdict = Verdict::parse(verdict)?;
     validate_text("review", text)?;
     Ok(s.store
-        .review_pr(pr_number(n)?, &caller.id, verdict, text, now_ms())
+        .review_pr(pr_number(n)?, &caller.id, verdict, text, s.now())
         .await?)
 }
 
@@ -200,7 +200,7 @@ pub async fn comment_pr(
 ) -> ApiResult<agensh_domain::pr::Comment> {
     validate_text("comment", text)?;
     Ok(s.store
-        .comment_pr(pr_number(n)?, &caller.id, text, now_ms())
+        .comment_pr(pr_number(n)?, &caller.id, text, s.now())
         .await?)
 }
 
@@ -217,7 +217,7 @@ pub async fn close_pr(s: &AppState, caller: &Caller, n: &str) -> ApiResult<PullR
     let number = pr_number(n)?;
     // Closing while the hub merges the PR would leave its commits on main under a closed PR.
     let _slot = MergeSlot::take(s, number)?;
-    Ok(s.store.close_pr(number, &caller.id, now_ms()).await?)
+    Ok(s.store.close_pr(number, &caller.id, s.now()).await?)
 }
 
 /// Releases a PR's merge slot when the merge request ends, however it ends.
@@ -311,7 +311,7 @@ pub async fn merge_pr(s: &AppState, caller: &Caller, n: &str) -> ApiResult<Merge
         None => None,
     };
     let outcome = ws.merge(&req).await?;
-    let now = now_ms();
+    let now = s.now();
     let refused = match &outcome {
         MergeOutcome::Merged { commit, .. } => {
             inc(&s.metrics.merges);

@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 
 use crate::auth::Caller;
 use crate::error::{ApiJson, ApiResult};
-use crate::state::{now_ms, AppState};
+use crate::state::AppState;
 
 pub async fn whoami(caller: Caller) -> Json<Value> {
     Json(json!({ "id": caller.id, "admin": caller.admin }))
@@ -28,7 +28,7 @@ pub async fn add(
     ApiJson(body): ApiJson<AddBody>,
 ) -> ApiResult<(StatusCode, Json<Vec<NewWorker>>)> {
     caller.require_admin()?;
-    let added = s.store.add_workers(body.count, now_ms()).await?;
+    let added = s.store.add_workers(body.count, s.now()).await?;
     let mut tokens = s.tokens.write().expect("tokens lock");
     for w in &added {
         tokens.insert(w.token.clone(), w.id.clone());
@@ -43,7 +43,7 @@ pub async fn list(State(s): State<AppState>, _caller: Caller) -> ApiResult<Json<
 /// Every worker with status, live claims and up-to-date last activity, in id order.
 pub async fn list_workers(s: &AppState) -> ApiResult<Vec<WorkerInfo>> {
     s.flush_activity().await;
-    Ok(s.store.list_workers(now_ms()).await?)
+    Ok(s.store.list_workers(s.now()).await?)
 }
 
 pub async fn token(

@@ -12,6 +12,7 @@ use agensh_domain::config::Config;
 use agensh_domain::record::{NewRecord, Record, RecordKind};
 use agensh_domain::view::ViewEntry;
 use agensh_domain::{Error, ErrorKind};
+use agensh_hub::clock::{Clock, ManualClock, SystemClock};
 use agensh_hub::RunningHub;
 use agensh_store::SqliteStore;
 use serde_json::Value;
@@ -22,6 +23,8 @@ pub struct TestHub {
     pub dir: TempDir,
     pub hub: RunningHub,
     pub config: Config,
+    /// The clock the hub reads (kept across restarts).
+    clock: Arc<dyn Clock>,
 }
 
 /// The configuration every test starts from.
@@ -29,9 +32,9 @@ pub fn config() -> Config {
     Config::with_goal("test")
 }
 
-async fn start_hub(path: &std::path::Path, config: Config) -> RunningHub {
+async fn start_hub(path: &std::path::Path, config: Config, clock: Arc<dyn Clock>) -> RunningHub {
     let store = SqliteStore::open(path).expect("store opens");
-    agensh_hub::start(Arc::new(store), config, "127.0.0.1:0")
+    agensh_hub::start_with_clock(Arc::new(store), None, config, "127.0.0.1:0", clock)
         .await
         .expect("hub starts")
 }
@@ -44,9 +47,33 @@ impl TestHub {
 
     /// A hub with `config`.
     pub async fn with_config(config: Config) -> Self {
+        Self::with_clock(config, Arc::new(SystemClock)).await
+    }
+
+    /// A hub with the default test configuration whose time stands still until the
+    /// returned clock is moved.
+    pub async fn with_manual_clock() -> (Self, ManualClock) {
+        let clock = ManualClock::starting_now();
+        (
+            Self::with_clock(config(), Arc::new(clock.clone())).await,
+            clock,
+        )
+    }
+
+    async fn with_clock(config: Config, clock: Arc<dyn Clock>) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
-        let hub = start_hub(&dir.path().join("store.sqlite"), config.clone()).await;
-        TestHub { dir, hub, config }
+        let hub = start_hub(
+            &dir.path().join("store.sqlite"),
+            config.clone(),
+            clock.clone(),
+        )
+        .await;
+        TestHub {
+            dir,
+            hub,
+            config,
+            clock,
+        }
     }
 
     /// The store file.
@@ -97,10 +124,25 @@ impl TestHub {
 
     /// Stops the hub, drops its store, reopens the same file and starts a new hub on it.
     pub async fn restart(self) -> Self {
-        let TestHub { dir, hub, config } = self;
+        let TestHub {
+            dir,
+            hub,
+            config,
+            clock,
+        } = self;
         hub.shutdown().await;
-        let hub = start_hub(&dir.path().join("store.sqlite"), config.clone()).await;
-        TestHub { dir, hub, config }
+        let hub = start_hub(
+            &dir.path().join("store.sqlite"),
+            config.clone(),
+            clock.clone(),
+        )
+        .await;
+        TestHub {
+            dir,
+            hub,
+            config,
+            clock,
+        }
     }
 
     /// Sends a raw request; returns the status and the body parsed as JSON (or a string).
@@ -136,6 +178,25 @@ impl TestHub {
             .await
             .expect("metrics body");
         metric_value(&text, name).unwrap_or_else(|| panic!("no metric {name} in:\n{text}"))
+    }
+}
+
+impl TestHub {
+    /// Waits until the metric `name` reads `want` (the hub's own count, not a guess at how
+    /// long it takes); fails with `what` after 10 s.
+    pub async fn wait_for_metric(&self, name: &str, want: u64, what: &str) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let got = self.metric(name).await;
+            if got == want {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{what}: {name} stayed at {got}, not {want}"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
     }
 }
 
