@@ -47,6 +47,13 @@ pub fn now_ms() -> i64 {
 }
 
 impl Inner {
+    /// Unix milliseconds now, from the hub's clock.
+    pub fn now(&self) -> i64 {
+        now_ms()
+    }
+}
+
+impl Inner {
     /// The token of `worker`, or `None` when no such worker is registered.
     pub fn token_of(&self, worker: &str) -> Option<String> {
         self.tokens

@@ -26,28 +26,6 @@ use tempfile::TempDir;
 
 type Mcp = RunningService<RoleClient, ClientConfig>;
 
-/// Every tool the hub offers.
-const TOOLS: [&str; 18] = [
-    "board_read",
-    "board_write",
-    "board_grep",
-    "board_unfold",
-    "claim",
-    "release",
-    "renew",
-    "msg_post",
-    "msg_dm",
-    "inbox",
-    "workers",
-    "pr_open",
-    "pr_list",
-    "pr_view",
-    "pr_review",
-    "pr_comment",
-    "pr_merge",
-    "pr_close",
-];
-
 /// An MCP client session with the hub at `url`, with `token` (and `X-Agensh-As: as_worker`).
 async fn connect_as(url: &str, token: &str, as_worker: Option<&str>) -> Mcp {
     let mut config =
@@ -144,7 +122,7 @@ async fn initialize_and_tools_list_give_every_tool_with_a_schema_and_a_descripti
 
     let tools = c.list_all_tools().await.expect("tools/list");
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
-    assert_eq!(names, TOOLS);
+    assert_eq!(names, agensh_hub::mcp::tools::names());
     for t in &tools {
         let d = t.description.as_deref().unwrap_or("");
         assert!(d.len() > 40, "{} has a real description: {d:?}", t.name);
