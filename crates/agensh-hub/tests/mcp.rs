@@ -20,7 +20,7 @@ use rmcp::model::{CallToolRequestParams, CallToolResult, ClientConfig, ProtocolV
 use rmcp::service::RunningService;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::{RoleClient, ServiceExt};
+use rmcp::{ClientLifecycleMode, ClientServiceExt, RoleClient, ServiceExt};
 use serde_json::{json, Value};
 use tempfile::TempDir;
 
@@ -185,6 +185,36 @@ async fn the_hub_echoes_a_supported_protocol_version() {
     assert_eq!(
         c.peer_info().unwrap().protocol_version.as_str(),
         "2025-06-18"
+    );
+    let r = call(&c, "workers", json!({})).await;
+    assert!(ok_text(&r).contains("w01 (you) stopped"), "{:?}", texts(&r));
+    c.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_client_probing_the_newest_protocol_falls_back_to_initialize() {
+    // A 2026-07-28 client first sends `server/discover` labelled with that version; the
+    // hub, which has no discover yet, answers "method not found", and the client
+    // initializes with the newest version the hub speaks.
+    let hub = TestHub::start().await;
+    let tokens = hub.tokens(1).await;
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(format!("{}/mcp", hub.url()))
+            .auth_header(tokens[0].clone()),
+    );
+    let c = ClientConfig::default()
+        .serve_with_lifecycle(
+            transport,
+            ClientLifecycleMode::Auto {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+                legacy_version: None,
+            },
+        )
+        .await
+        .expect("the client falls back to initialize");
+    assert_eq!(
+        c.peer_info().unwrap().protocol_version.as_str(),
+        "2025-11-25"
     );
     let r = call(&c, "workers", json!({})).await;
     assert!(ok_text(&r).contains("w01 (you) stopped"), "{:?}", texts(&r));
