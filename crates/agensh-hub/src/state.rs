@@ -44,13 +44,6 @@ impl std::ops::Deref for AppState {
     }
 }
 
-/// Unix milliseconds now on the machine's clock: only `mcp/tools.rs` still reads it, until
-/// its tools read the hub's clock through [`Inner::now`] like every other handler.
-pub fn now_ms() -> i64 {
-    use crate::clock::Clock;
-    crate::clock::SystemClock.now_ms()
-}
-
 impl Inner {
     /// Unix milliseconds now, from the hub's clock.
     pub fn now(&self) -> i64 {

@@ -20,33 +20,11 @@ use rmcp::model::{CallToolRequestParams, CallToolResult, ClientConfig, ProtocolV
 use rmcp::service::RunningService;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::{RoleClient, ServiceExt};
+use rmcp::{ClientLifecycleMode, ClientServiceExt, RoleClient, ServiceExt};
 use serde_json::{json, Value};
 use tempfile::TempDir;
 
 type Mcp = RunningService<RoleClient, ClientConfig>;
-
-/// Every tool the hub offers.
-const TOOLS: [&str; 18] = [
-    "board_read",
-    "board_write",
-    "board_grep",
-    "board_unfold",
-    "claim",
-    "release",
-    "renew",
-    "msg_post",
-    "msg_dm",
-    "inbox",
-    "workers",
-    "pr_open",
-    "pr_list",
-    "pr_view",
-    "pr_review",
-    "pr_comment",
-    "pr_merge",
-    "pr_close",
-];
 
 /// An MCP client session with the hub at `url`, with `token` (and `X-Agensh-As: as_worker`).
 async fn connect_as(url: &str, token: &str, as_worker: Option<&str>) -> Mcp {
@@ -144,7 +122,7 @@ async fn initialize_and_tools_list_give_every_tool_with_a_schema_and_a_descripti
 
     let tools = c.list_all_tools().await.expect("tools/list");
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
-    assert_eq!(names, TOOLS);
+    assert_eq!(names, agensh_hub::mcp::tools::names());
     for t in &tools {
         let d = t.description.as_deref().unwrap_or("");
         assert!(d.len() > 40, "{} has a real description: {d:?}", t.name);
@@ -207,6 +185,36 @@ async fn the_hub_echoes_a_supported_protocol_version() {
     assert_eq!(
         c.peer_info().unwrap().protocol_version.as_str(),
         "2025-06-18"
+    );
+    let r = call(&c, "workers", json!({})).await;
+    assert!(ok_text(&r).contains("w01 (you) stopped"), "{:?}", texts(&r));
+    c.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_client_probing_the_newest_protocol_falls_back_to_initialize() {
+    // A 2026-07-28 client first sends `server/discover` labelled with that version; the
+    // hub, which has no discover yet, answers "method not found", and the client
+    // initializes with the newest version the hub speaks.
+    let hub = TestHub::start().await;
+    let tokens = hub.tokens(1).await;
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(format!("{}/mcp", hub.url()))
+            .auth_header(tokens[0].clone()),
+    );
+    let c = ClientConfig::default()
+        .serve_with_lifecycle(
+            transport,
+            ClientLifecycleMode::Auto {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+                legacy_version: None,
+            },
+        )
+        .await
+        .expect("the client falls back to initialize");
+    assert_eq!(
+        c.peer_info().unwrap().protocol_version.as_str(),
+        "2025-11-25"
     );
     let r = call(&c, "workers", json!({})).await;
     assert!(ok_text(&r).contains("w01 (you) stopped"), "{:?}", texts(&r));

@@ -15,7 +15,7 @@
 
 mod args;
 mod notices;
-mod tools;
+pub mod tools;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -34,8 +34,6 @@ use serde_json::{json, Map, Value};
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::state::AppState;
-
-pub use tools::TOOL_NAMES;
 
 /// Where the hub serves MCP.
 pub const PATH: &str = "/mcp";
@@ -228,7 +226,7 @@ async fn handle_post(
     match method.as_str() {
         "initialize" => initialize(&caller, id, &params),
         "ping" => rpc_result(id, json!({})),
-        "tools/list" => rpc_result(id, json!({ "tools": tools::catalogue(&s, &caller) })),
+        "tools/list" => rpc_result(id, json!({ "tools": tools::list(&s, &caller) })),
         "tools/call" => tools_call(&s, &m, &caller, id, &params).await,
         other => rpc_error_response(
             StatusCode::OK,
@@ -299,7 +297,7 @@ async fn tools_call(
             "tools/call needs params.name (a tool from tools/list) and params.arguments (an object)",
         );
     };
-    if !TOOL_NAMES.contains(&name) {
+    let Some(tool) = tools::find(name) else {
         return rpc_error_response(
             StatusCode::OK,
             id,
@@ -307,10 +305,10 @@ async fn tools_call(
             &format!(
                 "unknown tool \"{}\" — the tools are {}",
                 agensh_domain::ids::truncate_for_message(name),
-                TOOL_NAMES.join(", ")
+                tools::names().join(", ")
             ),
         );
-    }
+    };
     let empty = Map::new();
     let arguments = match params.get("arguments") {
         None | Some(Value::Null) => &empty,
@@ -324,7 +322,7 @@ async fn tools_call(
             )
         }
     };
-    let outcome = tools::call(s, caller, name, arguments).await;
+    let outcome = tools::call(s, caller, tool, arguments).await;
     if outcome.is_error && outcome.kind == Some(ErrorKind::Internal) {
         tracing::error!(tool = name, "{}", outcome.text);
     }
