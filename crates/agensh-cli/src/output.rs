@@ -88,11 +88,16 @@ impl std::error::Error for Local {}
 
 /// What the command line adds to an error code's message: the flag that fixes it. The
 /// hub's messages name fields and headers, because models read them too.
-const FLAG_HINTS: [(&str, &str); 4] = [
+const FLAG_HINTS: [(&str, &str); 9] = [
     ("text_too_long", "(--detail)"),
     ("text_control_chars", "(--detail)"),
     ("needs_worker", "(--as ID)"),
     ("impersonation", "(drop --as)"),
+    ("unknown_worker", "(agensh workers list)"),
+    ("bad_worker_id", "(agensh workers list)"),
+    ("unknown_thread", "(agensh msg read --all shows the ids)"),
+    ("unknown_record", "(agensh board grep WORDS)"),
+    ("bad_filter", "(agensh msg read --all --with X)"),
 ];
 
 /// An error as the command line reports it.
@@ -244,6 +249,16 @@ mod tests {
         );
         assert!(of(hub).message.ends_with("header (drop --as)"));
         assert_eq!(of(Error::forbidden("admin_only", "no")).message, "no");
+    }
+
+    #[test]
+    fn the_cli_adds_its_own_command_where_the_hub_says_what_to_do_in_words() {
+        let hub = agensh_domain::worker::unknown_worker("w99");
+        assert!(!hub.message.contains("agensh "), "{}", hub.message);
+        assert_eq!(
+            of(hub).message,
+            "there is no worker \"w99\" — list the workers to see their ids (agensh workers list)"
+        );
     }
 
     #[test]

@@ -35,7 +35,7 @@ pub fn validate_worker_id(id: &str) -> Result<()> {
         Err(Error::invalid(
             "bad_worker_id",
             format!(
-                "\"{}\" is not a worker id — worker ids look like w01; `agensh workers list` shows them",
+                "\"{}\" is not a worker id — worker ids look like w01; list the workers to see theirs",
                 truncate_for_message(id)
             ),
         ))

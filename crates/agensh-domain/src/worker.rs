@@ -12,6 +12,18 @@ pub const ADD_LIMIT: usize = 4_096;
 /// event poll: `PUT /workers/status`, `POST /events/poll`).
 pub const BATCH_LIMIT: usize = 4_096;
 
+/// The error for a worker id that names no worker. It says what to do in words a model and
+/// a person both act on; the command line adds its own command (`agensh workers list`).
+pub fn unknown_worker(id: &str) -> Error {
+    Error::not_found(
+        "unknown_worker",
+        format!(
+            "there is no worker \"{}\" — list the workers to see their ids",
+            crate::ids::truncate_for_message(id)
+        ),
+    )
+}
+
 /// Refuses a request for many workers that names none or more than [`BATCH_LIMIT`].
 pub fn check_batch(n: usize) -> Result<()> {
     if n == 0 {

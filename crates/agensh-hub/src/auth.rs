@@ -79,10 +79,7 @@ pub fn authorize_many<'a>(
             None if caller.admin => {
                 let known = known.get_or_insert_with(|| tokens.values().map(String::as_str).collect());
                 if !known.contains(id) {
-                    return Err(ApiError(Error::not_found(
-                        "unknown_worker",
-                        format!("there is no worker \"{id}\" — `agensh workers list` shows the workers"),
-                    )));
+                    return Err(ApiError(agensh_domain::worker::unknown_worker(id)));
                 }
             }
             None if caller.id == id => {}
@@ -138,10 +135,7 @@ impl FromRequestParts<AppState> for Caller {
                 Some(id) => {
                     validate_worker_id(&id)?;
                     if state.token_of(&id).is_none() {
-                        return Err(ApiError(Error::not_found(
-                            "unknown_worker",
-                            format!("there is no worker \"{id}\" to act as — `agensh workers list` shows the workers"),
-                        )));
+                        return Err(ApiError(agensh_domain::worker::unknown_worker(&id)));
                     }
                     Caller { id, admin: true }
                 }

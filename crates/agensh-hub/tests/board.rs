@@ -418,7 +418,12 @@ async fn unfolding_an_unknown_record_is_404() {
     let hub = TestHub::start().await;
     let w = hub.workers(1).await.remove(0);
     let e = expect_err(w.unfold("G42").await, ErrorKind::NotFound, "unknown_record");
-    assert!(e.message.contains("board grep"), "{}", e.message);
+    assert!(e.message.contains("search the board"), "{}", e.message);
+    assert!(
+        !e.message.contains("agensh "),
+        "a model reads this too: {}",
+        e.message
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

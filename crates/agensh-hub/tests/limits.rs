@@ -109,7 +109,11 @@ async fn direct_message_to_unknown_worker_is_404_and_not_stored() {
         .await;
     let message = api_error(&ans, 404, "unknown_worker");
     assert!(message.contains("w99"), "{message}");
-    assert!(message.contains("workers list"), "{message}");
+    assert!(message.contains("list the workers"), "{message}");
+    assert!(
+        !message.contains("agensh ") && !message.contains("--"),
+        "a model reads this too: no CLI command in it: {message}"
+    );
     let all = hub
         .admin()
         .message_history(&Default::default())

@@ -325,11 +325,7 @@ pub async fn notice(
     if let Some(to) = &b.to {
         agensh_domain::ids::validate_worker_id(to)?;
         if s.token_of(to).is_none() {
-            return Err(Error::not_found(
-                "unknown_worker",
-                format!("there is no worker \"{to}\" — `agensh workers list` shows the workers"),
-            )
-            .into());
+            return Err(agensh_domain::worker::unknown_worker(to).into());
         }
     }
     if let Some(k) = &b.dedup_key {

@@ -56,7 +56,7 @@ fn message_query(q: ReadQuery, unread: bool) -> ApiResult<MessageQuery> {
     if unread && (q.with.is_some() || q.before.is_some()) {
         return Err(Error::invalid(
             "bad_filter",
-            "unread messages are read all together (one read cursor per worker) — drop with/before, or look at one conversation with `msg read --all --with X`",
+            "unread messages are read all together (one read cursor per worker) — leave out with and before, or read one conversation's whole history (with, without unread)",
         )
         .into());
     }

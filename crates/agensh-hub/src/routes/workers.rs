@@ -53,12 +53,9 @@ pub async fn token(
 ) -> ApiResult<Json<NewWorker>> {
     caller.require_admin()?;
     validate_worker_id(&id)?;
-    let token = s.token_of(&id).ok_or_else(|| {
-        Error::not_found(
-            "unknown_worker",
-            format!("there is no worker \"{id}\" — `agensh workers list` shows the workers"),
-        )
-    })?;
+    let token = s
+        .token_of(&id)
+        .ok_or_else(|| agensh_domain::worker::unknown_worker(&id))?;
     Ok(Json(NewWorker { id, token }))
 }
 

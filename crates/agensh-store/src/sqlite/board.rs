@@ -60,7 +60,7 @@ pub fn get(conn: &Connection, seq: i64) -> Result<Record> {
         Error::not_found(
             "unknown_record",
             format!(
-                "there is no record {} — `agensh board grep` finds records by content",
+                "there is no record {} — search the board by content to find its id",
                 record_id(seq)
             ),
         )

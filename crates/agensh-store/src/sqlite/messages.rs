@@ -35,7 +35,7 @@ pub fn post(ctx: &mut WriteCtx<'_>, from: &str, m: NewMessage, now: i64) -> Resu
         if found.is_none() {
             return Err(Error::invalid(
                 "unknown_thread",
-                format!("there is no message M{t} to reply to — check the id with `agensh msg read --all`"),
+                format!("there is no message M{t} to reply to — reply_to takes the id of a message you have read, like M12"),
             ));
         }
     }

@@ -132,13 +132,7 @@ pub fn ensure_exists(conn: &Connection, id: &str) -> Result<()> {
 }
 
 pub fn unknown_worker(id: &str) -> Error {
-    Error::not_found(
-        "unknown_worker",
-        format!(
-            "there is no worker \"{}\" — `agensh workers list` shows the workers",
-            agensh_domain::ids::truncate_for_message(id)
-        ),
-    )
+    agensh_domain::worker::unknown_worker(id)
 }
 
 pub fn set_status(conn: &Connection, id: &str, status: WorkerStatus) -> Result<()> {
