@@ -81,6 +81,8 @@ fn limit(resource: Resource) -> io::Result<libc::rlimit> {
 }
 
 impl From<libc::rlimit> for Limit {
+    // `rlim_t` is not `u64` on every target.
+    #[allow(clippy::useless_conversion)]
     fn from(lim: libc::rlimit) -> Limit {
         Limit {
             soft: u64::from(lim.rlim_cur),
