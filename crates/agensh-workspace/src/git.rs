@@ -227,3 +227,52 @@ impl Git {
         Ok(out.success().then(|| out.stdout.trim().to_string()))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The environment a shell started by `cmd` (through a git alias) sees.
+    async fn env_of(mut cmd: Command) -> Vec<(String, String)> {
+        let out = cmd.output().await.unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| l.split_once('='))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_cgi_git_sees_only_path_home_tmpdir_and_git_settings() {
+        let dir = tempfile::tempdir().unwrap();
+        let env = env_of(cgi_command(dir.path(), ["-c", "alias.env=!env", "env"])).await;
+        let shell = ["PWD", "OLDPWD", "SHLVL", "_"];
+        let foreign: Vec<&String> = env
+            .iter()
+            .map(|(k, _)| k)
+            .filter(|k| !k.starts_with("GIT_") && !shell.contains(&k.as_str()))
+            .filter(|k| !CGI_PASSED_VARS.contains(&k.as_str()) && k.as_str() != "LC_ALL")
+            .collect();
+        assert!(foreign.is_empty(), "{foreign:?}");
+        assert!(env.contains(&("GIT_TERMINAL_PROMPT".into(), "0".into())));
+        assert!(env.contains(&("LC_ALL".into(), "C".into())));
+    }
+
+    #[tokio::test]
+    async fn a_worker_git_commits_as_the_worker_without_global_configuration() {
+        let dir = tempfile::tempdir().unwrap();
+        let g = Git::worktree(dir.path()).as_worker("w07");
+        g.run(["init", "--quiet"]).await.unwrap();
+        g.run(["commit", "--quiet", "--allow-empty", "-m", "x"])
+            .await
+            .unwrap();
+        let who = g
+            .run(["log", "-1", "--format=%an <%ae> %cn <%ce>"])
+            .await
+            .unwrap();
+        assert_eq!(who, "w07 <w07@agensh.invalid> w07 <w07@agensh.invalid>");
+        let env = env_of(g.command(["-c", "alias.env=!env", "env"])).await;
+        assert!(env.contains(&("GIT_CONFIG_GLOBAL".into(), "/dev/null".into())));
+    }
+}
