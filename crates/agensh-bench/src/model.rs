@@ -169,7 +169,10 @@ pub async fn run(a: Args) -> Result<()> {
     } else {
         config.organization.seed.as_str()
     });
-    become_subreaper();
+    // Orphaned descendants (commands the agents started) become our children, so they
+    // show up in [`processes_left`].
+    agensh_process::group::become_subreaper()
+        .context("cannot make the benchmark the reaper of its orphaned processes")?;
 
     let data = agensh_model::data_dir()?;
     let inst = match agensh_model::installed(&data, size) {
@@ -700,8 +703,7 @@ struct Cpu {
 }
 
 fn cpu_sample(server: Option<i32>) -> Cpu {
-    // SAFETY: sysconf reads a constant.
-    let tick = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    let tick = agensh_process::resources::clock_ticks_per_second() as f64;
     let busy = std::fs::read_to_string("/proc/stat")
         .ok()
         .and_then(|s| {
@@ -890,15 +892,6 @@ fn example_dir(flag: Option<&Path>) -> Result<PathBuf> {
         "no example organization at {} — give one with --example DIR (with agensh.toml and its seed)",
         candidates[0].display()
     )
-}
-
-/// Orphaned descendants (commands the agents started) become our children, so they show up
-/// in [`processes_left`].
-fn become_subreaper() {
-    // SAFETY: prctl with PR_SET_CHILD_SUBREAPER takes plain integers.
-    unsafe {
-        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
-    }
 }
 
 /// Live (not zombie) processes that are our children or in the server's process group.

@@ -28,6 +28,8 @@ use agensh_client::Client;
 use agensh_domain::config::{AgentCpu, Config};
 use agensh_domain::message::NewMessage;
 use agensh_domain::worker::WorkerStatus;
+use agensh_process::resources::{self, Limit};
+use agensh_process::ProcessGroup;
 use anyhow::{anyhow, bail, Context, Result};
 use serde_json::{json, Value};
 
@@ -160,27 +162,18 @@ fn left_in(groups: &BTreeSet<i32>) -> Vec<(u32, char)> {
 fn kill_groups(groups: &BTreeSet<i32>, within: Duration) -> Vec<(u32, char)> {
     let deadline = Instant::now() + within;
     loop {
-        for &g in groups {
-            // SAFETY: killpg and waitpid touch no memory of ours; a gone group is ESRCH.
-            unsafe {
-                libc::killpg(g, libc::SIGKILL);
-                while libc::waitpid(-g, std::ptr::null_mut(), libc::WNOHANG) > 0 {}
-            }
+        for group in groups
+            .iter()
+            .filter_map(|&g| ProcessGroup::from_id(u32::try_from(g).ok()?))
+        {
+            group.kill();
+            group.reap_exited();
         }
         let left = left_in(groups);
         if left.is_empty() || Instant::now() > deadline {
             return left;
         }
         std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// Makes this process the reaper of its orphaned descendants, so agents whose node died
-/// are still ours to kill and reap (and to count as left over).
-fn become_subreaper() {
-    // SAFETY: prctl with PR_SET_CHILD_SUBREAPER takes plain integers.
-    unsafe {
-        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
     }
 }
 
@@ -230,10 +223,7 @@ impl Proc {
     async fn stop(&mut self, grace: Duration) -> Option<Duration> {
         self.note_child_groups();
         let t = Instant::now();
-        // SAFETY: kill sends a signal; no memory is touched.
-        unsafe {
-            libc::kill(self.pid as i32, libc::SIGTERM);
-        }
+        agensh_process::group::terminate_process(self.pid);
         let mut by_itself = None;
         while t.elapsed() < grace {
             if !self.running() {
@@ -305,25 +295,13 @@ fn cpu_of(pid: u32) -> Duration {
     Duration::from_nanos(ns)
 }
 
-/// CPU time this process (the benchmark) has used so far.
-fn own_cpu() -> Duration {
-    // SAFETY: rusage is plain integers (all-zero is valid); getrusage only writes it.
-    let u = unsafe {
-        let mut u: libc::rusage = std::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_SELF, &mut u);
-        u
-    };
-    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
-    tv(u.ru_utime) + tv(u.ru_stime)
-}
-
 /// CPU used so far by the node, the hub, the agents together, and the benchmark.
 fn cpu_snapshot(node: u32, hub: u32, agents: &[u32]) -> [Duration; 4] {
     [
         cpu_of(node),
         cpu_of(hub),
         agents.iter().map(|&p| cpu_of(p)).sum(),
-        own_cpu(),
+        resources::cpu_time(),
     ]
 }
 
@@ -334,39 +312,6 @@ fn open_files(pid: u32) -> usize {
 fn threads(pid: u32) -> u64 {
     let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     kib_field(&s, "Threads:") / 1024
-}
-
-/// Lifts the soft open-file limit to the hard one (children inherit it); the limit now.
-fn raise_open_file_limit() -> (u64, u64) {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit/setrlimit only read and write the struct we pass.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
-            let raised = libc::rlimit {
-                rlim_cur: lim.rlim_max,
-                rlim_max: lim.rlim_max,
-            };
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
-                lim = raised;
-            }
-        }
-    }
-    (lim.rlim_cur, lim.rlim_max)
-}
-
-fn process_limit() -> u64 {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit only writes the struct we pass.
-    unsafe {
-        libc::getrlimit(libc::RLIMIT_NPROC, &mut lim);
-    }
-    lim.rlim_cur
 }
 
 fn mem_available() -> u64 {
@@ -686,8 +631,16 @@ pub async fn run(a: Args) -> Result<()> {
             agensh.display()
         );
     }
-    become_subreaper();
-    let (files, files_max) = raise_open_file_limit();
+    // Agents whose node died are still ours to kill and reap (and to count as left over).
+    agensh_process::group::become_subreaper()
+        .context("cannot make the benchmark the reaper of its orphaned processes")?;
+    // Children inherit the raised limit; if it cannot be raised, the limit as it is.
+    let Limit {
+        soft: files,
+        hard: files_max,
+    } = agensh_process::raise_open_file_limit()
+        .or_else(|_| resources::open_file_limit())
+        .unwrap_or(Limit { soft: 0, hard: 0 });
     let files_needed = a.workers as u64 * FILES_PER_WORKER + FILES_FIXED;
     if files < files_needed {
         bail!(
@@ -695,7 +648,7 @@ pub async fn run(a: Args) -> Result<()> {
             a.workers
         );
     }
-    let nproc = process_limit();
+    let nproc = resources::process_limit().map_or(0, |l| l.soft);
 
     let tmp = tempfile::Builder::new()
         .prefix("agensh-bench-node-")

@@ -526,22 +526,7 @@ struct RunOutput {
 /// (on Linux) sent SIGTERM if this process dies, so no pip keeps writing into the venv
 /// after an interrupted install.
 async fn run(cmd: &mut Command, mut on_line: impl FnMut(&str)) -> std::io::Result<RunOutput> {
-    #[cfg(target_os = "linux")]
-    {
-        let parent = std::process::id() as libc::pid_t;
-        // SAFETY: prctl, getppid and _exit are async-signal-safe and touch no memory of
-        // ours. The death signal follows the spawning thread: a runtime worker, which
-        // lives as long as the runtime.
-        unsafe {
-            cmd.pre_exec(move || {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
-                if libc::getppid() != parent {
-                    libc::_exit(1);
-                }
-                Ok(())
-            });
-        }
-    }
+    agensh_process::group::terminate_with_parent(cmd);
     let mut child = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

@@ -7,8 +7,9 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use agensh_process::{GroupChild, Priority};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncSeekExt, BufReader};
-use tokio::process::{Child, ChildStdin, Command};
+use tokio::process::{ChildStdin, Command};
 use tokio::time::Instant;
 
 use crate::error::{Error, Result};
@@ -118,7 +119,7 @@ enum Log {
 
 /// A running model server. Stop it with [`ModelServer::stop`]; dropping it kills it.
 pub struct ModelServer {
-    child: Child,
+    process: GroupChild,
     /// Never written: the server exits when this closes.
     stdin: Option<ChildStdin>,
     host: String,
@@ -174,8 +175,7 @@ impl ModelServer {
             .arg(SCRIPT)
             .arg(cfg.to_string())
             .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .process_group(0);
+            .stdout(Stdio::piped());
         match &opts.log_file {
             Some(path) => {
                 if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -193,10 +193,14 @@ impl ModelServer {
                 cmd.stderr(Stdio::piped());
             }
         }
-        let mut child = cmd.spawn().map_err(|source| Error::Spawn {
-            python: inst.python.clone(),
-            source,
-        })?;
+        let mut process =
+            agensh_process::group::spawn(&mut cmd, Priority::Normal).map_err(|source| {
+                Error::Spawn {
+                    python: inst.python.clone(),
+                    source,
+                }
+            })?;
+        let child = &mut process.child;
         let log = match &opts.log_file {
             Some(path) => Log::File(path.clone()),
             None => {
@@ -221,7 +225,7 @@ impl ModelServer {
         // From here on, dropping `server` (an error, or the caller giving up) kills it.
         let mut server = ModelServer {
             stdin: child.stdin.take(),
-            child,
+            process,
             host: opts.host.clone(),
             port: opts.port,
             alias,
@@ -258,7 +262,7 @@ impl ModelServer {
             .expect("a plain HTTP client builds");
         let health = format!("http://{}:{}/health", url_host(&server.host), server.port);
         loop {
-            if let Ok(Some(_)) = server.child.try_wait() {
+            if let Ok(Some(_)) = server.process.child.try_wait() {
                 return Err(server.fail(true).await);
             }
             if let Ok(r) = client.get(&health).send().await {
@@ -292,38 +296,22 @@ impl ModelServer {
 
     /// The server's process id (also its process group), while it runs.
     pub fn pid(&self) -> Option<u32> {
-        self.child.id()
+        self.process.child.id()
     }
 
     /// Resolves when the server exits on its own (a crash, or killed from outside).
     /// Cancel-safe: use it in a `select!` next to a stop signal.
     pub async fn wait(&mut self) -> std::io::Result<std::process::ExitStatus> {
-        self.child.wait().await
+        self.process.child.wait().await
     }
 
     /// SIGTERM to the process group, SIGKILL after a grace period, and wait for it.
     pub async fn stop(mut self) {
-        if !matches!(self.child.try_wait(), Ok(None)) {
+        if !matches!(self.process.child.try_wait(), Ok(None)) {
             return;
         }
         self.stdin = None;
-        self.signal(libc::SIGTERM);
-        if tokio::time::timeout(STOP_GRACE, self.child.wait())
-            .await
-            .is_err()
-        {
-            self.signal(libc::SIGKILL);
-            let _ = self.child.wait().await;
-        }
-    }
-
-    fn signal(&self, sig: i32) {
-        if let Some(pid) = self.child.id() {
-            // SAFETY: killpg has no memory effects; a group that is gone gives ESRCH.
-            unsafe {
-                libc::killpg(pid as i32, sig);
-            }
-        }
+        let _ = self.process.stop(STOP_GRACE).await;
     }
 
     /// Kills the server (if it still runs) and builds the error for a failed start.
@@ -331,16 +319,17 @@ impl ModelServer {
         if exited {
             // Its output closed: it is exiting. Give it a moment, so its exit status (not
             // a kill of ours) is what the error reports.
-            let _ = tokio::time::timeout(Duration::from_secs(3), self.child.wait()).await;
+            let _ = tokio::time::timeout(Duration::from_secs(3), self.process.child.wait()).await;
         }
-        let running = matches!(self.child.try_wait(), Ok(None));
+        let running = matches!(self.process.child.try_wait(), Ok(None));
         if running {
-            self.signal(libc::SIGKILL);
+            self.process.group.kill();
         }
-        let status = match tokio::time::timeout(Duration::from_secs(5), self.child.wait()).await {
-            Ok(Ok(s)) => s.to_string(),
-            _ => "status unknown".into(),
-        };
+        let status =
+            match tokio::time::timeout(Duration::from_secs(5), self.process.child.wait()).await {
+                Ok(Ok(s)) => s.to_string(),
+                _ => "status unknown".into(),
+            };
         let tail = self.log_tail().await;
         if exited && !running {
             Error::ServerExited { status, tail }
@@ -384,8 +373,8 @@ impl ModelServer {
 
 impl Drop for ModelServer {
     fn drop(&mut self) {
-        if matches!(self.child.try_wait(), Ok(None)) {
-            self.signal(libc::SIGKILL);
+        if matches!(self.process.child.try_wait(), Ok(None)) {
+            self.process.group.kill();
         }
     }
 }
@@ -395,7 +384,7 @@ impl std::fmt::Debug for ModelServer {
         f.debug_struct("ModelServer")
             .field("base_url", &self.base_url())
             .field("model", &self.alias)
-            .field("pid", &self.child.id())
+            .field("pid", &self.process.child.id())
             .finish()
     }
 }

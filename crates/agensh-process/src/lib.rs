@@ -2,10 +2,16 @@
 //!
 //! [`shutdown`] is the one stop signal a hub, a node and everything they spawn listen to.
 //! Child processes that must be stopped together with everything they started (agents,
-//! gate commands, the model server, shell commands of the built-in agent) live in a process
-//! group of their own; the module that spawns and kills such groups is the only place in
-//! agensh with `unsafe` for processes.
+//! gate commands, git http-backend, the model server, shell commands of the built-in
+//! agent) live in a process group of their own: [`group`] spawns, signals, stops and waits
+//! for them, and sets their CPU priority. [`resources`] reads and raises this process's
+//! limits and its CPU time. These two modules are the only place in agensh with `unsafe`
+//! for processes.
 
+pub mod group;
+pub mod resources;
 pub mod shutdown;
 
+pub use group::{GroupChild, Priority, ProcessGroup};
+pub use resources::{raise_open_file_limit, Limit};
 pub use shutdown::{Shutdown, ShutdownTrigger};

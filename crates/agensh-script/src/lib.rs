@@ -44,6 +44,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use agensh_client::mcp::{McpClient, ToolResult};
 use agensh_domain::{Error, Result};
+use agensh_workspace::git::Git;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
@@ -1070,18 +1071,13 @@ impl Turn<'_> {
                 }),
             )
             .await;
-        let worker = self.st.worker.clone();
-        let out = git_command(&self.st.cwd, &worker, args).output().await;
+        let out = Git::worktree(&self.st.cwd)
+            .as_worker(&self.st.worker)
+            .output(args)
+            .await;
         let (ok, text) = match out {
-            Ok(o) => (
-                o.status.success(),
-                format!(
-                    "{}{}",
-                    String::from_utf8_lossy(&o.stdout),
-                    String::from_utf8_lossy(&o.stderr)
-                ),
-            ),
-            Err(e) => (false, format!("cannot run git: {e}")),
+            Ok(o) => (o.success(), format!("{}{}", o.stdout, o.stderr)),
+            Err(e) => (false, e.message),
         };
         self.sh
             .update(
@@ -1424,37 +1420,10 @@ fn failed(message: &str) -> ToolResult {
     }
 }
 
-/// A `git` command in `dir` that ignores the user's configuration and never prompts;
-/// commits made here carry `worker` as their author.
-fn git_command(dir: &Path, worker: &str, args: &[&str]) -> tokio::process::Command {
-    let mut cmd = tokio::process::Command::new("git");
-    cmd.current_dir(dir)
-        .arg("-c")
-        .arg(format!("user.name={worker}"))
-        .arg("-c")
-        .arg(format!("user.email={worker}@agensh.invalid"))
-        .args(args)
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE")
-        .stdin(std::process::Stdio::null())
-        .kill_on_drop(true);
-    cmd
-}
-
+/// The trimmed output of git in `dir`, or `None` when it fails.
 async fn git_output(dir: &Path, args: &[&str]) -> Option<String> {
-    let out = tokio::process::Command::new("git")
-        .current_dir(dir)
-        .args(args)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .await
-        .ok()?;
-    out.status
-        .success()
-        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+    let out = Git::worktree(dir).output(args).await.ok()?;
+    out.success().then(|| out.stdout.trim().to_string())
 }
 
 /// The record id (`G12`) a claim answered with.

@@ -78,7 +78,7 @@ pub async fn create(ws: &Workspace, worker: &str, dir: &Path) -> Result<Created>
     args.push(format!("--template={}", empty_template.display()).into());
     let config = [
         ("user.name".to_string(), worker.to_string()),
-        ("user.email".to_string(), format!("{worker}@agensh.invalid")),
+        ("user.email".to_string(), crate::git::worker_email(worker)),
         ("push.default".to_string(), "current".to_string()),
         (format!("branch.{branch}.remote"), "origin".to_string()),
         (

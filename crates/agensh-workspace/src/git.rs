@@ -1,5 +1,6 @@
-//! Running `git`: one place that sets the environment, captures output and turns a
-//! failure into an error that quotes git's own message.
+//! Running `git`: the one place that starts git (for the hub, the node and the scripted
+//! agent alike), sets its environment, captures output and turns a failure into an error
+//! that quotes git's own message.
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -11,7 +12,16 @@ use tokio::process::Command;
 
 /// The identity commits made by the hub carry.
 pub const HUB_NAME: &str = "agensh hub";
+/// The e-mail address of [`HUB_NAME`].
 pub const HUB_EMAIL: &str = "hub@agensh.invalid";
+
+/// Variables that point git at another repository than the one it is run for (set for a
+/// hook, or by a git that runs agensh); no git run here inherits them.
+const REPOSITORY_VARS: [&str; 2] = ["GIT_DIR", "GIT_WORK_TREE"];
+
+/// All a CGI git sees of this process's environment: hooks need a PATH for sh and its
+/// tools; git needs HOME only for user config.
+const CGI_PASSED_VARS: [&str; 3] = ["PATH", "HOME", "TMPDIR"];
 
 /// A git invocation context: a repository (bare, or a work tree) and its environment.
 #[derive(Debug, Clone)]
@@ -19,6 +29,43 @@ pub struct Git {
     /// `--git-dir` for a bare repository, or the work tree to run in.
     dir: PathBuf,
     bare: bool,
+    /// Run as this worker's own git (see [`Git::as_worker`]).
+    worker: Option<String>,
+}
+
+/// The e-mail address of `worker`'s commits.
+pub fn worker_email(worker: &str) -> String {
+    format!("{worker}@agensh.invalid")
+}
+
+/// A `git` command for a CGI program (`http-backend`) run in `dir`: nothing of this
+/// process's environment but PATH, HOME and TMPDIR, and the settings every git run gets.
+/// The caller adds the request's variables.
+pub fn cgi_command<I, S>(dir: &Path, args: I) -> Command
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
+    let mut c = Command::new("git");
+    c.args(args).env_clear().current_dir(dir);
+    for var in CGI_PASSED_VARS {
+        if let Some(v) = std::env::var_os(var) {
+            c.env(var, v);
+        }
+    }
+    clean(&mut c);
+    c
+}
+
+/// The settings every git run gets: never a prompt, no system configuration, the C locale
+/// (messages are matched), and no repository inherited from the environment.
+fn clean(c: &mut Command) {
+    for var in REPOSITORY_VARS {
+        c.env_remove(var);
+    }
+    c.env("GIT_TERMINAL_PROMPT", "0")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("LC_ALL", "C");
 }
 
 /// What a finished git command printed.
@@ -41,6 +88,7 @@ impl Git {
         Git {
             dir: git_dir.to_path_buf(),
             bare: true,
+            worker: None,
         }
     }
 
@@ -49,7 +97,15 @@ impl Git {
         Git {
             dir: dir.to_path_buf(),
             bare: false,
+            worker: None,
         }
+    }
+
+    /// The same repository, run as `worker`'s own git (the scripted agent's): the user's
+    /// global configuration is ignored and `worker` authors and commits what it makes.
+    pub fn as_worker(mut self, worker: &str) -> Self {
+        self.worker = Some(worker.to_string());
+        self
     }
 
     /// A `git` command with a clean, predictable environment.
@@ -70,6 +126,13 @@ impl Git {
         } else {
             c.current_dir(&self.dir);
         }
+        if let Some(worker) = &self.worker {
+            c.env("GIT_CONFIG_GLOBAL", "/dev/null")
+                .arg("-c")
+                .arg(format!("user.name={worker}"))
+                .arg("-c")
+                .arg(format!("user.email={}", worker_email(worker)));
+        }
         c.args([
             "-c",
             "core.quotePath=false",
@@ -77,11 +140,9 @@ impl Git {
             "advice.detachedHead=false",
         ])
         .args(args)
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("LC_ALL", "C")
         .stdin(Stdio::null())
         .kill_on_drop(true);
+        clean(&mut c);
         c
     }
 
@@ -164,5 +225,54 @@ impl Git {
             ])
             .await?;
         Ok(out.success().then(|| out.stdout.trim().to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The environment a shell started by `cmd` (through a git alias) sees.
+    async fn env_of(mut cmd: Command) -> Vec<(String, String)> {
+        let out = cmd.output().await.unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| l.split_once('='))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_cgi_git_sees_only_path_home_tmpdir_and_git_settings() {
+        let dir = tempfile::tempdir().unwrap();
+        let env = env_of(cgi_command(dir.path(), ["-c", "alias.env=!env", "env"])).await;
+        let shell = ["PWD", "OLDPWD", "SHLVL", "_"];
+        let foreign: Vec<&String> = env
+            .iter()
+            .map(|(k, _)| k)
+            .filter(|k| !k.starts_with("GIT_") && !shell.contains(&k.as_str()))
+            .filter(|k| !CGI_PASSED_VARS.contains(&k.as_str()) && k.as_str() != "LC_ALL")
+            .collect();
+        assert!(foreign.is_empty(), "{foreign:?}");
+        assert!(env.contains(&("GIT_TERMINAL_PROMPT".into(), "0".into())));
+        assert!(env.contains(&("LC_ALL".into(), "C".into())));
+    }
+
+    #[tokio::test]
+    async fn a_worker_git_commits_as_the_worker_without_global_configuration() {
+        let dir = tempfile::tempdir().unwrap();
+        let g = Git::worktree(dir.path()).as_worker("w07");
+        g.run(["init", "--quiet"]).await.unwrap();
+        g.run(["commit", "--quiet", "--allow-empty", "-m", "x"])
+            .await
+            .unwrap();
+        let who = g
+            .run(["log", "-1", "--format=%an <%ae> %cn <%ce>"])
+            .await
+            .unwrap();
+        assert_eq!(who, "w07 <w07@agensh.invalid> w07 <w07@agensh.invalid>");
+        let env = env_of(g.command(["-c", "alias.env=!env", "env"])).await;
+        assert!(env.contains(&("GIT_CONFIG_GLOBAL".into(), "/dev/null".into())));
     }
 }

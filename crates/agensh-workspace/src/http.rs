@@ -12,11 +12,12 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use agensh_domain::{Error, Result};
+use agensh_process::{GroupChild, Priority, ProcessGroup};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, ReadBuf};
-use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use tokio::process::{Child, ChildStdin, ChildStdout};
 use tokio::task::JoinHandle;
 
-use crate::{Workspace, REPO_DIR};
+use crate::{git, Workspace, REPO_DIR};
 
 /// The largest CGI header block accepted before the body.
 const MAX_HEADER_BYTES: usize = 64 * 1024;
@@ -100,7 +101,9 @@ impl AsyncRead for CgiBody {
 /// The running `git http-backend`, leader of its own process group (http-backend runs
 /// upload-pack or receive-pack, which run pack-objects and hooks).
 struct Backend {
-    child: Child,
+    /// Never waited for here, so its pid (the group's id) cannot be reused while it is held.
+    _child: Child,
+    group: ProcessGroup,
     /// Its output ended: it finished answering and needs no killing.
     answered: bool,
 }
@@ -111,14 +114,7 @@ impl Backend {
         if self.answered {
             return;
         }
-        // `id()` is `Some` until the leader has been reaped, so its pid (the group id)
-        // cannot have been reused yet.
-        if let Some(pid) = self.child.id() {
-            // SAFETY: kill(2) with a negative pid signals only the backend's process group.
-            unsafe {
-                libc::kill(-(pid as i32), libc::SIGKILL);
-            }
-        }
+        self.group.kill();
         self.answered = true;
     }
 }
@@ -154,11 +150,8 @@ pub async fn serve(ws: &Workspace, req: CgiRequest) -> Result<CgiResponse> {
         .and_then(|n| n.to_str())
         .unwrap_or(REPO_DIR);
 
-    let mut cmd = Command::new("git");
-    cmd.arg("http-backend")
-        .env_clear()
-        .current_dir(root)
-        .env("GIT_PROJECT_ROOT", root)
+    let mut cmd = git::cgi_command(root, ["http-backend"]);
+    cmd.env("GIT_PROJECT_ROOT", root)
         .env("GIT_HTTP_EXPORT_ALL", "1")
         .env("PATH_INFO", format!("/{repo_name}{}", req.path_info))
         .env("REQUEST_METHOD", &req.method)
@@ -167,23 +160,13 @@ pub async fn serve(ws: &Workspace, req: CgiRequest) -> Result<CgiResponse> {
         .env("REMOTE_ADDR", "127.0.0.1")
         .env("GATEWAY_INTERFACE", "CGI/1.1")
         .env("SERVER_PROTOCOL", "HTTP/1.1")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .env("LC_ALL", "C")
         .stdin(if req.body.is_some() {
             Stdio::piped()
         } else {
             Stdio::null()
         })
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
-    // Hooks need a PATH for sh and its tools; git needs HOME only for user config.
-    for var in ["PATH", "HOME", "TMPDIR"] {
-        if let Some(v) = std::env::var_os(var) {
-            cmd.env(var, v);
-        }
-    }
+        .stderr(Stdio::piped());
     if let Some(ct) = &req.content_type {
         cmd.env("CONTENT_TYPE", ct);
     }
@@ -200,16 +183,18 @@ pub async fn serve(ws: &Workspace, req: CgiRequest) -> Result<CgiResponse> {
         cmd.env("AGENSH_PUSHER", p);
     }
 
-    let mut child = cmd.spawn().map_err(|e| {
-        Error::internal(format!(
-            "cannot run git http-backend: {e} — install git 2.38 or newer and put it on PATH"
-        ))
-    })?;
+    let GroupChild { mut child, group } = agensh_process::group::spawn(&mut cmd, Priority::Normal)
+        .map_err(|e| {
+            Error::internal(format!(
+                "cannot run git http-backend: {e} — install git 2.38 or newer and put it on PATH"
+            ))
+        })?;
     let stdin = child.stdin.take();
     let stderr = child.stderr.take().expect("stderr is piped");
     let mut stdout = child.stdout.take().expect("stdout is piped");
     let backend = Arc::new(Mutex::new(Backend {
-        child,
+        _child: child,
+        group,
         answered: false,
     }));
 

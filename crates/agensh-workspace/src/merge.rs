@@ -371,7 +371,6 @@ async fn run_in_group(
         .current_dir(dir)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
-        .process_group(0)
         .kill_on_drop(true);
     for (key, _) in std::env::vars_os() {
         let k = key.to_string_lossy();
@@ -379,11 +378,9 @@ async fn run_in_group(
             cmd.env_remove(&key);
         }
     }
-    let mut child = cmd
-        .spawn()
+    let mut gate = agensh_process::group::spawn(&mut cmd, agensh_process::Priority::Normal)
         .map_err(|e| Error::internal(format!("cannot start the merge gate: {e}")))?;
-    let pgid = child.id().map(|p| p as i32);
-    let mut stdout = child.stdout.take().expect("stdout is piped");
+    let mut stdout = gate.child.stdout.take().expect("stdout is piped");
     let reader = tokio::spawn(async move {
         let mut kept: Vec<u8> = Vec::new();
         let mut chunk = vec![0u8; 16 * 1024];
@@ -398,13 +395,8 @@ async fn run_in_group(
         }
         kept
     });
-    let waited = tokio::time::timeout(timeout, child.wait()).await;
-    if let Some(pgid) = pgid {
-        // SAFETY: kill(2) with a negative pid signals the gate's process group only.
-        unsafe {
-            libc::kill(-pgid, libc::SIGKILL);
-        }
-    }
+    let waited = gate.wait_timeout(timeout).await;
+    gate.group.kill();
     // The group is dead, so the pipe closes; a process that left the group cannot hold
     // the answer for more than a moment.
     let output = tokio::time::timeout(Duration::from_secs(5), reader)
@@ -414,12 +406,12 @@ async fn run_in_group(
         .unwrap_or_default();
     let mut text = String::from_utf8_lossy(&output).into_owned();
     match waited {
-        Ok(status) => {
+        Some(status) => {
             let status = status
                 .map_err(|e| Error::internal(format!("the merge gate failed to run: {e}")))?;
             Ok((status.code(), false, text))
         }
-        Err(_) => {
+        None => {
             text.push_str(&format!(
                 "\n[agensh: the gate ran longer than {} s and was killed]",
                 timeout.as_secs()

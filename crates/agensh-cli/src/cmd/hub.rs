@@ -64,18 +64,7 @@ fn process_alive(pid: u32) -> bool {
 /// Lifts the soft limit on open files to the hard limit: every waiting worker holds a
 /// connection, and 1,024 workers need more than the common default of 1,024 files.
 pub fn raise_open_file_limit() {
-    #[cfg(unix)]
-    // SAFETY: getrlimit/setrlimit only read and write the struct we pass.
-    unsafe {
-        let mut lim = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
-            lim.rlim_cur = lim.rlim_max;
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
-                tracing::warn!("could not raise the open-file limit; more than about 1,000 connected workers may fail");
-            }
-        }
+    if let Err(e) = agensh_process::raise_open_file_limit() {
+        tracing::warn!("could not raise the open-file limit ({e}); more than about 1,000 connected workers may fail");
     }
 }

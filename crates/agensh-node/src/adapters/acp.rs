@@ -24,6 +24,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agensh_domain::{Error, ErrorKind, Result};
+use agensh_process::{GroupChild, ProcessGroup};
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout};
@@ -71,7 +72,7 @@ pub struct AcpAgent {
 struct Running {
     child: Child,
     /// The process group (the agent's pid), killed as a whole on stop.
-    pgid: i32,
+    group: ProcessGroup,
     conn: Arc<Conn>,
     updates: mpsc::UnboundedReceiver<Value>,
     reader: JoinHandle<()>,
@@ -124,7 +125,7 @@ impl AcpAgent {
 
     /// The agent's process id while it runs (for tests and the live view).
     pub fn pid(&self) -> Option<u32> {
-        self.running.as_ref().map(|r| r.pgid as u32)
+        self.running.as_ref().map(|r| r.group.id())
     }
 
     /// The current session id, once started.
@@ -167,10 +168,9 @@ impl AcpAgent {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::from(log))
-            .process_group(0)
             .kill_on_drop(true);
-        super::cpu::apply(&mut cmd, self.cpu);
-        let mut child = cmd.spawn().map_err(|e| {
+        let spawned = agensh_process::group::spawn(&mut cmd, super::cpu::priority(self.cpu));
+        let GroupChild { mut child, group } = spawned.map_err(|e| {
             Error::new(
                 ErrorKind::Internal,
                 "agent_not_started",
@@ -180,7 +180,6 @@ impl AcpAgent {
                 ),
             )
         })?;
-        let pgid = child.id().map(|p| p as i32).unwrap_or(0);
         let stdin = child.stdin.take().expect("stdin is piped");
         let stdout = child.stdout.take().expect("stdout is piped");
         let conn = Arc::new(Conn {
@@ -193,7 +192,7 @@ impl AcpAgent {
         let reader = tokio::spawn(read_loop(stdout, conn.clone(), tx, ctx.heartbeat.clone()));
         Ok(Running {
             child,
-            pgid,
+            group,
             conn,
             updates,
             reader,
@@ -209,7 +208,7 @@ impl AcpAgent {
 impl Drop for AcpAgent {
     fn drop(&mut self) {
         if let Some(r) = &self.running {
-            kill_group(r.pgid);
+            r.group.kill();
         }
     }
 }
@@ -423,19 +422,10 @@ async fn shutdown(r: &mut Running) {
     }
     let _ = tokio::time::timeout(STOP_GRACE, r.child.wait()).await;
     // The group may outlive its leader (a launcher's children, a shell tool's processes).
-    kill_group(r.pgid);
+    r.group.kill();
     let _ = tokio::time::timeout(STOP_GRACE, r.child.wait()).await;
     r.reader.abort();
     r.conn.fail_all();
-}
-
-fn kill_group(pgid: i32) {
-    if pgid > 0 {
-        // SAFETY: killpg has no memory effects; a group that is gone gives ESRCH.
-        unsafe {
-            libc::killpg(pgid, libc::SIGKILL);
-        }
-    }
 }
 
 impl Running {
@@ -484,7 +474,7 @@ impl Running {
             Ok(Err(e)) => format!("stopped answering (its status is unknown: {e})"),
             Err(_) => "closed its output but is still running".to_string(),
         };
-        kill_group(self.pgid);
+        self.group.kill();
         let tail = stderr_tail(&self.stderr_log);
         let shown = if tail.trim().is_empty() {
             "It wrote nothing to stderr.".to_string()

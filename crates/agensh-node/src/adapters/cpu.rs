@@ -9,30 +9,13 @@
 //! "The node"). When the harness is idle, which is nearly always, agents get every cycle.
 
 pub use agensh_domain::config::AgentCpu;
+use agensh_process::Priority;
 
-/// Makes the process `cmd` starts (and everything it starts: children inherit both) run
-/// at `cpu` relative to this process.
-pub fn apply(cmd: &mut tokio::process::Command, cpu: AgentCpu) {
-    if cpu == AgentCpu::Normal {
-        return;
-    }
-    let idle = cpu == AgentCpu::Background;
-    // SAFETY: between fork and exec the closure makes only async-signal-safe system calls
-    // and touches no memory shared with the parent.
-    unsafe {
-        cmd.pre_exec(move || {
-            // Nice 19 (the kernel caps it there): for the `low` setting, and so that an
-            // agent that leaves SCHED_IDLE is still below the harness.
-            if libc::setpriority(libc::PRIO_PROCESS, 0, 19) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            if idle {
-                // Any process may move itself to SCHED_IDLE; where a sandbox forbids the
-                // call, the agent still starts, at nice 19.
-                let param = libc::sched_param { sched_priority: 0 };
-                libc::sched_setscheduler(0, libc::SCHED_IDLE, &param);
-            }
-            Ok(())
-        });
+/// The priority an agent process (and everything it starts) runs at for `cpu`.
+pub fn priority(cpu: AgentCpu) -> Priority {
+    match cpu {
+        AgentCpu::Background => Priority::Idle,
+        AgentCpu::Low => Priority::Low,
+        AgentCpu::Normal => Priority::Normal,
     }
 }

@@ -137,7 +137,7 @@ pub struct BuiltinAgent {
     cfg: BuiltinConfig,
     session: Option<Session>,
     /// Process groups of commands that may still run (shared with the workspace).
-    groups: Option<Arc<Mutex<Vec<i32>>>>,
+    groups: Option<Arc<Mutex<Vec<agensh_process::ProcessGroup>>>>,
 }
 
 /// One session: from `start` to `stop`.

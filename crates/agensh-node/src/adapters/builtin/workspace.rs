@@ -14,6 +14,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use agensh_process::{GroupChild, Priority, ProcessGroup};
 use tokio::io::AsyncReadExt;
 
 use super::history::cut_text;
@@ -63,7 +64,7 @@ pub struct Workspace {
     alias: PathBuf,
     env: Vec<(String, String)>,
     /// Process groups of commands whose processes may still run.
-    groups: Arc<Mutex<Vec<i32>>>,
+    groups: Arc<Mutex<Vec<ProcessGroup>>>,
     /// Characters of one output kept (the caller cuts again for the model).
     output_cap: usize,
 }
@@ -368,19 +369,17 @@ impl Workspace {
                 .stdin(Stdio::null())
                 .stdout(Stdio::from(w))
                 .stderr(Stdio::from(w2))
-                .process_group(0)
                 .kill_on_drop(true);
             // `cmd` holds the write ends; they close when it is dropped here.
-            cmd.spawn()
+            agensh_process::group::spawn(&mut cmd, Priority::Normal)
         })();
-        let mut child = match spawned {
+        let GroupChild { mut child, group } = match spawned {
             Ok(c) => c,
             Err(e) => return Output::error(format!("cannot start sh: {e}")),
         };
-        let pgid = child.id().map(|p| p as i32).unwrap_or(0);
-        self.groups.lock().expect("groups lock").push(pgid);
+        self.groups.lock().expect("groups lock").push(group);
         // Dropped before the command ends (the turn was cancelled): the group dies too.
-        let mut guard = GroupGuard { pgid, armed: true };
+        let mut guard = GroupGuard { group, armed: true };
 
         let capture = Arc::new(Mutex::new(Capture::new(self.output_cap)));
         let sink = capture.clone();
@@ -414,7 +413,7 @@ impl Workspace {
                 (head, more)
             }
             None => {
-                kill_group(pgid);
+                group.kill();
                 let _ = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
                 let _ = tokio::time::timeout(Duration::from_secs(1), reader).await;
                 (
@@ -450,50 +449,40 @@ impl Workspace {
         self.groups
             .lock()
             .expect("groups lock")
-            // SAFETY: signal 0 only checks that the group exists.
-            .retain(|&g| g > 0 && unsafe { libc::killpg(g, 0) } == 0);
+            .retain(|g| g.has_members());
     }
 
     /// Kills every process group a command started that may still run.
     pub fn kill_all(&self) {
         for g in self.groups.lock().expect("groups lock").drain(..) {
-            kill_group(g);
+            g.kill();
         }
     }
 
     /// A handle that kills the same groups, for [`Drop`] of the agent.
-    pub fn groups(&self) -> Arc<Mutex<Vec<i32>>> {
+    pub fn groups(&self) -> Arc<Mutex<Vec<ProcessGroup>>> {
         self.groups.clone()
     }
 }
 
 /// Kills every group in `groups`.
-pub fn kill_groups(groups: &Mutex<Vec<i32>>) {
+pub fn kill_groups(groups: &Mutex<Vec<ProcessGroup>>) {
     if let Ok(mut g) = groups.lock() {
-        for pgid in g.drain(..) {
-            kill_group(pgid);
-        }
-    }
-}
-
-fn kill_group(pgid: i32) {
-    if pgid > 0 {
-        // SAFETY: killpg has no memory effects; a group that is gone gives ESRCH.
-        unsafe {
-            libc::killpg(pgid, libc::SIGKILL);
+        for group in g.drain(..) {
+            group.kill();
         }
     }
 }
 
 struct GroupGuard {
-    pgid: i32,
+    group: ProcessGroup,
     armed: bool,
 }
 
 impl Drop for GroupGuard {
     fn drop(&mut self) {
         if self.armed {
-            kill_group(self.pgid);
+            self.group.kill();
         }
     }
 }
