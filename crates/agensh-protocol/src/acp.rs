@@ -88,7 +88,10 @@ mod tests {
         assert_eq!(method::INITIALIZE, "initialize");
         assert_eq!(method::SESSION_PROMPT, "session/prompt");
         assert_eq!(method::SESSION_UPDATE, "session/update");
-        assert_eq!(method::SESSION_REQUEST_PERMISSION, "session/request_permission");
+        assert_eq!(
+            method::SESSION_REQUEST_PERMISSION,
+            "session/request_permission"
+        );
         assert_eq!(method::FS_READ_TEXT_FILE, "fs/read_text_file");
     }
 
@@ -102,7 +105,10 @@ mod tests {
         let SessionUpdate::ToolCall(c) = n.update else {
             panic!("a tool call")
         };
-        assert_eq!((c.title.as_str(), wire_name(&c.status)), ("claim", "in_progress".into()));
+        assert_eq!(
+            (c.title.as_str(), wire_name(&c.status)),
+            ("claim", "in_progress".into())
+        );
         assert!(read_update(Some(&json!({
             "sessionId": "s",
             "update": { "sessionUpdate": "a_future_kind" },

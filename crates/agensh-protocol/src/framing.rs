@@ -160,7 +160,10 @@ mod tests {
     #[test]
     fn blank_lines_are_skipped_and_bad_lines_reported() {
         assert_eq!(decode_line::<Value>("  \r").unwrap(), None);
-        assert_eq!(decode_line::<Value>("{\"a\":1}\r").unwrap(), Some(json!({ "a": 1 })));
+        assert_eq!(
+            decode_line::<Value>("{\"a\":1}\r").unwrap(),
+            Some(json!({ "a": 1 }))
+        );
         let bad = decode_line::<Value>("Loading model…").unwrap_err();
         assert_eq!(bad.excerpt, "Loading model…");
         assert!(bad.to_string().contains("not a JSON-RPC message"), "{bad}");
@@ -214,6 +217,13 @@ mod tests {
     #[test]
     fn comments_and_events_without_data_are_dropped() {
         let events = sse_events(b": keep-alive\n\nevent: ping\n\ndata: x\n");
-        assert_eq!(events, vec![SseEvent { event: None, id: None, data: "x".into() }]);
+        assert_eq!(
+            events,
+            vec![SseEvent {
+                event: None,
+                id: None,
+                data: "x".into()
+            }]
+        );
     }
 }

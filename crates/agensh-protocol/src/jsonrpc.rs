@@ -390,7 +390,10 @@ fn to_value(v: impl Serialize) -> Value {
     serde_json::to_value(v).expect("params and results serialize to JSON")
 }
 
-fn read_params<T: DeserializeOwned>(method: &str, params: Option<&Value>) -> Result<T, ErrorObject> {
+fn read_params<T: DeserializeOwned>(
+    method: &str,
+    params: Option<&Value>,
+) -> Result<T, ErrorObject> {
     let v = params.cloned().unwrap_or(Value::Object(Map::new()));
     serde_json::from_value(v).map_err(|e| {
         ErrorObject::new(
@@ -498,7 +501,10 @@ mod tests {
             panic!("an error response")
         };
         assert_eq!(e.code, code::INTERNAL_ERROR);
-        assert_eq!(e.data, Some(json!({ "details": "process exited with code 1" })));
+        assert_eq!(
+            e.data,
+            Some(json!({ "details": "process exited with code 1" }))
+        );
         assert_eq!(e.describe(), "Internal error: process exited with code 1");
     }
 
@@ -512,7 +518,9 @@ mod tests {
         assert_eq!(e.describe(), "failed: {\"retry\":3}");
         assert_eq!(ErrorObject::new(-1, "failed").describe(), "failed");
         assert_eq!(
-            ErrorObject::new(-1, "failed").with_data(json!({ "x": 1 })).to_string(),
+            ErrorObject::new(-1, "failed")
+                .with_data(json!({ "x": 1 }))
+                .to_string(),
             "failed: {\"x\":1} (JSON-RPC error -1)"
         );
     }
@@ -523,7 +531,10 @@ mod tests {
         assert_eq!(bad(json!([1])).reason, Invalid::Batch);
         assert_eq!(bad(json!("x")).reason, Invalid::NotObject);
         let m = bad(json!({ "id": 4, "method": "ping" }));
-        assert_eq!((m.id.clone(), m.reason.clone()), (Id::Number(4), Invalid::Version));
+        assert_eq!(
+            (m.id.clone(), m.reason.clone()),
+            (Id::Number(4), Invalid::Version)
+        );
         assert_eq!(m.error().code, code::INVALID_REQUEST);
         assert_eq!(
             bad(json!({ "jsonrpc": "2.0", "id": 5, "method": 1 })).reason,
@@ -538,7 +549,10 @@ mod tests {
             Invalid::BadId
         );
         let p = Message::parse("{not json").unwrap_err();
-        assert_eq!((p.id.clone(), p.error().code), (Id::Null, code::PARSE_ERROR));
+        assert_eq!(
+            (p.id.clone(), p.error().code),
+            (Id::Null, code::PARSE_ERROR)
+        );
         assert!(p.to_string().starts_with("parse error: "));
     }
 
@@ -577,7 +591,9 @@ mod tests {
         }
         let r = Request::new(1u64, "tools/call", json!({ "name": "claim" }));
         assert_eq!(r.params::<P>().unwrap().name, "claim");
-        let e = Request::new(1u64, "tools/call", json!({})).params::<P>().unwrap_err();
+        let e = Request::new(1u64, "tools/call", json!({}))
+            .params::<P>()
+            .unwrap_err();
         assert_eq!(e.code, code::INVALID_PARAMS);
         assert!(e.message.contains("tools/call"), "{}", e.message);
     }
