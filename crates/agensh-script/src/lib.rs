@@ -45,12 +45,13 @@ use std::time::{Duration, Instant, SystemTime};
 use agensh_client::mcp::{McpClient, ToolResult};
 use agensh_domain::{Error, Result};
 use agensh_protocol::acp::{
-    self, method, AgentCapabilities, CancelNotification, ContentChunk, Cost, Implementation,
-    InitializeResponse, LoadSessionRequest, McpCapabilities, McpServer, NewSessionRequest,
-    NewSessionResponse, PermissionOption, PermissionOptionKind, PromptCapabilities, PromptRequest,
-    PromptResponse, ProtocolVersion, RequestPermissionOutcome, RequestPermissionRequest,
-    RequestPermissionResponse, SessionNotification, SessionUpdate, StopReason, ToolCall,
-    ToolCallContent, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind, UsageUpdate,
+    self, method, AgentCapabilities, CancelNotification, ContentChunk, Cost, HttpHeader,
+    Implementation, InitializeResponse, LoadSessionRequest, McpCapabilities, McpServer,
+    NewSessionRequest, NewSessionResponse, PermissionOption, PermissionOptionKind,
+    PromptCapabilities, PromptRequest, PromptResponse, ProtocolVersion, RequestPermissionOutcome,
+    RequestPermissionRequest, RequestPermissionResponse, SessionNotification, SessionUpdate,
+    StopReason, ToolCall, ToolCallContent, ToolCallLocation, ToolCallStatus, ToolCallUpdate,
+    ToolCallUpdateFields, ToolKind, UsageUpdate,
 };
 use agensh_protocol::framing::{decode_line, encode_line};
 use agensh_protocol::jsonrpc::{code, ErrorObject, Message, Notification, Request, Response};
@@ -582,11 +583,13 @@ async fn new_session(
     load: Option<&str>,
 ) -> std::result::Result<SessionSlot, ErrorObject> {
     // The server named agensh, else the first one over HTTP.
-    let endpoint = |s: &McpServer| match s {
-        McpServer::Http(h) => Some((h.name.as_str(), h.url.as_str(), &h.headers, true)),
-        McpServer::Sse(h) => Some((h.name.as_str(), h.url.as_str(), &h.headers, false)),
-        _ => None,
-    };
+    fn endpoint(s: &McpServer) -> Option<(&str, &str, &Vec<HttpHeader>, bool)> {
+        match s {
+            McpServer::Http(h) => Some((h.name.as_str(), h.url.as_str(), &h.headers, true)),
+            McpServer::Sse(h) => Some((h.name.as_str(), h.url.as_str(), &h.headers, false)),
+            _ => None,
+        }
+    }
     let server = servers
         .iter()
         .filter_map(endpoint)
@@ -874,12 +877,12 @@ impl Turn<'_> {
                     "worker": self.st.worker,
                     "session": self.st.session,
                     "method": method,
-                    "result": answer.get("result"),
-                    "error": answer.get("error"),
+                    "result": answer.as_ref().ok(),
+                    "error": answer.as_ref().err(),
                 }));
-                let text = match answer.get("error") {
-                    Some(e) => format!("{method} failed: {e}"),
-                    None => format!("{method} answered"),
+                let text = match &answer {
+                    Err(e) => format!("{method} failed: {}", json!(e)),
+                    Ok(_) => format!("{method} answered"),
                 };
                 self.say(&text).await;
             }
@@ -1170,14 +1173,12 @@ impl Turn<'_> {
         self.sh
             .update(
                 &self.st.session,
-                json!({
-                    "sessionUpdate": "tool_call",
-                    "toolCallId": call,
-                    "title": title,
-                    "kind": "edit",
-                    "status": "in_progress",
-                    "locations": [{ "path": full.display().to_string() }],
-                }),
+                SessionUpdate::ToolCall(
+                    ToolCall::new(call.clone(), title)
+                        .kind(ToolKind::Edit)
+                        .status(ToolCallStatus::InProgress)
+                        .locations(vec![ToolCallLocation::new(full.clone())]),
+                ),
             )
             .await;
         self.out_chars += text.chars().count();

@@ -253,7 +253,7 @@ impl Agent for AcpAgent {
         })?;
         // Updates left over from an abandoned turn belong to no one.
         while r.updates.try_recv().is_ok() {}
-        let params = PromptRequest::new(r.session_id.as_str(), vec![acp::text(prompt)]);
+        let params = PromptRequest::new(r.session_id.clone(), vec![acp::text(prompt)]);
         let answer = r.conn.request(method::SESSION_PROMPT, params).await;
         r.in_turn = true;
         let mut answer = match answer {
@@ -340,7 +340,7 @@ async fn handshake(r: &mut Running, ctx: &AgentContext) -> Result<()> {
     let session_file = ctx.state_dir.join(SESSION_FILE);
     if can_load {
         if let Some(id) = stored_session(&session_file, &r.what) {
-            let load = LoadSessionRequest::new(id.as_str(), cwd.clone()).mcp_servers(mcp.clone());
+            let load = LoadSessionRequest::new(id.clone(), cwd.clone()).mcp_servers(mcp.clone());
             let loaded = r.call(method::SESSION_LOAD, load).await;
             // The agent replays the conversation as updates before it answers: not ours.
             while r.updates.try_recv().is_ok() {}
@@ -423,7 +423,7 @@ async fn shutdown(r: &mut Running) {
     if r.in_turn && !r.conn.closed.load(Ordering::Relaxed) {
         let cancel = r.conn.notify(
             method::SESSION_CANCEL,
-            CancelNotification::new(r.session_id.as_str()),
+            CancelNotification::new(r.session_id.clone()),
         );
         let _ = tokio::time::timeout(STOP_GRACE, cancel).await;
     }
