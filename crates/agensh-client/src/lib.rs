@@ -13,11 +13,14 @@ use agensh_domain::record::{Appended, NewRecord, Record};
 use agensh_domain::view::ViewEntry;
 use agensh_domain::worker::{NewWorker, StatusReport, StatusReports, WorkerInfo, WorkerStatus};
 use agensh_domain::{Error, ErrorKind};
-pub use agensh_store::{QueueState, Unfolded};
+use agensh_protocol::rest::{
+    Ack, Acked, AddWorkers, CapQuery, ErrorBody, GrepQuery, ListPrs, NewComment, NewReview, Notice,
+    PollQuery, Polled, ReadQuery, Renew, SetStatus, Updated,
+};
+pub use agensh_protocol::rest::{QueueState, Stats, Unfolded, WhoAmI};
 use reqwest::{Method, RequestBuilder, StatusCode};
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 /// Header with which the admin acts as a worker.
 pub const AS_HEADER: &str = "x-agensh-as";
@@ -32,13 +35,6 @@ pub struct Client {
     token: String,
     acting_as: Option<String>,
     http: reqwest::Client,
-}
-
-/// Who the hub says the caller is.
-#[derive(Debug, Clone, Deserialize, Serialize)]
-pub struct WhoAmI {
-    pub id: String,
-    pub admin: bool,
 }
 
 /// Messages to read: the conversation and how many.
@@ -105,17 +101,8 @@ impl Client {
                 Error::internal(format!("the hub's answer was not understood ({e}) — are client and hub the same version?"))
             });
         }
-        #[derive(Deserialize)]
-        struct Body {
-            error: Inner,
-        }
-        #[derive(Deserialize)]
-        struct Inner {
-            code: String,
-            message: String,
-        }
         let kind = kind_of(status);
-        Err(match serde_json::from_slice::<Body>(&bytes) {
+        Err(match serde_json::from_slice::<ErrorBody>(&bytes) {
             Ok(b) => Error::new(kind, &b.error.code, b.error.message),
             Err(_) => Error::new(kind, "http_error", format!("the hub answered {status}")),
         })
@@ -133,7 +120,7 @@ impl Client {
     }
 
     /// Counts of workers, records, messages, events and PRs.
-    pub async fn stats(&self) -> Result<agensh_store::Stats> {
+    pub async fn stats(&self) -> Result<Stats> {
         self.send(self.request(Method::GET, "/stats")).await
     }
 
@@ -145,7 +132,7 @@ impl Client {
     pub async fn add_workers(&self, count: usize) -> Result<Vec<NewWorker>> {
         self.send(
             self.request(Method::POST, "/workers")
-                .json(&json!({ "count": count })),
+                .json(&AddWorkers { count }),
         )
         .await
     }
@@ -163,17 +150,15 @@ impl Client {
     pub async fn set_status(&self, id: &str, status: WorkerStatus) -> Result<Value> {
         self.send(
             self.request(Method::PUT, &format!("/workers/{id}/status"))
-                .json(&json!({ "status": status })),
+                .json(&SetStatus {
+                    status: status.as_str().to_string(),
+                }),
         )
         .await
     }
 
     /// Sets many workers' statuses in one request (a node's report): all or none.
     pub async fn set_statuses(&self, reports: &[StatusReport]) -> Result<usize> {
-        #[derive(Deserialize)]
-        struct Updated {
-            updated: usize,
-        }
         let u: Updated = self
             .send(
                 self.request(Method::PUT, "/workers/status")
@@ -192,11 +177,11 @@ impl Client {
 
     /// The whole recent view.
     pub async fn recent(&self, cap: Option<usize>) -> Result<Vec<ViewEntry>> {
-        let mut r = self.request(Method::GET, "/board/recent");
-        if let Some(c) = cap {
-            r = r.query(&[("cap", c)]);
-        }
-        self.send(r).await
+        self.send(
+            self.request(Method::GET, "/board/recent")
+                .query(&CapQuery { cap }),
+        )
+        .await
     }
 
     /// The recent-view entries not read yet; marks them read.
@@ -210,13 +195,11 @@ impl Client {
         limit: Option<usize>,
         before: Option<&str>,
     ) -> Result<Vec<Record>> {
-        let mut q: Vec<(&str, String)> = vec![("q", query.to_string())];
-        if let Some(l) = limit {
-            q.push(("limit", l.to_string()));
-        }
-        if let Some(b) = before {
-            q.push(("before", b.to_string()));
-        }
+        let q = GrepQuery {
+            q: query.to_string(),
+            limit,
+            before: before.map(str::to_string),
+        };
         self.send(self.request(Method::GET, "/board/grep").query(&q))
             .await
     }
@@ -229,7 +212,7 @@ impl Client {
     pub async fn renew(&self, id: &str, lease_secs: Option<u64>) -> Result<Record> {
         self.send(
             self.request(Method::POST, &format!("/board/claims/{}/renew", encode(id)))
-                .json(&json!({ "lease_secs": lease_secs })),
+                .json(&Renew { lease_secs }),
         )
         .await
     }
@@ -272,15 +255,15 @@ impl Client {
 
     /// Acknowledges `acks`, then polls like [`Client::events`] — one request instead of two.
     pub async fn ack_and_poll(&self, acks: &[i64], after: i64, wait: u64) -> Result<Vec<Event>> {
-        #[derive(Deserialize)]
-        struct Polled {
-            events: Vec<Event>,
-        }
-        let mut q = vec![("after", after.to_string()), ("wait", wait.to_string())];
-        if !acks.is_empty() {
-            let list: Vec<String> = acks.iter().map(i64::to_string).collect();
-            q.push(("ack", list.join(",")));
-        }
+        let q = PollQuery {
+            after,
+            wait,
+            limit: None,
+            ack: (!acks.is_empty()).then(|| {
+                let list: Vec<String> = acks.iter().map(i64::to_string).collect();
+                list.join(",")
+            }),
+        };
         let p: Polled = self
             .send(
                 self.request(Method::GET, "/events")
@@ -304,15 +287,10 @@ impl Client {
 
     /// Acknowledges events; returns how many were newly acknowledged.
     pub async fn ack(&self, seqs: &[i64]) -> Result<usize> {
-        #[derive(Deserialize)]
-        struct Acked {
-            acked: usize,
-        }
         let a: Acked = self
-            .send(
-                self.request(Method::POST, "/events/ack")
-                    .json(&json!({ "seqs": seqs })),
-            )
+            .send(self.request(Method::POST, "/events/ack").json(&Ack {
+                seqs: seqs.to_vec(),
+            }))
             .await?;
         Ok(a.acked)
     }
@@ -329,9 +307,12 @@ impl Client {
         urgent: bool,
         dedup_key: Option<&str>,
     ) -> Result<Value> {
-        self.send(self.request(Method::POST, "/events").json(&json!({
-            "text": text, "to": to, "urgent": urgent, "dedup_key": dedup_key
-        })))
+        self.send(self.request(Method::POST, "/events").json(&Notice {
+            text: text.to_string(),
+            to: to.map(str::to_string),
+            urgent,
+            dedup_key: dedup_key.map(str::to_string),
+        }))
         .await
     }
 
@@ -347,16 +328,11 @@ impl Client {
         author: Option<&str>,
         limit: Option<usize>,
     ) -> Result<Vec<PullRequest>> {
-        let mut q: Vec<(&str, String)> = Vec::new();
-        if let Some(s) = state {
-            q.push(("state", s.to_string()));
-        }
-        if let Some(a) = author {
-            q.push(("author", a.to_string()));
-        }
-        if let Some(l) = limit {
-            q.push(("limit", l.to_string()));
-        }
+        let q = ListPrs {
+            state: state.map(str::to_string),
+            author: author.map(str::to_string),
+            limit,
+        };
         self.send(self.request(Method::GET, "/prs").query(&q)).await
     }
 
@@ -369,7 +345,10 @@ impl Client {
     pub async fn review_pr(&self, number: i64, verdict: &str, text: &str) -> Result<Review> {
         self.send(
             self.request(Method::POST, &format!("/prs/{number}/reviews"))
-                .json(&json!({ "verdict": verdict, "text": text })),
+                .json(&NewReview {
+                    verdict: verdict.to_string(),
+                    text: text.to_string(),
+                }),
         )
         .await
     }
@@ -377,7 +356,9 @@ impl Client {
     pub async fn comment_pr(&self, number: i64, text: &str) -> Result<Comment> {
         self.send(
             self.request(Method::POST, &format!("/prs/{number}/comments"))
-                .json(&json!({ "text": text })),
+                .json(&NewComment {
+                    text: text.to_string(),
+                }),
         )
         .await
     }
@@ -394,18 +375,12 @@ impl Client {
     }
 }
 
-fn filter_query(f: &MessageFilter) -> Vec<(&'static str, String)> {
-    let mut q = Vec::new();
-    if let Some(w) = &f.with {
-        q.push(("with", w.clone()));
+fn filter_query(f: &MessageFilter) -> ReadQuery {
+    ReadQuery {
+        with: f.with.clone(),
+        limit: f.limit,
+        before: f.before,
     }
-    if let Some(l) = f.limit {
-        q.push(("limit", l.to_string()));
-    }
-    if let Some(b) = f.before {
-        q.push(("before", b.to_string()));
-    }
-    q
 }
 
 /// Keeps a user-given id from changing the request path.

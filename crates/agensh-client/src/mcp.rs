@@ -11,6 +11,9 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use agensh_domain::{Error, ErrorKind};
+use agensh_protocol::framing::SseParser;
+use agensh_protocol::jsonrpc::{code, Id, Message, Notification, Request, Response};
+use agensh_protocol::rest::ErrorBody;
 use reqwest::header::{HeaderMap, CONTENT_TYPE};
 use reqwest::StatusCode;
 use serde::{Deserialize, Serialize};
@@ -171,7 +174,7 @@ impl McpClient {
         }
     }
 
-    fn post(&self, body: &Value) -> reqwest::RequestBuilder {
+    fn post(&self, body: &Message) -> reqwest::RequestBuilder {
         let session = self.session.lock().expect("session lock").clone();
         let mut r = self
             .http
@@ -189,7 +192,7 @@ impl McpClient {
     }
 
     async fn notify(&self, method: &str, params: Value) -> Result<()> {
-        let body = json!({ "jsonrpc": "2.0", "method": method, "params": params });
+        let body = Message::Notification(Notification::new(method, params));
         let resp = self
             .post(&body)
             .send()
@@ -205,7 +208,7 @@ impl McpClient {
 
     async fn rpc_once(&self, method: &str, params: Value) -> Result<(Value, HeaderMap)> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let body = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
+        let body = Message::Request(Request::new(id, method, params));
         let mut resp = self
             .post(&body)
             .send()
@@ -232,17 +235,18 @@ impl McpClient {
             .is_some_and(|t| t.starts_with("text/event-stream"));
         let answer = if sse {
             // Read events until the one answering `id`; the server may keep the stream open.
-            let mut buf = String::new();
+            let mut events = SseParser::new();
             let mut found = None;
             while found.is_none() {
                 match resp.chunk().await.map_err(|e| self.transport(e))? {
                     Some(bytes) => {
-                        buf.push_str(&String::from_utf8_lossy(&bytes));
-                        found = take_sse_answer(&mut buf, id);
+                        found = events
+                            .push(&bytes)
+                            .iter()
+                            .find_map(|e| answer_in_event(&e.data, id));
                     }
                     None => {
-                        buf.push_str("\n\n");
-                        found = take_sse_answer(&mut buf, id);
+                        found = events.finish().and_then(|e| answer_in_event(&e.data, id));
                         break;
                     }
                 }
@@ -255,35 +259,30 @@ impl McpClient {
         } else {
             let bytes = resp.bytes().await.map_err(|e| self.transport(e))?;
             let v: Value = serde_json::from_slice(&bytes).map_err(|e| not_understood(method, e))?;
-            match v {
-                Value::Array(items) => {
-                    items.into_iter().find(|m| answers(m, id)).ok_or_else(|| {
-                        Error::internal(format!("the MCP server did not answer {method}"))
-                    })?
-                }
-                m => m,
-            }
+            answer_in(v, id)
+                .ok_or_else(|| Error::internal(format!("the MCP server did not answer {method}")))?
         };
-        if let Some(err) = answer.get("error") {
-            let code = err.get("code").and_then(Value::as_i64).unwrap_or(0);
-            let message = err
-                .get("message")
-                .and_then(Value::as_str)
-                .unwrap_or("no message");
-            let kind = match code {
-                -32601 | -32602 | -32600 | -32700 => ErrorKind::Invalid,
-                _ => ErrorKind::Internal,
-            };
-            return Err(Error::new(
-                kind,
-                "mcp_error",
-                format!("the MCP server refused {method} ({code}): {message}"),
-            ));
+        match answer.result {
+            Ok(result) => Ok((result, headers)),
+            Err(err) => {
+                let kind = match err.code {
+                    code::METHOD_NOT_FOUND
+                    | code::INVALID_PARAMS
+                    | code::INVALID_REQUEST
+                    | code::PARSE_ERROR => ErrorKind::Invalid,
+                    _ => ErrorKind::Internal,
+                };
+                Err(Error::new(
+                    kind,
+                    "mcp_error",
+                    format!(
+                        "the MCP server refused {method} ({}): {}",
+                        err.code,
+                        err.describe()
+                    ),
+                ))
+            }
         }
-        Ok((
-            answer.get("result").cloned().unwrap_or(Value::Null),
-            headers,
-        ))
     }
 
     fn transport(&self, e: reqwest::Error) -> Error {
@@ -298,17 +297,8 @@ impl McpClient {
     }
 
     fn http_error(&self, status: StatusCode, body: &str) -> Error {
-        #[derive(Deserialize)]
-        struct Body {
-            error: Inner,
-        }
-        #[derive(Deserialize)]
-        struct Inner {
-            code: String,
-            message: String,
-        }
         let kind = super::kind_of(status);
-        match serde_json::from_str::<Body>(body) {
+        match serde_json::from_str::<ErrorBody>(body) {
             Ok(b) => Error::new(kind, &b.error.code, b.error.message),
             Err(_) => Error::new(
                 kind,
@@ -325,38 +315,24 @@ fn not_understood(method: &str, e: serde_json::Error) -> Error {
     ))
 }
 
-/// True when `m` is the JSON-RPC response to request `id`.
-fn answers(m: &Value, id: u64) -> bool {
-    m.get("id").and_then(Value::as_u64) == Some(id)
-        && (m.get("result").is_some() || m.get("error").is_some())
+/// The response to request `id` in an event's data; data that is not JSON is passed over.
+fn answer_in_event(data: &str, id: u64) -> Option<Response> {
+    answer_in(serde_json::from_str(data).ok()?, id)
 }
 
-/// Takes every complete SSE event out of `buf`; returns the message answering `id`.
-fn take_sse_answer(buf: &mut String, id: u64) -> Option<Value> {
-    loop {
-        let normalized = buf.replace("\r\n", "\n");
-        *buf = normalized;
-        let end = buf.find("\n\n")?;
-        let event: String = buf.drain(..end + 2).collect();
-        let data: Vec<&str> = event
-            .lines()
-            .filter_map(|l| l.strip_prefix("data:"))
-            .map(|d| d.strip_prefix(' ').unwrap_or(d))
-            .collect();
-        if data.is_empty() {
-            continue;
-        }
-        let Ok(v) = serde_json::from_str::<Value>(&data.join("\n")) else {
-            continue;
-        };
-        let found = match v {
-            Value::Array(items) => items.into_iter().find(|m| answers(m, id)),
-            m if answers(&m, id) => Some(m),
-            _ => None,
-        };
-        if found.is_some() {
-            return found;
-        }
+/// The response to request `id` in `v`: one message or a batch of them; anything else
+/// there (notifications, other answers, values that are not JSON-RPC) is passed over.
+fn answer_in(v: Value, id: u64) -> Option<Response> {
+    let answers = |m: Message| match m {
+        Message::Response(r) if r.id == Id::from(id) => Some(r),
+        _ => None,
+    };
+    match v {
+        Value::Array(items) => items
+            .into_iter()
+            .filter_map(|v| Message::from_value(v).ok())
+            .find_map(answers),
+        v => Message::from_value(v).ok().and_then(answers),
     }
 }
 
@@ -418,15 +394,21 @@ mod tests {
     }
 
     #[test]
-    fn sse_events_are_taken_whole_and_matched_by_id() {
-        let mut buf = String::from(
-            "event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\"}\n\n\
-             event: message\r\ndata: {\"jsonrpc\":\"2.0\",\"id\":7,\r\ndata: \"result\":{\"ok\":true}}\r\n\r\nda",
+    fn the_answer_is_matched_by_id() {
+        let progress = r#"{"jsonrpc":"2.0","method":"notifications/progress"}"#;
+        assert!(answer_in_event(progress, 7).is_none());
+        assert!(answer_in_event(r#"{"jsonrpc":"2.0","id":6,"result":{}}"#, 7).is_none());
+        assert!(answer_in_event("not json", 7).is_none());
+        let answer =
+            answer_in_event(r#"{"jsonrpc":"2.0","id":7,"result":{"ok":true}}"#, 7).unwrap();
+        assert_eq!(answer.result, Ok(json!({ "ok": true })));
+        let batch = json!([
+            { "jsonrpc": "2.0", "method": "notifications/progress" },
+            { "jsonrpc": "2.0", "id": 7, "error": { "code": -32602, "message": "m" } },
+        ]);
+        assert_eq!(
+            answer_in(batch, 7).unwrap().result.unwrap_err().code,
+            -32602
         );
-        let v = take_sse_answer(&mut buf, 7).expect("answer found");
-        assert_eq!(v["result"]["ok"], json!(true));
-        assert_eq!(buf, "da");
-        let mut partial = String::from("data: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{}}\n");
-        assert!(take_sse_answer(&mut partial, 7).is_none());
     }
 }

@@ -2,6 +2,7 @@
 //! extractors that turn malformed requests into that same shape.
 
 use agensh_domain::{Error, ErrorKind};
+use agensh_protocol::rest::{ErrorBody, ErrorInfo};
 use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
@@ -38,9 +39,12 @@ impl IntoResponse for ApiError {
         if status.is_server_error() {
             tracing::error!(code = %self.0.code, "{}", self.0.message);
         }
-        let body = serde_json::json!({
-            "error": { "code": self.0.code, "message": self.0.message }
-        });
+        let body = ErrorBody {
+            error: ErrorInfo {
+                code: self.0.code,
+                message: self.0.message,
+            },
+        };
         (status, axum::Json(body)).into_response()
     }
 }

@@ -44,8 +44,19 @@ use std::time::{Duration, Instant, SystemTime};
 
 use agensh_client::mcp::{McpClient, ToolResult};
 use agensh_domain::{Error, Result};
+use agensh_protocol::acp::{
+    self, method, AgentCapabilities, CancelNotification, ContentChunk, Cost, HttpHeader,
+    Implementation, InitializeResponse, LoadSessionRequest, McpCapabilities, McpServer,
+    NewSessionRequest, NewSessionResponse, PermissionOption, PermissionOptionKind,
+    PromptCapabilities, PromptRequest, PromptResponse, ProtocolVersion, RequestPermissionOutcome,
+    RequestPermissionRequest, RequestPermissionResponse, SessionNotification, SessionUpdate,
+    StopReason, ToolCall, ToolCallContent, ToolCallLocation, ToolCallStatus, ToolCallUpdate,
+    ToolCallUpdateFields, ToolKind, UsageUpdate,
+};
+use agensh_protocol::framing::{decode_line, encode_line};
+use agensh_protocol::jsonrpc::{code, ErrorObject, Message, Notification, Request, Response};
 use agensh_workspace::git::Git;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::oneshot;
@@ -313,97 +324,113 @@ where
         .await
         .map_err(|e| Error::internal(format!("cannot read stdin: {e}")))?
     {
-        let Ok(msg) = serde_json::from_str::<Value>(line.trim()) else {
-            continue;
+        let msg = match decode_line::<Message>(&line) {
+            Ok(Some(m)) => m,
+            Ok(None) => continue,
+            Err(e) => {
+                tracing::debug!("the client wrote {e}");
+                continue;
+            }
         };
-        let method = msg
-            .get("method")
-            .and_then(Value::as_str)
-            .map(str::to_string);
-        let id = msg.get("id").filter(|v| !v.is_null()).cloned();
-        let params = msg.get("params").cloned().unwrap_or(Value::Null);
-        match (method.as_deref(), id) {
-            (None, Some(id)) => {
+        match msg {
+            Message::Response(r) => {
                 // An answer to one of our requests.
-                if let Some(n) = id.as_u64() {
+                if let Some(n) = r.id.as_u64() {
                     let tx = shared.pending.lock().expect("pending lock").remove(&n);
                     if let Some(tx) = tx {
-                        let _ = tx.send(msg);
+                        let _ = tx.send(r);
                     }
                 }
             }
-            (Some("initialize"), Some(id)) => {
-                shared
-                    .reply(
-                        id,
-                        Ok(json!({
-                            "protocolVersion": 1,
-                            "agentCapabilities": {
-                                "loadSession": true,
-                                "promptCapabilities": { "image": false, "audio": false, "embeddedContext": false },
-                                "mcpCapabilities": { "http": true, "sse": false },
-                            },
-                            "authMethods": [],
-                            "agentInfo": { "name": "agensh-script", "version": env!("CARGO_PKG_VERSION") },
-                        })),
+            Message::Request(r) if r.method == method::INITIALIZE => {
+                let answer = InitializeResponse::new(ProtocolVersion::V1)
+                    .agent_capabilities(
+                        AgentCapabilities::new()
+                            .load_session(true)
+                            .prompt_capabilities(
+                                PromptCapabilities::new()
+                                    .image(false)
+                                    .audio(false)
+                                    .embedded_context(false),
+                            )
+                            .mcp_capabilities(McpCapabilities::new().http(true).sse(false)),
                     )
-                    .await;
+                    .agent_info(Implementation::new(
+                        "agensh-script",
+                        env!("CARGO_PKG_VERSION"),
+                    ));
+                shared.reply(Response::ok(r.id, answer)).await;
             }
-            (Some(m @ ("session/new" | "session/load")), Some(id)) => {
-                let load = (m == "session/load").then(|| {
-                    params
-                        .get("sessionId")
-                        .and_then(Value::as_str)
-                        .unwrap_or("")
-                        .to_string()
-                });
-                match new_session(&params, load.as_deref()).await {
+            Message::Request(r) if r.method == method::SESSION_NEW => {
+                let started = match r.params::<NewSessionRequest>() {
+                    Ok(p) => new_session(p.cwd, &p.mcp_servers, None).await,
+                    Err(e) => Err(e),
+                };
+                match started {
                     Ok(slot) => {
                         let sid = slot.id.clone();
                         sessions.insert(sid.clone(), Arc::new(slot));
-                        let answer = match load {
-                            Some(_) => json!({}),
-                            None => json!({ "sessionId": sid }),
-                        };
-                        shared.reply(id, Ok(answer)).await;
+                        let answer = NewSessionResponse::new(sid);
+                        shared.reply(Response::ok(r.id, answer)).await;
                     }
-                    Err(e) => shared.reply(id, Err(e)).await,
+                    Err(e) => shared.reply(Response::error(r.id, e)).await,
                 }
             }
-            (Some("session/prompt"), Some(id)) => {
-                let sid = params
-                    .get("sessionId")
-                    .and_then(Value::as_str)
-                    .unwrap_or("");
-                let Some(slot) = sessions.get(sid).cloned() else {
-                    shared
-                        .reply(id, Err((-32602, format!("unknown session {sid:?}"))))
-                        .await;
+            Message::Request(r) if r.method == method::SESSION_LOAD => {
+                let loaded = match r.params::<LoadSessionRequest>() {
+                    Ok(p) => {
+                        let id = p.session_id.0.to_string();
+                        new_session(p.cwd, &p.mcp_servers, Some(&id)).await
+                    }
+                    Err(e) => Err(e),
+                };
+                match loaded {
+                    Ok(slot) => {
+                        sessions.insert(slot.id.clone(), Arc::new(slot));
+                        shared.reply(Response::ok(r.id, json!({}))).await;
+                    }
+                    Err(e) => shared.reply(Response::error(r.id, e)).await,
+                }
+            }
+            Message::Request(r) if r.method == method::SESSION_PROMPT => {
+                let p = match r.params::<PromptRequest>() {
+                    Ok(p) => p,
+                    Err(e) => {
+                        shared.reply(Response::error(r.id, e)).await;
+                        continue;
+                    }
+                };
+                let sid = p.session_id.0.to_string();
+                let Some(slot) = sessions.get(&sid).cloned() else {
+                    let unknown =
+                        ErrorObject::new(code::INVALID_PARAMS, format!("unknown session {sid:?}"));
+                    shared.reply(Response::error(r.id, unknown)).await;
                     continue;
                 };
-                let prompt = prompt_text(&params);
+                let prompt = acp::text_of(&p.prompt);
                 let sh = shared.clone();
+                let id = r.id;
                 tasks.spawn(async move {
                     let answer = run_prompt(&sh, &slot, &prompt).await;
-                    sh.reply(id, Ok(answer)).await;
+                    sh.reply(Response::ok(id, answer)).await;
                 });
             }
-            (Some("session/cancel"), None) => {
-                let sid = params
-                    .get("sessionId")
-                    .and_then(Value::as_str)
-                    .unwrap_or("");
-                if let Some(slot) = sessions.get(sid) {
-                    slot.cancel.store(true, Ordering::SeqCst);
-                    slot.wake.notify_waiters();
+            Message::Notification(n) if n.method == method::SESSION_CANCEL => {
+                if let Ok(c) = n.params::<CancelNotification>() {
+                    if let Some(slot) = sessions.get(c.session_id.0.as_ref()) {
+                        slot.cancel.store(true, Ordering::SeqCst);
+                        slot.wake.notify_waiters();
+                    }
                 }
             }
-            (Some(m), Some(id)) => {
-                shared
-                    .reply(id, Err((-32601, format!("method not found: {m}"))))
-                    .await;
+            Message::Request(r) => {
+                let unknown = ErrorObject::new(
+                    code::METHOD_NOT_FOUND,
+                    format!("method not found: {}", r.method),
+                );
+                shared.reply(Response::error(r.id, unknown)).await;
             }
-            _ => {}
+            Message::Notification(_) => {}
         }
         // Reap finished prompts.
         while tasks.try_join_next().is_some() {}
@@ -423,49 +450,48 @@ where
 /// What every session shares: the output, our outstanding requests, the scenario.
 struct Shared {
     out: tokio::sync::Mutex<Box<dyn AsyncWrite + Unpin + Send>>,
-    pending: Mutex<HashMap<u64, oneshot::Sender<Value>>>,
+    pending: Mutex<HashMap<u64, oneshot::Sender<Response>>>,
     next_id: AtomicU64,
     scenario: Arc<Scenario>,
     log: Option<PathBuf>,
 }
 
 impl Shared {
-    async fn send(&self, msg: &Value) {
-        let mut line = serde_json::to_vec(msg).expect("JSON serializes");
-        line.push(b'\n');
+    async fn send(&self, msg: &Message) {
+        let line = encode_line(msg);
         let mut out = self.out.lock().await;
         let _ = out.write_all(&line).await;
         let _ = out.flush().await;
     }
 
-    async fn reply(&self, id: Value, answer: std::result::Result<Value, (i64, String)>) {
-        let msg = match answer {
-            Ok(result) => json!({ "jsonrpc": "2.0", "id": id, "result": result }),
-            Err((code, message)) => json!({
-                "jsonrpc": "2.0", "id": id, "error": { "code": code, "message": message },
-            }),
-        };
-        self.send(&msg).await;
+    async fn reply(&self, answer: Response) {
+        self.send(&Message::Response(answer)).await;
     }
 
-    async fn update(&self, session: &str, update: Value) {
-        self.send(&json!({
-            "jsonrpc": "2.0",
-            "method": "session/update",
-            "params": { "sessionId": session, "update": update },
-        }))
+    async fn update(&self, session: &str, update: SessionUpdate) {
+        let n = SessionNotification::new(session.to_string(), update);
+        self.send(&Message::Notification(Notification::new(
+            method::SESSION_UPDATE,
+            n,
+        )))
         .await;
     }
 
-    /// Sends the client a request; its whole answer message (result or error).
-    async fn request(&self, method: &str, params: Value) -> Value {
+    /// Sends the client a request; its answer (result or error).
+    async fn request(
+        &self,
+        method: &str,
+        params: impl Serialize,
+    ) -> std::result::Result<Value, ErrorObject> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
         self.pending.lock().expect("pending lock").insert(id, tx);
-        self.send(&json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }))
+        self.send(&Message::Request(Request::new(id, method, params)))
             .await;
-        rx.await
-            .unwrap_or_else(|_| json!({ "error": { "code": -1, "message": "no answer" } }))
+        match rx.await {
+            Ok(r) => r.result,
+            Err(_) => Err(ErrorObject::new(-1, "no answer")),
+        }
     }
 
     /// Appends one JSON line to the script log, if there is one.
@@ -564,42 +590,36 @@ static SESSIONS: AtomicU64 = AtomicU64::new(1);
 
 /// A new session, or with `load` the stored session of that id.
 async fn new_session(
-    params: &Value,
+    cwd: PathBuf,
+    servers: &[McpServer],
     load: Option<&str>,
-) -> std::result::Result<SessionSlot, (i64, String)> {
-    let cwd = params
-        .get("cwd")
-        .and_then(Value::as_str)
-        .map(PathBuf::from)
-        .unwrap_or_else(|| std::env::current_dir().unwrap_or_default());
-    let server = params
-        .get("mcpServers")
-        .and_then(Value::as_array)
-        .and_then(|list| {
-            list.iter()
-                .find(|s| s.get("name").and_then(Value::as_str) == Some("agensh"))
-                .or_else(|| {
-                    list.iter()
-                        .find(|s| s.get("type").and_then(Value::as_str) == Some("http"))
-                })
-                .cloned()
-        });
-    let mcp_url = server
-        .as_ref()
-        .and_then(|s| s.get("url").and_then(Value::as_str))
-        .map(str::to_string);
+) -> std::result::Result<SessionSlot, ErrorObject> {
+    // The server named agensh, else the first one over HTTP.
+    fn endpoint(s: &McpServer) -> Option<(&str, &str, &Vec<HttpHeader>, bool)> {
+        match s {
+            McpServer::Http(h) => Some((h.name.as_str(), h.url.as_str(), &h.headers, true)),
+            McpServer::Sse(h) => Some((h.name.as_str(), h.url.as_str(), &h.headers, false)),
+            _ => None,
+        }
+    }
+    let server = servers
+        .iter()
+        .filter_map(endpoint)
+        .find(|(name, ..)| *name == "agensh")
+        .or_else(|| servers.iter().filter_map(endpoint).find(|(.., http)| *http));
+    let mcp_url = server.map(|(_, url, ..)| url.to_string());
     let token = server
-        .as_ref()
-        .and_then(|s| s.get("headers").and_then(Value::as_array))
-        .and_then(|hs| {
-            hs.iter().find(|h| {
-                h.get("name")
-                    .and_then(Value::as_str)
-                    .is_some_and(|n| n.eq_ignore_ascii_case("authorization"))
-            })
+        .and_then(|(_, _, headers, _)| {
+            headers
+                .iter()
+                .find(|h| h.name.eq_ignore_ascii_case("authorization"))
         })
-        .and_then(|h| h.get("value").and_then(Value::as_str))
-        .map(|v| v.strip_prefix("Bearer ").unwrap_or(v).to_string());
+        .map(|h| {
+            h.value
+                .strip_prefix("Bearer ")
+                .unwrap_or(&h.value)
+                .to_string()
+        });
     let worker = match std::env::var("AGENSH_WORKER") {
         Ok(w) if !w.is_empty() => w,
         _ => git_output(&cwd, &["config", "user.name"])
@@ -654,7 +674,12 @@ async fn new_session(
             .and_then(|b| serde_json::from_slice::<Value>(&b).ok());
         match kept {
             Some(v) => state.restore(&v),
-            None => return Err((-32002, format!("no session {id:?} is stored here"))),
+            None => {
+                return Err(ErrorObject::new(
+                    code::NOT_FOUND,
+                    format!("no session {id:?} is stored here"),
+                ))
+            }
         }
     } else {
         state.save();
@@ -667,17 +692,6 @@ async fn new_session(
     })
 }
 
-fn prompt_text(params: &Value) -> String {
-    params
-        .get("prompt")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(|b| b.get("text").and_then(Value::as_str))
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
 /// How a run of steps ended.
 enum Flow {
     Next,
@@ -687,7 +701,7 @@ enum Flow {
 }
 
 /// Runs one prompt: steps up to the next `end_turn`; the `session/prompt` answer.
-async fn run_prompt(sh: &Shared, slot: &SessionSlot, prompt: &str) -> Value {
+async fn run_prompt(sh: &Shared, slot: &SessionSlot, prompt: &str) -> PromptResponse {
     let mut st = slot.state.lock().await;
     slot.cancel.store(false, Ordering::SeqCst);
     st.turns += 1;
@@ -709,16 +723,9 @@ async fn run_prompt(sh: &Shared, slot: &SessionSlot, prompt: &str) -> Value {
     if let Some(u) = sh.scenario.usage.filter(|u| u.cost_usd > 0.0) {
         t.st.cost_total += u.cost_usd;
         let total = t.st.cost_total;
-        sh.update(
-            &t.st.session,
-            json!({
-                "sessionUpdate": "usage_update",
-                "used": usage.0 + usage.1,
-                "size": 200_000,
-                "cost": { "amount": total, "currency": "USD" },
-            }),
-        )
-        .await;
+        let update = UsageUpdate::new(usage.0 + usage.1, 200_000).cost(Cost::new(total, "USD"));
+        sh.update(&t.st.session, SessionUpdate::UsageUpdate(update))
+            .await;
     }
     t.st.save();
     sh.log(json!({
@@ -726,17 +733,10 @@ async fn run_prompt(sh: &Shared, slot: &SessionSlot, prompt: &str) -> Value {
         "worker": t.st.worker,
         "session": t.st.session,
         "turn": t.st.turns,
-        "stop_reason": stop_reason,
+        "stop_reason": acp::wire_name(&stop_reason),
         "part": t.st.part,
     }));
-    json!({
-        "stopReason": stop_reason,
-        "usage": {
-            "inputTokens": usage.0,
-            "outputTokens": usage.1,
-            "totalTokens": usage.0 + usage.1,
-        },
-    })
+    PromptResponse::new(stop_reason).usage(acp::Usage::new(usage.0 + usage.1, usage.0, usage.1))
 }
 
 /// One turn's working context.
@@ -754,16 +754,16 @@ impl Turn<'_> {
         self.cancel.load(Ordering::SeqCst)
     }
 
-    async fn run(&mut self) -> &'static str {
+    async fn run(&mut self) -> StopReason {
         let scenario = self.sh.scenario.clone();
         if self.st.idle || self.st.cursor >= scenario.steps.len() {
             self.st.idle = true;
             self.say("Nothing left for me to do.").await;
-            return "end_turn";
+            return StopReason::EndTurn;
         }
         while self.st.cursor < scenario.steps.len() {
             if self.cancelled() {
-                return "cancelled";
+                return StopReason::Cancelled;
             }
             let step = &scenario.steps[self.st.cursor];
             self.st.cursor += 1;
@@ -780,9 +780,9 @@ impl Turn<'_> {
             }
         }
         if self.cancelled() {
-            return "cancelled";
+            return StopReason::Cancelled;
         }
-        "end_turn"
+        StopReason::EndTurn
     }
 
     async fn step(&mut self, step: &Step) -> Flow {
@@ -903,12 +903,12 @@ impl Turn<'_> {
                     "worker": self.st.worker,
                     "session": self.st.session,
                     "method": method,
-                    "result": answer.get("result"),
-                    "error": answer.get("error"),
+                    "result": answer.as_ref().ok(),
+                    "error": answer.as_ref().err(),
                 }));
-                let text = match answer.get("error") {
-                    Some(e) => format!("{method} failed: {e}"),
-                    None => format!("{method} answered"),
+                let text = match &answer {
+                    Err(e) => format!("{method} failed: {}", json!(e)),
+                    Ok(_) => format!("{method} answered"),
                 };
                 self.say(&text).await;
             }
@@ -968,10 +968,7 @@ impl Turn<'_> {
         self.sh
             .update(
                 &self.st.session,
-                json!({
-                    "sessionUpdate": "agent_message_chunk",
-                    "content": { "type": "text", "text": text },
-                }),
+                SessionUpdate::AgentMessageChunk(ContentChunk::new(acp::text(text))),
             )
             .await;
     }
@@ -988,32 +985,30 @@ impl Turn<'_> {
         self.sh
             .update(
                 &self.st.session,
-                json!({
-                    "sessionUpdate": "tool_call",
-                    "toolCallId": call,
-                    "title": name,
-                    "kind": "other",
-                    "status": "in_progress",
-                    "rawInput": args,
-                }),
+                SessionUpdate::ToolCall(
+                    ToolCall::new(call.clone(), name)
+                        .kind(ToolKind::Other)
+                        .status(ToolCallStatus::InProgress)
+                        .raw_input(args.clone()),
+                ),
             )
             .await;
         let result = self.call_mcp(name, args.clone()).await;
         self.sh
             .update(
                 &self.st.session,
-                json!({
-                    "sessionUpdate": "tool_call_update",
-                    "toolCallId": call,
-                    "status": if result.is_error { "failed" } else { "completed" },
-                    "content": [{ "type": "content", "content": { "type": "text", "text": result.text } }],
-                    "rawOutput": {
-                        "text": result.text,
-                        "isError": result.is_error,
-                        "notices": result.notices,
-                        "structured": result.structured,
-                    },
-                }),
+                SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+                    call,
+                    ToolCallUpdateFields::new()
+                        .status(finished(!result.is_error))
+                        .content(vec![ToolCallContent::from(acp::text(result.text.clone()))])
+                        .raw_output(json!({
+                            "text": result.text,
+                            "isError": result.is_error,
+                            "notices": result.notices,
+                            "structured": result.structured,
+                        })),
+                )),
             )
             .await;
         self.sh.log(json!({
@@ -1062,13 +1057,11 @@ impl Turn<'_> {
         self.sh
             .update(
                 &self.st.session,
-                json!({
-                    "sessionUpdate": "tool_call",
-                    "toolCallId": call,
-                    "title": title,
-                    "kind": "execute",
-                    "status": "in_progress",
-                }),
+                SessionUpdate::ToolCall(
+                    ToolCall::new(call.clone(), title.clone())
+                        .kind(ToolKind::Execute)
+                        .status(ToolCallStatus::InProgress),
+                ),
             )
             .await;
         let out = Git::worktree(&self.st.cwd)
@@ -1082,12 +1075,12 @@ impl Turn<'_> {
         self.sh
             .update(
                 &self.st.session,
-                json!({
-                    "sessionUpdate": "tool_call_update",
-                    "toolCallId": call,
-                    "status": if ok { "completed" } else { "failed" },
-                    "content": [{ "type": "content", "content": { "type": "text", "text": text } }],
-                }),
+                SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+                    call,
+                    ToolCallUpdateFields::new()
+                        .status(finished(ok))
+                        .content(vec![ToolCallContent::from(acp::text(text.clone()))]),
+                )),
             )
             .await;
         if ok {
@@ -1201,14 +1194,12 @@ impl Turn<'_> {
         self.sh
             .update(
                 &self.st.session,
-                json!({
-                    "sessionUpdate": "tool_call",
-                    "toolCallId": call,
-                    "title": title,
-                    "kind": "edit",
-                    "status": "in_progress",
-                    "locations": [{ "path": full.display().to_string() }],
-                }),
+                SessionUpdate::ToolCall(
+                    ToolCall::new(call.clone(), title)
+                        .kind(ToolKind::Edit)
+                        .status(ToolCallStatus::InProgress)
+                        .locations(vec![ToolCallLocation::new(full.clone())]),
+                ),
             )
             .await;
         self.out_chars += text.chars().count();
@@ -1224,17 +1215,16 @@ impl Turn<'_> {
                 .open(&full)?;
             std::io::Write::write_all(&mut f, text.as_bytes())
         })();
-        let status = match &written {
-            Ok(()) => "completed",
-            Err(e) => {
-                tracing::warn!("cannot write {}: {e}", full.display());
-                "failed"
-            }
-        };
+        if let Err(e) = &written {
+            tracing::warn!("cannot write {}: {e}", full.display());
+        }
         self.sh
             .update(
                 &self.st.session,
-                json!({ "sessionUpdate": "tool_call_update", "toolCallId": call, "status": status }),
+                SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+                    call,
+                    ToolCallUpdateFields::new().status(finished(written.is_ok())),
+                )),
             )
             .await;
     }
@@ -1370,30 +1360,42 @@ impl Turn<'_> {
 
     async fn request_permission(&mut self, title: &str) {
         let call = self.next_call_id();
+        let option = |id: &'static str, name: &str, kind| PermissionOption::new(id, name, kind);
+        let request = RequestPermissionRequest::new(
+            self.st.session.clone(),
+            ToolCallUpdate::new(
+                call,
+                ToolCallUpdateFields::new()
+                    .title(title.to_string())
+                    .kind(ToolKind::Execute)
+                    .status(ToolCallStatus::Pending),
+            ),
+            vec![
+                option("allow-once", "Allow once", PermissionOptionKind::AllowOnce),
+                option(
+                    "allow-always",
+                    "Always allow",
+                    PermissionOptionKind::AllowAlways,
+                ),
+                option("reject-once", "Reject", PermissionOptionKind::RejectOnce),
+            ],
+        );
         let answer = self
             .sh
-            .request(
-                "session/request_permission",
-                json!({
-                    "sessionId": self.st.session,
-                    "toolCall": { "toolCallId": call, "title": title, "kind": "execute", "status": "pending" },
-                    "options": [
-                        { "optionId": "allow-once", "name": "Allow once", "kind": "allow_once" },
-                        { "optionId": "allow-always", "name": "Always allow", "kind": "allow_always" },
-                        { "optionId": "reject-once", "name": "Reject", "kind": "reject_once" },
-                    ],
-                }),
-            )
+            .request(method::SESSION_REQUEST_PERMISSION, request)
             .await;
-        let outcome = answer
-            .pointer("/result/outcome/outcome")
-            .and_then(Value::as_str)
-            .unwrap_or("error")
-            .to_string();
-        let option = answer
-            .pointer("/result/outcome/optionId")
-            .and_then(Value::as_str)
-            .map(str::to_string);
+        let error = answer.as_ref().err().map(|e| json!(e));
+        let (outcome, option) = match answer
+            .ok()
+            .and_then(|v| serde_json::from_value::<RequestPermissionResponse>(v).ok())
+            .map(|r| r.outcome)
+        {
+            Some(RequestPermissionOutcome::Selected(s)) => {
+                ("selected".to_string(), Some(s.option_id.0.to_string()))
+            }
+            Some(RequestPermissionOutcome::Cancelled) => ("cancelled".to_string(), None),
+            _ => ("error".to_string(), None),
+        };
         self.sh.log(json!({
             "event": "permission",
             "worker": self.st.worker,
@@ -1401,13 +1403,22 @@ impl Turn<'_> {
             "title": title,
             "outcome": outcome,
             "option": option,
-            "error": answer.get("error"),
+            "error": error,
         }));
         let msg = match &option {
             Some(o) => format!("Permission for {title}: {outcome} ({o})."),
             None => format!("Permission for {title}: {outcome}."),
         };
         self.say(&msg).await;
+    }
+}
+
+/// The status a finished tool call reports.
+fn finished(ok: bool) -> ToolCallStatus {
+    if ok {
+        ToolCallStatus::Completed
+    } else {
+        ToolCallStatus::Failed
     }
 }
 

@@ -15,24 +15,12 @@ use agensh_domain::record::{Appended, NewRecord, Record};
 use agensh_domain::view::ViewEntry;
 use agensh_domain::worker::{NewWorker, WorkerInfo, WorkerStatus};
 use agensh_domain::Result;
-use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast;
 
 pub mod sqlite;
 
+pub use agensh_protocol::rest::{QueueState, Stats, Unfolded};
 pub use sqlite::SqliteStore;
-
-/// A record with what happened to it later, as `board unfold` shows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Unfolded {
-    pub record: Record,
-    /// The newer PATCH_SUMMARY of the same author and label that replaced it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub superseded_by: Option<Record>,
-    /// The FAIL of the same author and label that invalidated it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub invalidated_by: Option<Record>,
-}
 
 /// Which messages `read_messages` returns.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -45,28 +33,6 @@ pub struct MessageQuery {
     pub limit: usize,
     /// Only messages older than this sequence number (paging back through history).
     pub before: Option<i64>,
-}
-
-/// A worker's event queue as the hub reports it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct QueueState {
-    pub worker: String,
-    /// Every event at or below this sequence number is acknowledged.
-    pub cursor: i64,
-    /// Events above the cursor acknowledged out of order.
-    pub acked_above_cursor: usize,
-}
-
-/// How much the organization has produced, for summaries and the status view.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Stats {
-    pub workers: u64,
-    pub records: u64,
-    pub messages: u64,
-    pub events: u64,
-    pub prs_open: u64,
-    pub prs_merged: u64,
-    pub prs_closed: u64,
 }
 
 /// The store interface; SQLite today, PostgreSQL behind the same trait later.

@@ -358,7 +358,9 @@ impl fmt::Display for Violation {
 
 /// Parses `1.88` or `1.85.1` into comparable numbers.
 fn version(v: &str) -> Vec<u64> {
-    v.split('.').map(|p| p.parse().unwrap_or(0)).collect()
+    let mut parts: Vec<u64> = v.split('.').map(|p| p.parse().unwrap_or(0)).collect();
+    parts.resize(3, 0);
+    parts
 }
 
 /// Compares the workspace with its code map. `has_readme` tells whether a member's
@@ -637,6 +639,13 @@ mod tests {
         let v = violations(&ws, MAP);
         assert_eq!(v.len(), 2, "{v:?}");
         assert!(v[0].contains("rmcp needs 1.88"), "{v:?}");
+    }
+
+    #[test]
+    fn versions_compare_as_numbers_whatever_their_length() {
+        assert_eq!(version("1.88"), version("1.88.0"));
+        assert!(version("1.88") < version("1.88.1"));
+        assert!(version("1.9") < version("1.88"));
     }
 
     #[test]

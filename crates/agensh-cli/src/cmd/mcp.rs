@@ -11,17 +11,15 @@ use std::io::{BufRead, Write};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use agensh_protocol::framing::{decode_line, encode_line, sse_events};
+use agensh_protocol::jsonrpc::{code, ErrorObject, Message, Response};
+use agensh_protocol::rest::ErrorBody;
 use anyhow::{anyhow, Result};
-use serde_json::{json, Value};
+use serde_json::Value;
 use tokio::sync::mpsc;
 
 use crate::cli::{Global, McpArgs};
 use crate::connect::client;
-
-/// JSON-RPC error codes the bridge answers with itself (server-defined range).
-const HUB_UNREACHABLE: i64 = -32000;
-const HUB_REFUSED: i64 = -32001;
-const HUB_GARBLED: i64 = -32603;
 
 struct Bridge {
     http: reqwest::Client,
@@ -75,13 +73,12 @@ pub async fn run(g: &Global, _a: McpArgs) -> Result<()> {
             }
         }
     });
-    let (out, mut out_rx) = mpsc::unbounded_channel::<String>();
+    let (out, mut out_rx) = mpsc::unbounded_channel::<Vec<u8>>();
     let writer = tokio::task::spawn_blocking(move || -> std::io::Result<()> {
         let stdout = std::io::stdout();
         while let Some(line) = out_rx.blocking_recv() {
             let mut w = stdout.lock();
-            w.write_all(line.as_bytes())?;
-            w.write_all(b"\n")?;
+            w.write_all(&line)?;
             w.flush()?;
         }
         Ok(())
@@ -94,12 +91,15 @@ pub async fn run(g: &Global, _a: McpArgs) -> Result<()> {
         if line.is_empty() {
             continue;
         }
-        let message: Option<Value> = serde_json::from_str(&line).ok();
-        let initialize = message
-            .as_ref()
-            .and_then(|m| m.get("method"))
-            .and_then(Value::as_str)
-            == Some("initialize");
+        let message = match decode_line::<Message>(&line) {
+            Ok(m) => m,
+            Err(e) => {
+                // The hub answers what it cannot read (parse error, invalid request).
+                tracing::debug!("{e}");
+                None
+            }
+        };
+        let initialize = matches!(&message, Some(Message::Request(r)) if r.method == "initialize");
         let (bridge, out) = (bridge.clone(), out.clone());
         let task = async move {
             for answer in bridge.forward(line, message).await {
@@ -125,10 +125,11 @@ pub async fn run(g: &Global, _a: McpArgs) -> Result<()> {
 
 impl Bridge {
     /// Sends one message to the hub; returns the lines to write (none for a notification).
-    async fn forward(&self, line: String, message: Option<Value>) -> Vec<String> {
-        let id = message.as_ref().and_then(|m| m.get("id")).cloned();
-        let is_request =
-            id.is_some() && message.as_ref().is_some_and(|m| m.get("method").is_some());
+    async fn forward(&self, line: String, message: Option<Message>) -> Vec<Vec<u8>> {
+        let id = match message {
+            Some(Message::Request(r)) => Some(r.id),
+            _ => None,
+        };
         let mut req = self
             .http
             .post(&self.endpoint)
@@ -145,23 +146,21 @@ impl Bridge {
         if let Some(w) = &self.as_worker {
             req = req.header("x-agensh-as", w);
         }
-        let fail = |code: i64, msg: String| -> Vec<String> {
+        let fail = |code: i64, msg: String| -> Vec<Vec<u8>> {
             tracing::warn!("{msg}");
-            match (&id, is_request) {
-                (Some(id), true) => vec![json!({
-                    "jsonrpc": "2.0",
-                    "id": id,
-                    "error": { "code": code, "message": msg },
-                })
-                .to_string()],
-                _ => Vec::new(),
+            match &id {
+                Some(id) => vec![encode_line(&Response::error(
+                    id.clone(),
+                    ErrorObject::new(code, msg),
+                ))],
+                None => Vec::new(),
             }
         };
         let resp = match req.send().await {
             Ok(r) => r,
             Err(e) => {
                 return fail(
-                    HUB_UNREACHABLE,
+                    code::HUB_UNREACHABLE,
                     format!(
                         "the agensh hub at {} could not be reached: {e} — is `agensh hub` running? (check --hub / AGENSH_HUB)",
                         self.endpoint
@@ -184,25 +183,30 @@ impl Bridge {
             .is_some_and(|ct| ct.starts_with("text/event-stream"));
         let body = match resp.text().await {
             Ok(b) => b,
-            Err(e) => return fail(HUB_UNREACHABLE, format!("the hub's answer broke off: {e}")),
+            Err(e) => {
+                return fail(
+                    code::HUB_UNREACHABLE,
+                    format!("the hub's answer broke off: {e}"),
+                )
+            }
         };
         if body.trim().is_empty() {
             if status.is_success() {
                 return Vec::new();
             }
-            return fail(HUB_REFUSED, format!("the hub answered HTTP {status}"));
+            return fail(code::HUB_REFUSED, format!("the hub answered HTTP {status}"));
         }
         let values: Vec<Value> = if sse {
-            sse_data(&body)
+            sse_events(body.as_bytes())
                 .iter()
-                .filter_map(|d| serde_json::from_str(d).ok())
+                .filter_map(|e| serde_json::from_str(&e.data).ok())
                 .collect()
         } else {
             match serde_json::from_str(&body) {
                 Ok(v) => vec![v],
                 Err(_) => {
                     return fail(
-                        HUB_GARBLED,
+                        code::INTERNAL_ERROR,
                         format!(
                             "the hub answered HTTP {status} with something that is not JSON: {}",
                             body.chars().take(200).collect::<String>()
@@ -214,22 +218,22 @@ impl Bridge {
         let mut lines = Vec::new();
         for v in values {
             if v.get("jsonrpc").is_some() {
-                if let Some(version) = v
-                    .get("result")
-                    .and_then(|r| r.get("protocolVersion"))
-                    .and_then(Value::as_str)
+                if let Ok(Message::Response(Response {
+                    result: Ok(result), ..
+                })) = Message::from_value(v.clone())
                 {
-                    *self.version.lock().expect("version") = Some(version.to_string());
+                    if let Some(version) = result.get("protocolVersion").and_then(Value::as_str) {
+                        *self.version.lock().expect("version") = Some(version.to_string());
+                    }
                 }
-                lines.push(v.to_string());
-            } else if let Some(err) = v.get("error") {
+                lines.push(encode_line(&v));
+            } else if let Ok(refused) = serde_json::from_value::<ErrorBody>(v) {
                 // The hub's REST error shape: 401 unauthorized, 403 impersonation, …
                 let msg = format!(
                     "the hub refused ({}): {}",
-                    err["code"].as_str().unwrap_or("?"),
-                    err["message"].as_str().unwrap_or("")
+                    refused.error.code, refused.error.message
                 );
-                lines.extend(fail(HUB_REFUSED, msg));
+                lines.extend(fail(code::HUB_REFUSED, msg));
             }
         }
         lines
@@ -252,33 +256,5 @@ impl Bridge {
         if let Err(e) = req.send().await {
             tracing::debug!("could not end the MCP session: {e}");
         }
-    }
-}
-
-/// The `data` of each event in a `text/event-stream` body.
-fn sse_data(body: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut data: Vec<&str> = Vec::new();
-    for line in body.lines().chain(std::iter::once("")) {
-        if line.is_empty() {
-            if !data.is_empty() {
-                out.push(data.join("\n"));
-                data.clear();
-            }
-        } else if let Some(d) = line.strip_prefix("data:") {
-            data.push(d.strip_prefix(' ').unwrap_or(d));
-        }
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn event_stream_data_is_split_per_event() {
-        let body = "id: 1\ndata: {\"a\":1}\n\nevent: message\ndata:{\"b\":\ndata: 2}\n\n";
-        assert_eq!(sse_data(body), vec!["{\"a\":1}", "{\"b\":\n2}"]);
     }
 }

@@ -22,6 +22,7 @@ use std::sync::{Arc, Mutex};
 
 use agensh_domain::ids::ADMIN;
 use agensh_domain::{Error, ErrorKind};
+use agensh_protocol::jsonrpc::{self, code, ErrorObject, Id, Invalid, Message, Request};
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
@@ -44,14 +45,6 @@ pub const SUPPORTED_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-
 pub const SESSION_HEADER: &str = "mcp-session-id";
 /// The header with which clients name the negotiated version after `initialize`.
 pub const VERSION_HEADER: &str = "mcp-protocol-version";
-
-/// JSON-RPC error codes.
-mod code {
-    pub const PARSE_ERROR: i64 = -32700;
-    pub const INVALID_REQUEST: i64 = -32600;
-    pub const METHOD_NOT_FOUND: i64 = -32601;
-    pub const INVALID_PARAMS: i64 = -32602;
-}
 
 /// State of the MCP endpoint, per hub.
 #[derive(Default)]
@@ -124,87 +117,48 @@ async fn handle_post(
         Err(r) if r.status() == StatusCode::PAYLOAD_TOO_LARGE => {
             return rpc_error_response(
                 StatusCode::PAYLOAD_TOO_LARGE,
-                Value::Null,
-                code::INVALID_REQUEST,
-                "the message is larger than the hub accepts (hub.body_limit in agensh.toml) — send less, or put long content in a file in the repository",
+                Id::Null,
+                ErrorObject::new(
+                    code::INVALID_REQUEST,
+                    "the message is larger than the hub accepts (hub.body_limit in agensh.toml) — send less, or put long content in a file in the repository",
+                ),
             )
         }
         Err(r) => {
             return rpc_error_response(
                 StatusCode::BAD_REQUEST,
-                Value::Null,
-                code::INVALID_REQUEST,
-                &format!("the request body could not be read: {}", r.body_text()),
+                Id::Null,
+                ErrorObject::new(
+                    code::INVALID_REQUEST,
+                    format!("the request body could not be read: {}", r.body_text()),
+                ),
             )
         }
     };
-    let message: Value = match serde_json::from_slice(&body) {
-        Ok(v) => v,
-        Err(e) => {
-            return rpc_error_response(
-                StatusCode::BAD_REQUEST,
-                Value::Null,
-                code::PARSE_ERROR,
-                &format!("parse error: {e} — send one JSON-RPC 2.0 message as JSON"),
-            )
-        }
-    };
-    let obj = match message {
-        Value::Object(o) => o,
-        Value::Array(_) => {
-            return rpc_error_response(
-                StatusCode::BAD_REQUEST,
-                Value::Null,
-                code::INVALID_REQUEST,
-                "batches are not supported — send one JSON-RPC message per POST",
-            )
-        }
-        _ => {
-            return rpc_error_response(
-                StatusCode::BAD_REQUEST,
-                Value::Null,
-                code::INVALID_REQUEST,
-                "a JSON-RPC message is a JSON object with \"jsonrpc\":\"2.0\"",
-            )
-        }
-    };
-    let id = obj.get("id").cloned();
-    if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
-        return rpc_error_response(
-            StatusCode::BAD_REQUEST,
-            id.unwrap_or(Value::Null),
-            code::INVALID_REQUEST,
-            "the message needs \"jsonrpc\":\"2.0\"",
-        );
-    }
-    let method = match obj.get("method") {
-        Some(Value::String(m)) => m.clone(),
-        Some(_) => {
-            return rpc_error_response(
-                StatusCode::BAD_REQUEST,
-                id.unwrap_or(Value::Null),
-                code::INVALID_REQUEST,
-                "\"method\" must be a string",
-            )
-        }
-        // A response or error from the client: this server sends no requests, so there
-        // is nothing to match it with; accept it.
-        None if obj.contains_key("result") || obj.contains_key("error") => {
+    let request = match Message::from_slice(&body) {
+        Ok(Message::Request(r)) => r,
+        // A notification (notifications/initialized, notifications/cancelled, …), or a
+        // response from the client: this server sends no requests, so there is nothing to
+        // match it with; accept it.
+        Ok(Message::Notification(_) | Message::Response(_)) => {
             return StatusCode::ACCEPTED.into_response()
         }
-        None => {
+        Err(m) if m.reason == Invalid::Batch => {
             return rpc_error_response(
                 StatusCode::BAD_REQUEST,
-                id.unwrap_or(Value::Null),
-                code::INVALID_REQUEST,
-                "the message has no \"method\" — send a request or a notification",
+                m.id,
+                ErrorObject::new(
+                    code::INVALID_REQUEST,
+                    "batches are not supported — send one JSON-RPC message per POST",
+                ),
             )
         }
+        Err(m) => {
+            let error = m.error();
+            return rpc_error_response(StatusCode::BAD_REQUEST, m.id, error);
+        }
     };
-    let Some(id) = id else {
-        // A notification (notifications/initialized, notifications/cancelled, …).
-        return StatusCode::ACCEPTED.into_response();
-    };
+    let Request { id, method, params } = request;
     if method != "initialize" {
         if let Some(v) = headers.get(VERSION_HEADER) {
             let v = v.to_str().unwrap_or("");
@@ -212,17 +166,19 @@ async fn handle_post(
                 return rpc_error_response(
                     StatusCode::BAD_REQUEST,
                     id,
-                    code::INVALID_REQUEST,
-                    &format!(
-                        "unsupported MCP-Protocol-Version \"{}\" — this hub speaks {}; initialize again",
-                        agensh_domain::ids::truncate_for_message(v),
-                        SUPPORTED_VERSIONS.join(", ")
+                    ErrorObject::new(
+                        code::INVALID_REQUEST,
+                        format!(
+                            "unsupported MCP-Protocol-Version \"{}\" — this hub speaks {}; initialize again",
+                            agensh_domain::ids::truncate_for_message(v),
+                            SUPPORTED_VERSIONS.join(", ")
+                        ),
                     ),
                 );
             }
         }
     }
-    let params = obj.get("params").cloned().unwrap_or(Value::Null);
+    let params = params.unwrap_or(Value::Null);
     match method.as_str() {
         "initialize" => initialize(&caller, id, &params),
         "ping" => rpc_result(id, json!({})),
@@ -231,22 +187,26 @@ async fn handle_post(
         other => rpc_error_response(
             StatusCode::OK,
             id,
-            code::METHOD_NOT_FOUND,
-            &format!(
-                "method not found: \"{}\" — this server offers initialize, ping, tools/list and tools/call",
-                agensh_domain::ids::truncate_for_message(other)
+            ErrorObject::new(
+                code::METHOD_NOT_FOUND,
+                format!(
+                    "method not found: \"{}\" — this server offers initialize, ping, tools/list and tools/call",
+                    agensh_domain::ids::truncate_for_message(other)
+                ),
             ),
         ),
     }
 }
 
-fn initialize(caller: &Caller, id: Value, params: &Value) -> Response {
+fn initialize(caller: &Caller, id: Id, params: &Value) -> Response {
     let Some(asked) = params.get("protocolVersion").and_then(Value::as_str) else {
         return rpc_error_response(
             StatusCode::OK,
             id,
-            code::INVALID_PARAMS,
-            "initialize needs params.protocolVersion (a string such as \"2025-06-18\"), params.capabilities and params.clientInfo",
+            ErrorObject::new(
+                code::INVALID_PARAMS,
+                "initialize needs params.protocolVersion (a string such as \"2025-06-18\"), params.capabilities and params.clientInfo",
+            ),
         );
     };
     let version = SUPPORTED_VERSIONS
@@ -286,26 +246,30 @@ async fn tools_call(
     s: &AppState,
     m: &McpState,
     caller: &Caller,
-    id: Value,
+    id: Id,
     params: &Value,
 ) -> Response {
     let Some(name) = params.get("name").and_then(Value::as_str) else {
         return rpc_error_response(
             StatusCode::OK,
             id,
-            code::INVALID_PARAMS,
-            "tools/call needs params.name (a tool from tools/list) and params.arguments (an object)",
+            ErrorObject::new(
+                code::INVALID_PARAMS,
+                "tools/call needs params.name (a tool from tools/list) and params.arguments (an object)",
+            ),
         );
     };
     let Some(tool) = tools::find(name) else {
         return rpc_error_response(
             StatusCode::OK,
             id,
-            code::INVALID_PARAMS,
-            &format!(
-                "unknown tool \"{}\" — the tools are {}",
-                agensh_domain::ids::truncate_for_message(name),
-                tools::names().join(", ")
+            ErrorObject::new(
+                code::INVALID_PARAMS,
+                format!(
+                    "unknown tool \"{}\" — the tools are {}",
+                    agensh_domain::ids::truncate_for_message(name),
+                    tools::names().join(", ")
+                ),
             ),
         );
     };
@@ -317,8 +281,10 @@ async fn tools_call(
             return rpc_error_response(
                 StatusCode::OK,
                 id,
-                code::INVALID_PARAMS,
-                &format!("params.arguments of {name} must be a JSON object of named arguments (see its inputSchema in tools/list)"),
+                ErrorObject::new(
+                    code::INVALID_PARAMS,
+                    format!("params.arguments of {name} must be a JSON object of named arguments (see its inputSchema in tools/list)"),
+                ),
             )
         }
     };
@@ -407,13 +373,12 @@ fn host_of(s: &str) -> &str {
     s.split(':').next().unwrap_or(s)
 }
 
-fn rpc_result(id: Value, result: Value) -> Response {
-    Json(json!({ "jsonrpc": "2.0", "id": id, "result": result })).into_response()
+fn rpc_result(id: Id, result: Value) -> Response {
+    Json(jsonrpc::Response::ok(id, result)).into_response()
 }
 
-fn rpc_error_response(status: StatusCode, id: Value, code: i64, message: &str) -> Response {
-    let body = json!({ "jsonrpc": "2.0", "id": id, "error": { "code": code, "message": message } });
-    (status, Json(body)).into_response()
+fn rpc_error_response(status: StatusCode, id: Id, error: ErrorObject) -> Response {
+    (status, Json(jsonrpc::Response::error(id, error))).into_response()
 }
 
 #[cfg(test)]

@@ -5,10 +5,10 @@ use agensh_domain::record::{Appended, NewRecord, Record, RecordKind};
 use agensh_domain::view::ViewEntry;
 use agensh_domain::Error;
 use agensh_domain::{page, query};
+use agensh_protocol::rest::{CapQuery, GrepQuery, Renew, Unfolded};
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
-use serde::Deserialize;
 
 use crate::auth::Caller;
 use crate::error::{ApiJson, ApiQuery, ApiResult};
@@ -62,11 +62,6 @@ fn new_record(mut body: serde_json::Value) -> ApiResult<NewRecord> {
     })
 }
 
-#[derive(Deserialize)]
-pub struct CapQuery {
-    cap: Option<usize>,
-}
-
 fn cap(s: &AppState, asked: Option<usize>) -> ApiResult<usize> {
     Ok(page::view_cap(s.config.board.view_cap).check(asked)?)
 }
@@ -98,13 +93,6 @@ pub async fn unread_entries(
     Ok(s.store.board_unread(caller.worker()?, s.now(), cap).await?)
 }
 
-#[derive(Deserialize)]
-pub struct GrepQuery {
-    q: String,
-    limit: Option<usize>,
-    before: Option<String>,
-}
-
 pub async fn grep(
     State(s): State<AppState>,
     _caller: Caller,
@@ -133,25 +121,20 @@ pub async fn unfold(
     State(s): State<AppState>,
     _caller: Caller,
     Path(id): Path<String>,
-) -> ApiResult<Json<agensh_store::Unfolded>> {
+) -> ApiResult<Json<Unfolded>> {
     Ok(Json(unfold_record(&s, &id).await?))
 }
 
 /// One record whole (`G12`, `g12` or `12`), with what superseded or invalidated it.
-pub async fn unfold_record(s: &AppState, id: &str) -> ApiResult<agensh_store::Unfolded> {
+pub async fn unfold_record(s: &AppState, id: &str) -> ApiResult<Unfolded> {
     Ok(s.store.unfold(parse_record_id(id)?).await?)
-}
-
-#[derive(Deserialize, Default)]
-pub struct RenewBody {
-    lease_secs: Option<u64>,
 }
 
 pub async fn renew(
     State(s): State<AppState>,
     caller: Caller,
     Path(id): Path<String>,
-    ApiJson(body): ApiJson<RenewBody>,
+    ApiJson(body): ApiJson<Renew>,
 ) -> ApiResult<Json<Record>> {
     Ok(Json(renew_claim(&s, &caller, &id, body.lease_secs).await?))
 }

@@ -10,11 +10,10 @@ use agensh_domain::event::{
 };
 use agensh_domain::page::{self, Limit};
 use agensh_domain::Error;
-use agensh_store::QueueState;
+use agensh_protocol::rest::{Ack, Acked, Notice, PollQuery, Polled, QueueState};
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
-use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio::sync::broadcast::error::RecvError;
 
@@ -23,25 +22,12 @@ use crate::error::{ApiJson, ApiQuery, ApiResult};
 use crate::metrics::inc;
 use crate::state::AppState;
 
-#[derive(Deserialize)]
-pub struct PollQuery {
-    /// Only events with a sequence number above this (the ones already in hand).
-    #[serde(default)]
-    after: i64,
-    /// Seconds to wait for an event when none is pending (0 = answer at once).
-    #[serde(default)]
-    wait: u64,
-    limit: Option<usize>,
-    /// Events to acknowledge first, comma-separated (saves a request per turn).
-    ack: Option<String>,
-}
-
 /// Unacknowledged events for the caller; waits up to `wait` seconds for the first one.
 pub async fn poll(
     State(s): State<AppState>,
     caller: Caller,
     ApiQuery(q): ApiQuery<PollQuery>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<Polled>> {
     let worker = caller.worker()?.to_string();
     let limit = poll_bounds(&s, q.wait, q.limit, page::POLL)?;
     if let Some(list) = q.ack.as_deref().filter(|l| !l.is_empty()) {
@@ -77,7 +63,7 @@ pub async fn poll(
     s.metrics
         .events_delivered
         .fetch_add(events.len() as u64, Ordering::Relaxed);
-    Ok(Json(json!({ "events": events })))
+    Ok(Json(Polled { events }))
 }
 
 /// Waits for `worker`'s first event above `after`: the many-worker wait with one worker.
@@ -283,42 +269,27 @@ fn scopeguard<F: FnMut()>(f: F) -> impl Drop {
     Guard(f)
 }
 
-#[derive(Deserialize)]
-pub struct AckBody {
-    seqs: Vec<i64>,
-}
-
 pub async fn ack(
     State(s): State<AppState>,
     caller: Caller,
-    ApiJson(body): ApiJson<AckBody>,
-) -> ApiResult<Json<Value>> {
+    ApiJson(body): ApiJson<Ack>,
+) -> ApiResult<Json<Acked>> {
     let n = s.store.ack_events(caller.worker()?, body.seqs).await?;
     s.metrics
         .events_acked
         .fetch_add(n as u64, Ordering::Relaxed);
-    Ok(Json(json!({ "acked": n })))
+    Ok(Json(Acked { acked: n }))
 }
 
 pub async fn state(State(s): State<AppState>, caller: Caller) -> ApiResult<Json<QueueState>> {
     Ok(Json(s.store.queue_state(caller.worker()?).await?))
 }
 
-#[derive(Deserialize)]
-pub struct NoticeBody {
-    text: String,
-    /// A worker id; everyone when absent.
-    to: Option<String>,
-    #[serde(default)]
-    urgent: bool,
-    dedup_key: Option<String>,
-}
-
 /// An operator notice to one worker or to all (admin only).
 pub async fn notice(
     State(s): State<AppState>,
     caller: Caller,
-    ApiJson(b): ApiJson<NoticeBody>,
+    ApiJson(b): ApiJson<Notice>,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
     caller.require_admin()?;
     validate_notice_text(&b.text)?;

@@ -2,11 +2,11 @@
 
 use agensh_domain::message::{Message, NewMessage, Target};
 use agensh_domain::{page, Error};
+use agensh_protocol::rest::ReadQuery;
 use agensh_store::MessageQuery;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
-use serde::Deserialize;
 
 use crate::auth::Caller;
 use crate::error::{ApiJson, ApiQuery, ApiResult};
@@ -41,15 +41,6 @@ pub async fn send_message(s: &AppState, caller: &Caller, m: NewMessage) -> ApiRe
     let msg = s.store.post_message(&caller.id, m, s.now()).await?;
     inc(&s.metrics.messages_posted);
     Ok(msg)
-}
-
-#[derive(Deserialize, Default)]
-pub struct ReadQuery {
-    /// `#channel` or a worker id: only that conversation.
-    with: Option<String>,
-    limit: Option<usize>,
-    /// Only messages older than this sequence number.
-    before: Option<i64>,
 }
 
 fn message_query(q: ReadQuery, unread: bool) -> ApiResult<MessageQuery> {

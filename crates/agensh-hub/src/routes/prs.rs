@@ -4,12 +4,13 @@ use std::time::Duration;
 
 use agensh_domain::pr::{validate_text, NewPr, PrState, PullRequest, Review, Verdict};
 use agensh_domain::{page, Error, ErrorKind};
+use agensh_protocol::rest::{ListPrs, NewComment, NewReview};
 use agensh_workspace::merge::{BranchSummary, Gate, MergeOutcome, MergeRequest};
 use agensh_workspace::Workspace;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::json;
 
 use crate::auth::Caller;
@@ -61,17 +62,10 @@ pub async fn open_pr(s: &AppState, caller: &Caller, pr: NewPr) -> ApiResult<Pull
     Ok(s.store.open_pr(&caller.id, pr, s.now()).await?)
 }
 
-#[derive(Deserialize)]
-pub struct ListQuery {
-    state: Option<String>,
-    author: Option<String>,
-    limit: Option<usize>,
-}
-
 pub async fn list(
     State(s): State<AppState>,
     _caller: Caller,
-    ApiQuery(q): ApiQuery<ListQuery>,
+    ApiQuery(q): ApiQuery<ListPrs>,
 ) -> ApiResult<Json<Vec<PullRequest>>> {
     Ok(Json(
         list_prs(&s, q.state.as_deref(), q.author, q.limit).await?,
@@ -143,17 +137,11 @@ pub async fn view_pr(s: &AppState, n: &str) -> ApiResult<PrView> {
     })
 }
 
-#[derive(Deserialize)]
-pub struct ReviewBody {
-    verdict: String,
-    text: String,
-}
-
 pub async fn review(
     State(s): State<AppState>,
     caller: Caller,
     Path(n): Path<String>,
-    ApiJson(b): ApiJson<ReviewBody>,
+    ApiJson(b): ApiJson<NewReview>,
 ) -> ApiResult<(StatusCode, Json<Review>)> {
     let r = review_pr(&s, &caller, &n, &b.verdict, &b.text).await?;
     Ok((StatusCode::CREATED, Json(r)))
@@ -174,16 +162,11 @@ pub async fn review_pr(
         .await?)
 }
 
-#[derive(Deserialize)]
-pub struct CommentBody {
-    text: String,
-}
-
 pub async fn comment(
     State(s): State<AppState>,
     caller: Caller,
     Path(n): Path<String>,
-    ApiJson(b): ApiJson<CommentBody>,
+    ApiJson(b): ApiJson<NewComment>,
 ) -> ApiResult<(StatusCode, Json<agensh_domain::pr::Comment>)> {
     Ok((
         StatusCode::CREATED,

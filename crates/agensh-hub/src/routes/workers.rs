@@ -3,29 +3,27 @@
 use agensh_domain::ids::validate_worker_id;
 use agensh_domain::worker::{check_batch, NewWorker, StatusReports, WorkerInfo, WorkerStatus};
 use agensh_domain::Error;
+use agensh_protocol::rest::{AddWorkers, SetStatus, Stats, Updated, WhoAmI};
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
-use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::auth::Caller;
 use crate::error::{ApiJson, ApiResult};
 use crate::state::AppState;
 
-pub async fn whoami(caller: Caller) -> Json<Value> {
-    Json(json!({ "id": caller.id, "admin": caller.admin }))
-}
-
-#[derive(Deserialize)]
-pub struct AddBody {
-    count: usize,
+pub async fn whoami(caller: Caller) -> Json<WhoAmI> {
+    Json(WhoAmI {
+        id: caller.id,
+        admin: caller.admin,
+    })
 }
 
 pub async fn add(
     State(s): State<AppState>,
     caller: Caller,
-    ApiJson(body): ApiJson<AddBody>,
+    ApiJson(body): ApiJson<AddWorkers>,
 ) -> ApiResult<(StatusCode, Json<Vec<NewWorker>>)> {
     caller.require_admin()?;
     let added = s.store.add_workers(body.count, s.now()).await?;
@@ -59,16 +57,11 @@ pub async fn token(
     Ok(Json(NewWorker { id, token }))
 }
 
-#[derive(Deserialize)]
-pub struct StatusBody {
-    status: String,
-}
-
 pub async fn set_status(
     State(s): State<AppState>,
     caller: Caller,
     Path(id): Path<String>,
-    ApiJson(body): ApiJson<StatusBody>,
+    ApiJson(body): ApiJson<SetStatus>,
 ) -> ApiResult<Json<Value>> {
     validate_worker_id(&id)?;
     if !caller.admin && caller.id != id {
@@ -91,7 +84,7 @@ pub async fn set_statuses(
     State(s): State<AppState>,
     caller: Caller,
     ApiJson(body): ApiJson<StatusReports>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<Updated>> {
     check_batch(body.workers.len())?;
     crate::auth::authorize_many(
         &caller,
@@ -107,13 +100,10 @@ pub async fn set_statuses(
         .collect::<Result<Vec<_>, Error>>()?;
     let n = statuses.len();
     s.store.set_worker_statuses(statuses).await?;
-    Ok(Json(json!({ "updated": n })))
+    Ok(Json(Updated { updated: n }))
 }
 
 /// Counts of what the organization has produced.
-pub async fn stats(
-    State(s): State<AppState>,
-    _caller: Caller,
-) -> ApiResult<Json<agensh_store::Stats>> {
+pub async fn stats(State(s): State<AppState>, _caller: Caller) -> ApiResult<Json<Stats>> {
     Ok(Json(s.store.stats().await?))
 }

@@ -1,8 +1,10 @@
 //! The `acp` adapter: any Agent Client Protocol agent over stdio (`copilot --acp`,
 //! `gemini --acp`, `claude-agent-acp`, `codex-acp`, `agensh agent script`, …).
 //!
-//! The wire is newline-delimited JSON-RPC 2.0 on the agent's stdin and stdout. The adapter
-//! is the ACP *client*: it runs `initialize`, then `session/new` (or `session/load` of the
+//! The wire is newline-delimited JSON-RPC 2.0 on the agent's stdin and stdout, every
+//! message (de)serialized through the typed ACP structures of `agensh_protocol::acp`; an
+//! update the schema does not know is skipped, never a failed turn. The adapter is the ACP
+//! *client*: it runs `initialize`, then `session/new` (or `session/load` of the
 //! session it stored, when the agent can load sessions) with the hub's MCP server and the
 //! worker's token, and one `session/prompt` per turn. While a turn runs it collects the
 //! agent's `session/update` notifications into [`TurnEvent`]s and answers the agent's
@@ -25,6 +27,16 @@ use std::time::Duration;
 
 use agensh_domain::{Error, ErrorKind, Result};
 use agensh_process::{GroupChild, ProcessGroup};
+use agensh_protocol::acp::{
+    self, method, CancelNotification, ClientCapabilities, ContentBlock, FileSystemCapabilities,
+    HttpHeader, Implementation, InitializeRequest, InitializeResponse, LoadSessionRequest,
+    McpServer, McpServerHttp, NewSessionRequest, NewSessionResponse, PermissionOptionKind,
+    PromptRequest, PromptResponse, ProtocolVersion, RequestPermissionOutcome,
+    RequestPermissionRequest, RequestPermissionResponse, SelectedPermissionOutcome, SessionUpdate,
+};
+use agensh_protocol::framing::{decode_line, encode_line};
+use agensh_protocol::jsonrpc::{code, ErrorObject, Id, Message, Notification, Request, Response};
+use serde::Serialize;
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout};
@@ -35,7 +47,7 @@ use super::cpu::AgentCpu;
 use super::{Agent, AgentContext, TurnEvent, TurnOutcome, Usage};
 
 /// The ACP protocol version the adapter speaks.
-pub const PROTOCOL_VERSION: u64 = 1;
+pub const PROTOCOL_VERSION: ProtocolVersion = ProtocolVersion::V1;
 
 /// The file in the state directory where the agent's stderr goes.
 pub const STDERR_LOG: &str = "agent.stderr.log";
@@ -56,9 +68,6 @@ const STDERR_TAIL_BYTES: u64 = 2048;
 /// The line that starts each run's output in the stderr log.
 const LAUNCH_MARK: &str = "--- agensh: started";
 
-/// JSON-RPC "method not found".
-const METHOD_NOT_FOUND: i64 = -32601;
-
 /// An ACP agent driven over stdio.
 pub struct AcpAgent {
     command: Vec<String>,
@@ -74,6 +83,7 @@ struct Running {
     /// The process group (the agent's pid), killed as a whole on stop.
     group: ProcessGroup,
     conn: Arc<Conn>,
+    /// The params of each `session/update`.
     updates: mpsc::UnboundedReceiver<Value>,
     reader: JoinHandle<()>,
     session_id: String,
@@ -98,8 +108,8 @@ type RpcAnswer = std::result::Result<Value, RpcError>;
 
 #[derive(Debug)]
 enum RpcError {
-    /// The agent answered with a JSON-RPC error.
-    Agent { code: i64, message: String },
+    /// The agent answered with a JSON-RPC error (its `data` kept).
+    Agent(ErrorObject),
     /// The agent's output ended before the answer.
     Closed,
 }
@@ -242,11 +252,8 @@ impl Agent for AcpAgent {
         })?;
         // Updates left over from an abandoned turn belong to no one.
         while r.updates.try_recv().is_ok() {}
-        let params = json!({
-            "sessionId": r.session_id,
-            "prompt": [{ "type": "text", "text": prompt }],
-        });
-        let answer = r.conn.request("session/prompt", params).await;
+        let params = PromptRequest::new(r.session_id.clone(), vec![acp::text(prompt)]);
+        let answer = r.conn.request(method::SESSION_PROMPT, params).await;
         r.in_turn = true;
         let mut answer = match answer {
             Ok(rx) => rx,
@@ -272,11 +279,7 @@ impl Agent for AcpAgent {
             Err(RpcError::Closed) => return Err(r.exited("a turn").await),
             Err(e) => return Err(r.refused("session/prompt", e)),
         };
-        let stop_reason = result
-            .get("stopReason")
-            .and_then(Value::as_str)
-            .unwrap_or("end_turn")
-            .to_string();
+        let stop_reason = stop_reason_of(&result);
         let mut usage = usage_of(&result);
         if usage.cost_usd == 0.0 && r.cost_seen > cost_before {
             usage.cost_usd = r.cost_seen - cost_before;
@@ -299,39 +302,45 @@ impl Agent for AcpAgent {
 
 /// `initialize`, then a session: loaded when the agent can and one is stored, else new.
 async fn handshake(r: &mut Running, ctx: &AgentContext) -> Result<()> {
-    let init = r
-        .call(
-            "initialize",
-            json!({
-                "protocolVersion": PROTOCOL_VERSION,
-                "clientCapabilities": {
-                    "fs": { "readTextFile": false, "writeTextFile": false },
-                    "terminal": false,
-                },
-                "clientInfo": { "name": "agensh", "version": env!("CARGO_PKG_VERSION") },
-            }),
+    let init = InitializeRequest::new(PROTOCOL_VERSION)
+        .client_capabilities(
+            ClientCapabilities::new()
+                .fs(FileSystemCapabilities::new()
+                    .read_text_file(false)
+                    .write_text_file(false))
+                .terminal(false),
         )
-        .await?;
+        .client_info(Implementation::new("agensh", env!("CARGO_PKG_VERSION")));
+    let init = r.call(method::INITIALIZE, init).await?;
+    // An answer the schema cannot read still started the agent: assume no capabilities.
+    let init = serde_json::from_value::<InitializeResponse>(init)
+        .inspect_err(|e| {
+            tracing::info!(
+                "the agent `{}` answered initialize in a shape the protocol schema does not know ({e}); assuming no capabilities",
+                r.what
+            )
+        })
+        .ok();
     let can_load = init
-        .pointer("/agentCapabilities/loadSession")
-        .and_then(Value::as_bool)
-        .unwrap_or(false);
-    let cwd = absolute(&ctx.checkout);
-    let mcp = json!([{
-        "type": "http",
-        "name": "agensh",
-        "url": ctx.mcp_url(),
-        "headers": [{ "name": "Authorization", "value": format!("Bearer {}", ctx.token) }],
-    }]);
+        .as_ref()
+        .is_some_and(|i| i.agent_capabilities.load_session);
+    let auth_methods: Vec<String> = init
+        .iter()
+        .flat_map(|i| &i.auth_methods)
+        .map(|m| m.id().0.to_string())
+        .collect();
+    let cwd = PathBuf::from(absolute(&ctx.checkout));
+    let mcp = vec![McpServer::Http(
+        McpServerHttp::new("agensh", ctx.mcp_url()).headers(vec![HttpHeader::new(
+            "Authorization",
+            format!("Bearer {}", ctx.token),
+        )]),
+    )];
     let session_file = ctx.state_dir.join(SESSION_FILE);
     if can_load {
         if let Some(id) = stored_session(&session_file, &r.what) {
-            let loaded = r
-                .call(
-                    "session/load",
-                    json!({ "sessionId": id, "cwd": cwd, "mcpServers": mcp }),
-                )
-                .await;
+            let load = LoadSessionRequest::new(id.clone(), cwd.clone()).mcp_servers(mcp.clone());
+            let loaded = r.call(method::SESSION_LOAD, load).await;
             // The agent replays the conversation as updates before it answers: not ours.
             while r.updates.try_recv().is_ok() {}
             match loaded {
@@ -348,39 +357,38 @@ async fn handshake(r: &mut Running, ctx: &AgentContext) -> Result<()> {
         }
     }
     let created = r
-        .call("session/new", json!({ "cwd": cwd, "mcpServers": mcp }))
+        .call(
+            method::SESSION_NEW,
+            NewSessionRequest::new(cwd).mcp_servers(mcp),
+        )
         .await
-        .map_err(|e| match init.get("authMethods").and_then(Value::as_array) {
-            Some(methods) if !methods.is_empty() && e.code == "agent_refused" => {
-                let ids: Vec<&str> = methods
-                    .iter()
-                    .filter_map(|m| m.get("id").and_then(Value::as_str))
-                    .collect();
-                Error::new(
-                    e.kind,
-                    &e.code,
-                    format!(
-                        "{} — the agent may need authentication first (it offers: {}); configure its credentials in agent.env",
-                        e.message,
-                        ids.join(", ")
-                    ),
-                )
+        .map_err(|e| {
+            if auth_methods.is_empty() || e.code != "agent_refused" {
+                return e;
             }
-            _ => e,
+            Error::new(
+                e.kind,
+                &e.code,
+                format!(
+                    "{} — the agent may need authentication first (it offers: {}); configure its credentials in agent.env",
+                    e.message,
+                    auth_methods.join(", ")
+                ),
+            )
         })?;
-    let id = created
-        .get("sessionId")
-        .and_then(Value::as_str)
-        .ok_or_else(|| {
+    let id = serde_json::from_value::<NewSessionResponse>(created)
+        .map_err(|e| {
             Error::new(
                 ErrorKind::Internal,
                 "agent_protocol",
                 format!(
-                    "the agent `{}` answered session/new without a sessionId",
+                    "the agent `{}` answered session/new without a usable sessionId ({e})",
                     r.what
                 ),
             )
         })?
+        .session_id
+        .0
         .to_string();
     let record = json!({ "sessionId": id, "command": r.what });
     if let Err(e) = std::fs::write(&session_file, record.to_string()) {
@@ -412,9 +420,10 @@ fn absolute(p: &Path) -> String {
 async fn shutdown(r: &mut Running) {
     // Every wait is bounded: an agent that stopped reading its input cannot hold us here.
     if r.in_turn && !r.conn.closed.load(Ordering::Relaxed) {
-        let cancel = r
-            .conn
-            .notify("session/cancel", json!({ "sessionId": r.session_id }));
+        let cancel = r.conn.notify(
+            method::SESSION_CANCEL,
+            CancelNotification::new(r.session_id.clone()),
+        );
         let _ = tokio::time::timeout(STOP_GRACE, cancel).await;
     }
     if let Ok(mut stdin) = tokio::time::timeout(STOP_GRACE, r.conn.stdin.lock()).await {
@@ -430,7 +439,7 @@ async fn shutdown(r: &mut Running) {
 
 impl Running {
     /// A request with the handshake timeout; its answer.
-    async fn call(&mut self, method: &str, params: Value) -> Result<Value> {
+    async fn call(&mut self, method: &str, params: impl Serialize) -> Result<Value> {
         let rx = match self.conn.request(method, params).await {
             Ok(rx) => rx,
             Err(RpcError::Closed) => return Err(self.exited(method).await),
@@ -454,15 +463,7 @@ impl Running {
     }
 
     fn refused(&self, method: &str, e: RpcError) -> Error {
-        let detail = match e {
-            RpcError::Agent { code, message } => format!("{message} (JSON-RPC error {code})"),
-            RpcError::Closed => "its output ended".to_string(),
-        };
-        Error::new(
-            ErrorKind::Internal,
-            "agent_refused",
-            format!("the agent `{}` refused {method}: {detail}", self.what),
-        )
+        refusal(&self.what, method, e)
     }
 
     /// The error for an agent whose output ended during `during`: its exit status and the
@@ -534,10 +535,23 @@ fn stderr_tail(path: &Path) -> String {
     run[run.len().saturating_sub(20)..].join("\n")
 }
 
+/// The error for a request the agent answered with a JSON-RPC error: its message with
+/// what its `data` says (agents put the real cause there, under a generic "Internal error").
+fn refusal(what: &str, method: &str, e: RpcError) -> Error {
+    let detail = match e {
+        RpcError::Agent(e) => e.to_string(),
+        RpcError::Closed => "its output ended".to_string(),
+    };
+    Error::new(
+        ErrorKind::Internal,
+        "agent_refused",
+        format!("the agent `{what}` refused {method}: {detail}"),
+    )
+}
+
 impl Conn {
-    async fn write(&self, msg: &Value) -> std::result::Result<(), RpcError> {
-        let mut line = serde_json::to_vec(msg).expect("JSON serializes");
-        line.push(b'\n');
+    async fn write(&self, msg: &Message) -> std::result::Result<(), RpcError> {
+        let line = encode_line(msg);
         let mut stdin = self.stdin.lock().await;
         let Some(w) = stdin.as_mut() else {
             return Err(RpcError::Closed);
@@ -550,7 +564,7 @@ impl Conn {
     async fn request(
         &self,
         method: &str,
-        params: Value,
+        params: impl Serialize,
     ) -> std::result::Result<oneshot::Receiver<RpcAnswer>, RpcError> {
         if self.closed.load(Ordering::Relaxed) {
             return Err(RpcError::Closed);
@@ -559,7 +573,7 @@ impl Conn {
         let (tx, rx) = oneshot::channel();
         self.pending.lock().expect("pending lock").insert(id, tx);
         let sent = self
-            .write(&json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }))
+            .write(&Message::Request(Request::new(id, method, params)))
             .await;
         if let Err(e) = sent {
             self.pending.lock().expect("pending lock").remove(&id);
@@ -568,8 +582,12 @@ impl Conn {
         Ok(rx)
     }
 
-    async fn notify(&self, method: &str, params: Value) -> std::result::Result<(), RpcError> {
-        self.write(&json!({ "jsonrpc": "2.0", "method": method, "params": params }))
+    async fn notify(
+        &self,
+        method: &str,
+        params: impl Serialize,
+    ) -> std::result::Result<(), RpcError> {
+        self.write(&Message::Notification(Notification::new(method, params)))
             .await
     }
 
@@ -592,83 +610,94 @@ async fn read_loop(
     let mut lines = BufReader::new(stdout).lines();
     while let Ok(Some(line)) = lines.next_line().await {
         heartbeat.beat();
-        let line = line.trim();
-        if line.is_empty() {
-            continue;
-        }
-        let Ok(msg) = serde_json::from_str::<Value>(line) else {
-            tracing::debug!("agent wrote a line that is not JSON-RPC: {line:.200}");
-            continue;
+        let msg = match decode_line::<Message>(&line) {
+            Ok(Some(m)) => m,
+            Ok(None) => continue,
+            Err(e) => {
+                tracing::debug!("the agent wrote {e}");
+                continue;
+            }
         };
-        let method = msg.get("method").and_then(Value::as_str);
-        let id = msg.get("id").filter(|v| !v.is_null()).cloned();
-        match (method, id) {
-            (Some(method), Some(id)) => {
-                let answer = answer_request(method, msg.get("params").unwrap_or(&Value::Null));
-                let reply = match answer {
-                    Ok(result) => json!({ "jsonrpc": "2.0", "id": id, "result": result }),
-                    Err((code, message)) => json!({
-                        "jsonrpc": "2.0", "id": id,
-                        "error": { "code": code, "message": message },
-                    }),
-                };
-                let _ = conn.write(&reply).await;
+        match msg {
+            Message::Request(r) if r.id != Id::Null => {
+                let _ = conn.write(&Message::Response(answer_request(&r))).await;
             }
-            (Some("session/update"), None) => {
-                let _ = updates.send(msg.get("params").cloned().unwrap_or(Value::Null));
-            }
-            (Some(_), None) => {}
-            (None, Some(id)) => {
-                let Some(id) = id.as_u64() else { continue };
-                let tx = conn.pending.lock().expect("pending lock").remove(&id);
-                if let Some(tx) = tx {
-                    let answer = match msg.get("error") {
-                        Some(e) => Err(RpcError::Agent {
-                            code: e.get("code").and_then(Value::as_i64).unwrap_or(0),
-                            message: e
-                                .get("message")
-                                .and_then(Value::as_str)
-                                .unwrap_or("no message")
-                                .to_string(),
-                        }),
-                        None => Ok(msg.get("result").cloned().unwrap_or(Value::Null)),
-                    };
-                    let _ = tx.send(answer);
+            // A request with a null id cannot be answered: taken as a notification.
+            Message::Request(Request { method, params, .. })
+            | Message::Notification(Notification { method, params }) => {
+                if method == method::SESSION_UPDATE {
+                    let _ = updates.send(params.unwrap_or(Value::Null));
                 }
             }
-            (None, None) => {}
+            Message::Response(r) => {
+                let Some(id) = r.id.as_u64() else { continue };
+                let tx = conn.pending.lock().expect("pending lock").remove(&id);
+                if let Some(tx) = tx {
+                    let _ = tx.send(r.result.map_err(RpcError::Agent));
+                }
+            }
         }
     }
     conn.fail_all();
 }
 
 /// The policy answer to a request from the agent.
-fn answer_request(method: &str, params: &Value) -> std::result::Result<Value, (i64, String)> {
-    match method {
-        "session/request_permission" => Ok(permission_answer(params)),
-        _ => Err((
-            METHOD_NOT_FOUND,
-            format!("method not found: {method} (this client offers no file system or terminal; use your own tools)"),
-        )),
+fn answer_request(req: &Request) -> Response {
+    let id = req.id.clone();
+    if req.method != method::SESSION_REQUEST_PERMISSION {
+        return Response::error(
+            id,
+            ErrorObject::new(
+                code::METHOD_NOT_FOUND,
+                format!(
+                    "method not found: {} (this client offers no file system or terminal; use your own tools)",
+                    req.method
+                ),
+            ),
+        );
+    }
+    match req.params::<RequestPermissionRequest>() {
+        Ok(p) => Response::ok(id, permission_answer(&p)),
+        Err(e) => {
+            tracing::warn!(
+                "the agent asked for permission in a shape the protocol schema does not know: {e}"
+            );
+            Response::error(id, e)
+        }
     }
 }
 
 /// Chooses `allow_always`, else `allow_once`; with neither, the request is cancelled.
-pub fn permission_answer(params: &Value) -> Value {
-    let options = params
-        .get("options")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    let pick = |kind: &str| {
-        options
+pub fn permission_answer(request: &RequestPermissionRequest) -> RequestPermissionResponse {
+    let pick = |kind: PermissionOptionKind| {
+        request
+            .options
             .iter()
-            .find(|o| o.get("kind").and_then(Value::as_str) == Some(kind))
-            .and_then(|o| o.get("optionId").cloned())
+            .find(|o| o.kind == kind)
+            .map(|o| o.option_id.clone())
     };
-    match pick("allow_always").or_else(|| pick("allow_once")) {
-        Some(id) => json!({ "outcome": { "outcome": "selected", "optionId": id } }),
-        None => json!({ "outcome": { "outcome": "cancelled" } }),
+    let outcome = match pick(PermissionOptionKind::AllowAlways)
+        .or_else(|| pick(PermissionOptionKind::AllowOnce))
+    {
+        Some(id) => RequestPermissionOutcome::Selected(SelectedPermissionOutcome::new(id)),
+        None => RequestPermissionOutcome::Cancelled,
+    };
+    RequestPermissionResponse::new(outcome)
+}
+
+/// The stop reason of a `session/prompt` answer; one the schema does not know is kept as
+/// the agent wrote it, and a missing one is `end_turn`.
+fn stop_reason_of(result: &Value) -> String {
+    match serde_json::from_value::<PromptResponse>(result.clone()) {
+        Ok(p) => acp::wire_name(&p.stop_reason),
+        Err(e) => {
+            tracing::debug!("a session/prompt answer the protocol schema does not know: {e}");
+            result
+                .get("stopReason")
+                .and_then(Value::as_str)
+                .unwrap_or("end_turn")
+                .to_string()
+        }
     }
 }
 
@@ -684,80 +713,73 @@ struct TurnLog {
 
 impl TurnLog {
     fn update(&mut self, params: &Value, cost_seen: &mut f64) {
-        let Some(u) = params.get("update") else {
-            return;
+        let update = match acp::read_update(Some(params)) {
+            Ok(n) => n.update,
+            Err(e) => {
+                tracing::debug!(
+                    "skipping a session/update the protocol schema does not know ({e}): {:.200}",
+                    params.to_string()
+                );
+                self.open_message = false;
+                return;
+            }
         };
-        match u.get("sessionUpdate").and_then(Value::as_str) {
-            Some("agent_message_chunk") => {
-                let text = u
-                    .pointer("/content/text")
-                    .and_then(Value::as_str)
-                    .unwrap_or("");
-                if text.is_empty() {
+        match update {
+            SessionUpdate::AgentMessageChunk(chunk) => {
+                let ContentBlock::Text(t) = chunk.content else {
+                    return;
+                };
+                if t.text.is_empty() {
                     return;
                 }
                 if self.open_message {
-                    if let Some(TurnEvent::Message { text: t }) = self.events.last_mut() {
-                        t.push_str(text);
+                    if let Some(TurnEvent::Message { text }) = self.events.last_mut() {
+                        text.push_str(&t.text);
                         return;
                     }
                 }
-                self.events.push(TurnEvent::Message {
-                    text: text.to_string(),
-                });
+                self.events.push(TurnEvent::Message { text: t.text });
                 self.open_message = true;
             }
-            Some("tool_call") => {
+            SessionUpdate::ToolCall(call) => {
                 self.open_message = false;
-                let id = u
-                    .get("toolCallId")
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .to_string();
-                let name = u
-                    .get("title")
-                    .and_then(Value::as_str)
-                    .or_else(|| u.get("kind").and_then(Value::as_str))
-                    .unwrap_or("tool")
-                    .to_string();
-                let status = u
-                    .get("status")
-                    .and_then(Value::as_str)
-                    .unwrap_or("pending")
-                    .to_string();
-                self.calls.insert(id, self.events.len());
-                self.events.push(TurnEvent::ToolCall { name, status });
+                self.calls
+                    .insert(call.tool_call_id.0.to_string(), self.events.len());
+                self.events.push(TurnEvent::ToolCall {
+                    name: call.title,
+                    status: acp::wire_name(&call.status),
+                });
             }
-            Some("tool_call_update") => {
+            SessionUpdate::ToolCallUpdate(u) => {
                 self.open_message = false;
-                let id = u.get("toolCallId").and_then(Value::as_str).unwrap_or("");
-                let status = u.get("status").and_then(Value::as_str);
-                let title = u.get("title").and_then(Value::as_str);
-                match self.calls.get(id) {
+                let id = u.tool_call_id.0.to_string();
+                let status = u.fields.status.as_ref().map(acp::wire_name);
+                let title = u.fields.title;
+                match self.calls.get(&id) {
                     Some(&i) => {
                         if let Some(TurnEvent::ToolCall { name, status: s }) =
                             self.events.get_mut(i)
                         {
                             if let Some(st) = status {
-                                *s = st.to_string();
+                                *s = st;
                             }
                             if let Some(t) = title {
-                                *name = t.to_string();
+                                *name = t;
                             }
                         }
                     }
                     None => {
-                        self.calls.insert(id.to_string(), self.events.len());
+                        self.calls.insert(id, self.events.len());
                         self.events.push(TurnEvent::ToolCall {
-                            name: title.unwrap_or("tool").to_string(),
-                            status: status.unwrap_or("pending").to_string(),
+                            name: title.unwrap_or_else(|| "tool".to_string()),
+                            status: status.unwrap_or_else(|| "pending".to_string()),
                         });
                     }
                 }
             }
-            Some("usage_update") => {
-                if let Some(c) = u.pointer("/cost/amount").and_then(Value::as_f64) {
-                    *cost_seen = c;
+            SessionUpdate::UsageUpdate(u) => {
+                if let Some(c) = u.cost {
+                    *cost_seen = c.amount;
                 }
             }
             _ => self.open_message = false,
@@ -799,25 +821,86 @@ mod tests {
 
     #[test]
     fn permission_prefers_allow_always_then_allow_once() {
-        let opts = |kinds: &[&str]| json!({ "options": kinds.iter().map(|k| json!({ "optionId": format!("o-{k}"), "name": k, "kind": k })).collect::<Vec<_>>() });
+        let opts = |kinds: &[&str]| {
+            let request: RequestPermissionRequest = serde_json::from_value(json!({
+                "sessionId": "s",
+                "toolCall": { "toolCallId": "c1", "title": "git push" },
+                "options": kinds.iter().map(|k| json!({ "optionId": format!("o-{k}"), "name": k, "kind": k })).collect::<Vec<_>>(),
+            }))
+            .expect("a permission request");
+            serde_json::to_value(permission_answer(&request)).expect("serializes")
+        };
         assert_eq!(
-            permission_answer(&opts(&["reject_once", "allow_once", "allow_always"])),
+            opts(&["reject_once", "allow_once", "allow_always"]),
             json!({ "outcome": { "outcome": "selected", "optionId": "o-allow_always" } })
         );
         assert_eq!(
-            permission_answer(&opts(&["reject_once", "allow_once"])),
+            opts(&["reject_once", "allow_once"]),
             json!({ "outcome": { "outcome": "selected", "optionId": "o-allow_once" } })
         );
         assert_eq!(
-            permission_answer(&opts(&["reject_once"])),
+            opts(&["reject_once"]),
             json!({ "outcome": { "outcome": "cancelled" } })
         );
     }
 
     #[test]
     fn unknown_requests_are_method_not_found() {
-        let e = answer_request("fs/read_text_file", &json!({})).unwrap_err();
-        assert_eq!(e.0, METHOD_NOT_FOUND);
+        let r = answer_request(&Request::new(1u64, method::FS_READ_TEXT_FILE, json!({})));
+        assert_eq!(r.result.unwrap_err().code, code::METHOD_NOT_FOUND);
+    }
+
+    #[test]
+    fn a_malformed_permission_request_is_invalid_params() {
+        let r = answer_request(&Request::new(
+            2u64,
+            method::SESSION_REQUEST_PERMISSION,
+            json!({ "options": [] }),
+        ));
+        assert_eq!(r.id, Id::Number(2));
+        assert_eq!(r.result.unwrap_err().code, code::INVALID_PARAMS);
+    }
+
+    #[test]
+    fn a_refusal_shows_what_the_error_data_says() {
+        let e = ErrorObject::new(code::INTERNAL_ERROR, "Internal error")
+            .with_data(json!({ "details": "process exited with code 1" }));
+        let err = refusal("claude-agent-acp", "session/prompt", RpcError::Agent(e));
+        assert_eq!(err.code, "agent_refused");
+        assert_eq!(
+            err.message,
+            "the agent `claude-agent-acp` refused session/prompt: Internal error: process exited with code 1 (JSON-RPC error -32603)"
+        );
+    }
+
+    #[test]
+    fn unknown_updates_are_skipped_and_end_the_message() {
+        let mut log = TurnLog::default();
+        let mut cost = 0.0;
+        let chunk = |t: &str| json!({ "sessionId": "s", "update": { "sessionUpdate": "agent_message_chunk", "content": { "type": "text", "text": t } } });
+        log.update(&chunk("a"), &mut cost);
+        log.update(
+            &json!({ "sessionId": "s", "update": { "sessionUpdate": "a_future_kind", "x": 1 } }),
+            &mut cost,
+        );
+        log.update(&chunk("b"), &mut cost);
+        assert_eq!(
+            log.events,
+            vec![
+                TurnEvent::Message { text: "a".into() },
+                TurnEvent::Message { text: "b".into() },
+            ]
+        );
+    }
+
+    #[test]
+    fn stop_reasons_unknown_to_the_schema_are_kept() {
+        assert_eq!(
+            stop_reason_of(&json!({ "stopReason": "max_tokens" })),
+            "max_tokens"
+        );
+        assert_eq!(stop_reason_of(&json!({ "stopReason": "paused" })), "paused");
+        assert_eq!(stop_reason_of(&json!({})), "end_turn");
     }
 
     #[test]

@@ -292,11 +292,15 @@ fn property_order<'a>(
                 .collect()
         })
         .unwrap_or_default();
-    for k in properties.keys() {
-        if !order.contains(&k.as_str()) {
-            order.push(k);
-        }
-    }
+    // The others by name, whatever order the map keeps its keys in (serde_json's
+    // `preserve_order` is on in this build).
+    let mut rest: Vec<&str> = properties
+        .keys()
+        .map(String::as_str)
+        .filter(|k| !order.contains(k))
+        .collect();
+    rest.sort_unstable();
+    order.extend(rest);
     order
 }
 
