@@ -198,7 +198,7 @@ pub fn unread_bounds(conn: &Connection, worker: &str) -> Result<(i64, i64)> {
         )
         .optional()
         .map_err(sql_err)?;
-    let cursor = cursor.ok_or_else(|| super::workers::unknown_worker(worker))?;
+    let cursor = cursor.ok_or_else(|| agensh_domain::worker::unknown_worker(worker))?;
     let top: i64 = conn
         .query_row("SELECT ifnull(max(seq), 0) FROM records", [], |r| r.get(0))
         .map_err(sql_err)?;

@@ -81,7 +81,7 @@ fn cursor(conn: &Connection, worker: &str) -> Result<i64> {
     )
     .optional()
     .map_err(sql_err)?
-    .ok_or_else(|| super::workers::unknown_worker(worker))
+    .ok_or_else(|| agensh_domain::worker::unknown_worker(worker))
 }
 
 /// Events for `worker` above `from`, oldest first, acknowledged or not.
@@ -272,7 +272,7 @@ pub fn pending_many(
     for (w, after) in queries {
         let c = *cursors
             .get(w)
-            .ok_or_else(|| super::workers::unknown_worker(w))?;
+            .ok_or_else(|| agensh_domain::worker::unknown_worker(w))?;
         from.push(c.max(*after));
     }
     let lowest = *from.iter().min().expect("not empty");
@@ -325,7 +325,7 @@ pub fn ack_many(conn: &Connection, acks: &[(String, Vec<i64>)]) -> Result<Vec<Re
     let mut out = Vec::with_capacity(acks.len());
     for (worker, seqs) in acks {
         let Some(&c) = cursors.get(worker) else {
-            out.push(Err(super::workers::unknown_worker(worker)));
+            out.push(Err(agensh_domain::worker::unknown_worker(worker)));
             continue;
         };
         if let Err(e) = check_acks(worker, seqs, c, &named) {

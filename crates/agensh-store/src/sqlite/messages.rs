@@ -80,7 +80,7 @@ pub fn read(conn: &Connection, reader: &str, q: &MessageQuery) -> Result<Vec<Mes
         )
         .optional()
         .map_err(sql_err)?
-        .ok_or_else(|| workers::unknown_worker(reader))?
+        .ok_or_else(|| agensh_domain::worker::unknown_worker(reader))?
     } else {
         0
     };

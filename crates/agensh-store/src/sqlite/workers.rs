@@ -127,12 +127,8 @@ pub fn ensure_exists(conn: &Connection, id: &str) -> Result<()> {
         .map_err(sql_err)?;
     match found {
         Some(_) => Ok(()),
-        None => Err(unknown_worker(id)),
+        None => Err(agensh_domain::worker::unknown_worker(id)),
     }
-}
-
-pub fn unknown_worker(id: &str) -> Error {
-    agensh_domain::worker::unknown_worker(id)
 }
 
 pub fn set_status(conn: &Connection, id: &str, status: WorkerStatus) -> Result<()> {
@@ -143,7 +139,7 @@ pub fn set_status(conn: &Connection, id: &str, status: WorkerStatus) -> Result<(
         )
         .map_err(sql_err)?;
     if n == 0 {
-        return Err(unknown_worker(id));
+        return Err(agensh_domain::worker::unknown_worker(id));
     }
     Ok(())
 }
@@ -159,7 +155,7 @@ pub fn set_statuses(conn: &Connection, statuses: &[(String, WorkerStatus)]) -> R
             .map_err(sql_err)?
             == 0
         {
-            return Err(unknown_worker(id));
+            return Err(agensh_domain::worker::unknown_worker(id));
         }
     }
     Ok(())
