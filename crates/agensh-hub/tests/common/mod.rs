@@ -102,12 +102,10 @@ impl TestHub {
 
     /// Adds `n` workers and returns a client for each, in id order (w01, w02, …).
     pub async fn workers(&self, n: usize) -> Vec<Client> {
-        self.admin()
-            .add_workers(n)
+        self.tokens(n)
             .await
-            .expect("workers are added")
-            .into_iter()
-            .map(|w| self.client(&w.token))
+            .iter()
+            .map(|t| self.client(t))
             .collect()
     }
 
