@@ -266,6 +266,43 @@ async fn a_gate_does_not_see_the_hubs_secrets_in_its_environment() {
 }
 
 #[tokio::test]
+async fn a_gate_runs_on_a_merge_commit_whose_first_parent_is_main_before_the_merge() {
+    let org = org().await;
+    let before = main_head(&org.ws).await;
+    push_branch(&org, "w01", "w01/feature", &[("x.txt", "x\n")]).await;
+    let mut req = request("w01/feature");
+    req.gate = Some(Gate {
+        command: format!("test \"$(git rev-parse HEAD^1)\" = {before}"),
+        timeout: Duration::from_secs(30),
+    });
+    let out = org.ws.merge(&req).await.unwrap();
+    assert!(matches!(out, MergeOutcome::Merged { .. }), "{out:?}");
+}
+
+#[tokio::test]
+async fn a_gate_can_refuse_a_change_to_protected_files_by_diffing_against_head_1() {
+    let org = org().await;
+    let protect = "git diff --quiet HEAD^1 HEAD -- shared.txt";
+    push_branch(&org, "w01", "w01/other", &[("x.txt", "x\n")]).await;
+    push_branch(&org, "w02", "w02/edit", &[("shared.txt", "edited\n")]).await;
+    let gated = |branch: &str| {
+        let mut req = request(branch);
+        req.gate = Some(Gate {
+            command: protect.into(),
+            timeout: Duration::from_secs(30),
+        });
+        req
+    };
+    let out = org.ws.merge(&gated("w01/other")).await.unwrap();
+    assert!(matches!(out, MergeOutcome::Merged { .. }), "{out:?}");
+    let out = org.ws.merge(&gated("w02/edit")).await.unwrap();
+    assert!(
+        matches!(out, MergeOutcome::GateFailed { exit: Some(1), .. }),
+        "{out:?}"
+    );
+}
+
+#[tokio::test]
 async fn background_processes_of_a_passing_gate_do_not_outlive_it() {
     let org = org().await;
     push_branch(&org, "w01", "w01/feature", &[("x.txt", "x\n")]).await;

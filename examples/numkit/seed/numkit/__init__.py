@@ -1,0 +1,1 @@
+"""numkit: small number utilities, one module each."""
