@@ -9,8 +9,8 @@ def digit_sum(n: int) -> int:
 
 
 def is_palindrome(n: int) -> bool:
-    """Return False if n is negative. Otherwise return True if the decimal digits of n
-    read the same backwards: is_palindrome(121) -> True, is_palindrome(123) -> False,
-    is_palindrome(-121) -> False.
+    """Return True if the decimal digits of n read the same backwards; the sign is
+    ignored. is_palindrome(121) -> True, is_palindrome(-121) -> True,
+    is_palindrome(123) -> False.
     """
     raise NotImplementedError

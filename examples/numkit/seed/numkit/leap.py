@@ -10,9 +10,9 @@ def is_leap(year: int) -> bool:
 
 
 def days_in_month(year: int, month: int) -> int:
-    """Return the number of days of month (1 = January .. 12 = December) in year:
-    February has 29 days in a leap year and 28 otherwise. days_in_month(2024, 2) -> 29.
-
-    Raise ValueError if month is not between 1 and 12.
+    """First raise ValueError if month is not between 1 and 12. Otherwise return the
+    number of days of month (1 = January .. 12 = December) in year: 30 for April, June,
+    September and November (4, 6, 9, 11); for February (2) 29 if is_leap(year), else 28;
+    31 for every other month. days_in_month(2024, 2) -> 29, days_in_month(2023, 4) -> 30.
     """
     raise NotImplementedError

@@ -1,9 +1,10 @@
-"""The merge gate's test run (the hub runs it on the merged tree; see agensh.toml).
+"""The merge gate (agensh.toml's [merge] gate runs main's copy of this file on every merge).
 
-Runs the whole test suite. It passes when every test passes, except the tests of a part
-that is still a stub (its function raises NotImplementedError) and that the change being
-merged does not touch: the parts nobody has done yet. A part the change touches must pass
-all of its tests. Run by hand in a merge commit: python3 tests/gate.py
+The hub runs it in a checkout of the merge commit, whose first parent (HEAD^1) is main as
+it was. It refuses the merge when the change touches anything under tests/, then runs the
+whole test suite: every test must pass, except the tests of a part that is still a stub
+(its function raises NotImplementedError) and that the change does not touch, the parts
+nobody has done yet. A part the change touches must pass all of its tests.
 """
 
 import subprocess
@@ -11,12 +12,9 @@ import sys
 import unittest
 
 
-def changed_parts() -> set[str]:
-    """The modules of numkit/ that the merge commit changes against the old main (HEAD^1)."""
-    out = subprocess.run(
-        ["git", "diff", "--name-only", "HEAD^1", "HEAD", "--", "numkit/"],
-        capture_output=True, text=True, check=True).stdout
-    return {line.removeprefix("numkit/").removesuffix(".py") for line in out.split()}
+def git(*args: str) -> str:
+    """The output of a git command in the merge commit's checkout."""
+    return subprocess.run(["git", *args], capture_output=True, text=True, check=True).stdout
 
 
 def part_of(test: unittest.TestCase) -> str:
@@ -29,13 +27,31 @@ def part_of(test: unittest.TestCase) -> str:
 def exception_line(trace: str) -> str:
     """The first line of the exception a traceback ends with, e.g. "AssertionError: 1 != 2"."""
     lines = trace.strip().splitlines()
-    last_frame = max((i for i, line in enumerate(lines) if line.startswith("  File ")), default=-1)
-    after = [line for line in lines[last_frame + 1:] if not line.startswith(" ")]
+    frames = [i for i, line in enumerate(lines) if line.startswith("  File ")]
+    after = [line for line in lines[frames[-1] + 1 if frames else 0:] if not line.startswith(" ")]
     return (after[0] if after else lines[-1])[:300]
 
 
+def suite_tests(suite):
+    """Every test case of a (nested) suite."""
+    for item in suite:
+        if isinstance(item, unittest.TestSuite):
+            yield from suite_tests(item)
+        else:
+            yield item
+
+
 def main() -> int:
-    changed = changed_parts()
+    edited = git("diff", "--stat", "HEAD^1", "HEAD", "--", "tests/")
+    if edited:
+        print("refused: this change edits tests/, which must stay as on main:")
+        print(edited, end="")
+        print("undo it: git checkout origin/main -- tests/ && git commit -am 'restore the tests'")
+        return 1
+    changed = {
+        line.removeprefix("numkit/").removesuffix(".py")
+        for line in git("diff", "--name-only", "HEAD^1", "HEAD", "--", "numkit/").split()
+    }
     suite = unittest.defaultTestLoader.discover("tests", top_level_dir=".")
     parts = {part_of(test) for test in suite_tests(suite)}
     result = unittest.TestResult()
@@ -48,8 +64,7 @@ def main() -> int:
         else:
             broken.append((test, last))
     broken += [(test, exception_line(trace)) for test, trace in result.failures]
-    failing = {part_of(test) for test, _ in broken}
-    done = sorted(parts - stubs - failing)
+    done = sorted(parts - stubs - {part_of(test) for test, _ in broken})
     print(f"gate: {result.testsRun} tests; parts passing: {', '.join(done) or 'none'}; "
           f"parts not done yet (stubs): {', '.join(sorted(stubs)) or 'none'}")
     for test, last in broken:
@@ -59,15 +74,6 @@ def main() -> int:
               "commit, push and merge again")
         return 1
     return 0
-
-
-def suite_tests(suite):
-    """Every test case of a (nested) suite."""
-    for item in suite:
-        if isinstance(item, unittest.TestSuite):
-            yield from suite_tests(item)
-        else:
-            yield item
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ class TestDigits(unittest.TestCase):
         self.assertEqual(digit_sum(9999999999), 90)
 
     def test_is_palindrome(self):
-        for n in (0, 7, 11, 121, 12321):
+        for n in (0, 7, 11, 121, 12321, -121):
             self.assertTrue(is_palindrome(n), n)
-        for n in (10, 123, 1222, -121):
+        for n in (10, 123, 1222, -12):
             self.assertFalse(is_palindrome(n), n)
