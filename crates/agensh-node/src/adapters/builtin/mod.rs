@@ -14,6 +14,7 @@
 
 pub mod actions;
 pub mod chat;
+pub mod content;
 pub mod history;
 pub mod log;
 pub mod prompt;
