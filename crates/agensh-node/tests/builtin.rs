@@ -698,11 +698,11 @@ async fn a_long_turn_is_compacted_to_fit_the_window() {
     let recap = &prompt[prompt.find(RECAP_HEADING).unwrap()..];
     let recapped: Vec<&str> = recap
         .lines()
-        .filter_map(|l| l.strip_prefix("- read_file(path="))
+        .filter_map(|l| l.strip_prefix("- You read "))
         .collect();
     assert!(recapped.len() >= 2, "{prompt}");
     // What the recap covers is no longer in the conversation itself.
-    let newest = recapped.last().unwrap().split(')').next().unwrap();
+    let newest = recapped.last().unwrap().split(' ').next().unwrap();
     let rest: String = last["messages"].as_array().unwrap()[2..]
         .iter()
         .map(|m| content(m).to_string())
@@ -716,12 +716,14 @@ async fn a_long_turn_is_compacted_to_fit_the_window() {
         .map(|r| content(&r["messages"][1]).to_string())
         .find(|p| p.contains(RECAP_HEADING))
         .unwrap();
+    // In prose: no size placeholder, no read_file header a model could paste into a file.
+    assert!(first.contains("- You wrote f0.txt (25 lines)."), "{first}");
     assert!(
-        first.contains("- write_file(path=f0.txt, content=<"),
+        first.contains("- You read f0.txt (lines 1-25 of 25)."),
         "{first}"
     );
     assert!(
-        first.contains("- read_file(path=f0.txt) → f0.txt: lines 1-25 of 25"),
+        !first.contains(" chars>") && !first.contains("f0.txt: lines"),
         "{first}"
     );
     assert!(log_lines(&t.ctx).iter().any(|l| l["event"] == "compact"));
@@ -919,4 +921,118 @@ async fn a_request_that_times_out_is_asked_once_more_then_fails_the_turn() {
     let e = t.agent.turn("Go again.").await.unwrap_err();
     assert!(e.message.contains("twice"), "{}", e.message);
     assert_eq!(t.replay.left(), 1, "no third try");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edit_that_changes_nothing_is_refused_as_such() {
+    let mut t = setup(1, ToolStyle::Json, |_| {}).await;
+    t.replay.push([
+        Reply::action(
+            "edit_file",
+            json!({ "path": "README.md", "old": "hello", "new": "hello" }),
+        ),
+        Reply::action("end_turn", json!({ "summary": "done" })),
+    ]);
+    let out = t.agent.turn("Fix README.").await.unwrap();
+    assert_eq!(
+        statuses(&out.events),
+        [("edit_file".to_string(), "error".to_string())]
+    );
+    let r = content(&last_message(&t.replay.requests(), 1)).to_string();
+    assert!(r.contains("this edit changes nothing"), "{r}");
+    assert!(!r.contains("replaced 1 occurrence"), "{r}");
+    assert!(r.contains("give a new text that differs from old"), "{r}");
+    assert_eq!(
+        std::fs::read_to_string(t.ctx.checkout.join("README.md")).unwrap(),
+        "hello\n"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_placeholder_is_refused_as_file_content_and_as_a_command() {
+    let mut t = setup(1, ToolStyle::Tools, |_| {}).await;
+    t.replay.push([
+        Reply::tools(&[
+            (
+                "write_file",
+                json!({ "path": "caesar.py", "content": "<250 chars>" }),
+            ),
+            (
+                "edit_file",
+                json!({ "path": "README.md", "old": "hello", "new": "<12 chars>" }),
+            ),
+            (
+                "run",
+                json!({ "command": "python3 -c '<40 chars>' > ran.txt" }),
+            ),
+        ]),
+        Reply::text("Stopped."),
+    ]);
+    let out = t.agent.turn("Write caesar.py.").await.unwrap();
+    assert!(statuses(&out.events).iter().all(|(_, s)| s == "error"));
+    let texts: Vec<String> = tool_messages(&t.replay.requests(), 1)
+        .iter()
+        .map(|m| content(m).to_string())
+        .collect();
+    assert!(
+        texts[0].contains("contains the placeholder <250 chars>, not the file's text; nothing was written. Write the complete text"),
+        "{}",
+        texts[0]
+    );
+    assert!(texts[1].contains("not real text"), "{}", texts[1]);
+    assert!(texts[2].contains("it was not run"), "{}", texts[2]);
+    assert!(!t.ctx.checkout.join("caesar.py").exists());
+    assert!(!t.ctx.checkout.join("ran.txt").exists());
+    assert_eq!(
+        std::fs::read_to_string(t.ctx.checkout.join("README.md")).unwrap(),
+        "hello\n"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pasted_read_header_and_code_fence_are_left_out_of_the_file() {
+    let mut t = setup(1, ToolStyle::Json, |_| {}).await;
+    t.replay.push([
+        Reply::action(
+            "write_file",
+            json!({ "path": "caesar.py", "content": "result of read_file:\ncaesar.py: lines 1-2 of 2\n```python\ndef shift(s):\n    return s\n```\n" }),
+        ),
+        Reply::action("end_turn", json!({ "summary": "wrote caesar.py" })),
+    ]);
+    t.agent.turn("Write caesar.py.").await.unwrap();
+    assert_eq!(
+        std::fs::read_to_string(t.ctx.checkout.join("caesar.py")).unwrap(),
+        "def shift(s):\n    return s\n"
+    );
+    let r = content(&last_message(&t.replay.requests(), 1)).to_string();
+    assert!(r.contains("wrote 28 bytes (2 lines) to caesar.py (left out the \"result of\" line and the read_file header line and the ``` fence lines: they are not part of the file"), "{r}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cycle_of_actions_is_pointed_out_and_then_ends_the_turn() {
+    let mut t = setup(1, ToolStyle::Json, |_| {}).await;
+    // Each edit adds a "!" and answers the same; each run fails the same: a cycle that
+    // the check for exact repeats never sees.
+    let edit = || {
+        Reply::action(
+            "edit_file",
+            json!({ "path": "README.md", "old": "hello", "new": "hello!" }),
+        )
+    };
+    let run = || Reply::action("run", json!({ "command": "false" }));
+    t.replay
+        .push([edit(), run(), edit(), run(), edit(), run(), edit(), run()]);
+    let out = t.agent.turn("Make the check pass.").await.unwrap();
+    assert_eq!(out.stop_reason, "repeating");
+    let reqs = t.replay.requests();
+    assert_eq!(reqs.len(), 6, "the turn ends after the third round");
+    assert_eq!(t.replay.left(), 2);
+    assert!(!content(&last_message(&reqs, 3)).contains("note:"));
+    let fourth = content(&last_message(&reqs, 4)).to_string();
+    assert!(
+        fourth.contains("the same 2 actions (edit_file, then run) done 2 times over"),
+        "{fourth}"
+    );
+    assert!(fourth.contains("make a different change"), "{fourth}");
+    assert!(log_lines(&t.ctx).iter().any(|l| l["event"] == "repeating"));
 }

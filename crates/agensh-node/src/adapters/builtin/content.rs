@@ -36,7 +36,7 @@ pub fn clean(path: &str, content: &str) -> Cleaned {
         .any(|e| path.to_ascii_lowercase().ends_with(e));
     let mut lines: Vec<&str> = content.split_inclusive('\n').collect();
     let mut removed = Vec::new();
-    let mut note = |what: &'static str, removed: &mut Vec<&'static str>| {
+    let note = |what: &'static str, removed: &mut Vec<&'static str>| {
         if !removed.contains(&what) {
             removed.push(what);
         }

@@ -17,6 +17,7 @@ pub mod chat;
 pub mod content;
 pub mod history;
 pub mod log;
+pub mod loops;
 pub mod prompt;
 pub mod workspace;
 
@@ -32,6 +33,7 @@ use self::actions::{Action, ToolSpec};
 use self::chat::{ChatError, Endpoint, Reply};
 use self::history::{cut_text, one_line, History};
 use self::log::{Log, LOG_FILE};
+use self::loops::{Loops, Verdict};
 use self::workspace::{Output, Workspace};
 use super::{Agent, AgentContext, TurnEvent, TurnOutcome, Usage};
 
@@ -159,16 +161,11 @@ struct Session {
     schema: Value,
     /// Milliseconds spent in tools during the current turn.
     tools_ms: u64,
-    /// The last action (tool, arguments, result) and how many times in a row it was
-    /// repeated with the same result: small models loop.
-    last_action: Option<(String, String)>,
-    repeats: u32,
+    /// Repeats and cycles of actions: small models loop.
+    loops: Loops,
+    /// The last action repeated itself or a cycle too often: the turn ends after this step.
+    looping: bool,
 }
-
-/// After this many identical repeats of an action with the same result, the result says so.
-const REPEAT_WARN: u32 = 2;
-/// After this many, the turn ends (stop reason `repeating`): the next prompt brings news.
-const REPEAT_END: u32 = 4;
 
 impl BuiltinAgent {
     pub fn new(cfg: BuiltinConfig) -> Self {
@@ -267,8 +264,8 @@ impl Agent for BuiltinAgent {
             tools_chars,
             schema,
             tools_ms: 0,
-            last_action: None,
-            repeats: 0,
+            loops: Loops::default(),
+            looping: false,
         });
         Ok(())
     }
@@ -642,15 +639,14 @@ impl Session {
         }
     }
 
-    /// Ends the turn when the agent has repeated itself too often.
+    /// Ends the turn when the agent has repeated itself, or a cycle of actions, too often.
     fn stuck(&mut self) -> Option<String> {
-        if self.repeats < REPEAT_END {
+        if !self.looping {
             return None;
         }
-        self.log
-            .write(json!({ "event": "repeating", "repeats": self.repeats + 1 }));
-        self.repeats = 0;
-        self.last_action = None;
+        self.log.write(json!({ "event": "repeating" }));
+        self.looping = false;
+        self.loops.reset();
         Some("repeating".to_string())
     }
 
@@ -662,7 +658,7 @@ impl Session {
         args: std::result::Result<Value, String>,
     ) -> (Output, String) {
         let started = Instant::now();
-        let brief = args.as_ref().map(args_brief).unwrap_or_default();
+        let given = args.clone().unwrap_or(Value::Null);
         let key = match &args {
             Ok(v) => format!("{name} {v}"),
             Err(e) => format!("{name} {e}"),
@@ -677,19 +673,15 @@ impl Session {
             text: cut_text(&out.text, cfg.output_cap),
             ok: out.ok,
         };
-        let same = self
-            .last_action
-            .as_ref()
-            .is_some_and(|(k, r)| *k == key && *r == out.text);
-        self.repeats = if same { self.repeats + 1 } else { 0 };
-        self.last_action = Some((key, out.text.clone()));
-        if self.repeats >= REPEAT_WARN {
-            out.text.push_str(&format!(
-                "\n\nnote: this is the {} time in a row you did exactly this and got exactly this; doing it again will not change the result — do something different (fix what the result says, read a file, or take another task)",
-                ordinal(self.repeats + 1)
-            ));
+        let line = history::recap_line(name, &given, out.ok, &out.text);
+        match self.loops.push(name, key, &out.text) {
+            Verdict::Fine => {}
+            Verdict::Warn(note) => out.text.push_str(&format!("\n\n{note}")),
+            Verdict::End(note) => {
+                out.text.push_str(&format!("\n\n{note}"));
+                self.looping = true;
+            }
         }
-        let line = format!("{name}({brief}) → {}", result_brief(&out.text));
         let ms = started.elapsed().as_millis() as u64;
         self.tools_ms += ms;
         self.log.write(json!({
@@ -817,38 +809,6 @@ fn tool_event(name: &str, out: &Output) -> TurnEvent {
     }
 }
 
-/// The arguments of a call in a few words, for a recap: long texts by their size.
-fn args_brief(args: &Value) -> String {
-    let Some(o) = args.as_object() else {
-        return String::new();
-    };
-    const LONG: &[&str] = &["content", "old", "new", "detail", "body"];
-    let mut short = Vec::new();
-    let mut long = Vec::new();
-    for (k, v) in o {
-        match v {
-            Value::String(s) if LONG.contains(&k.as_str()) => {
-                long.push(format!("{k}=<{} chars>", s.chars().count()))
-            }
-            Value::String(s) => short.push(format!("{k}={}", one_line(s, 40))),
-            other => short.push(format!("{k}={}", one_line(&other.to_string(), 40))),
-        }
-    }
-    short.append(&mut long);
-    short.join(", ")
-}
-
-/// The first two non-empty lines of a result, for a recap.
-fn result_brief(text: &str) -> String {
-    let lines: Vec<&str> = text
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .take(2)
-        .collect();
-    one_line(&lines.join(" | "), 100)
-}
-
 /// Tool-call arguments as the model wrote them; empty means none.
 fn parse_arguments(text: &str) -> std::result::Result<Value, String> {
     if text.trim().is_empty() {
@@ -889,17 +849,6 @@ fn opt_u64_arg(args: &Value, key: &str) -> std::result::Result<Option<u64>, Stri
             .map_err(|_| format!("\"{key}\" must be a whole number, not {s:?}")),
         Some(other) => Err(format!("\"{key}\" must be a whole number, not {other}")),
     }
-}
-
-/// "3rd", "4th", … for the repeat note.
-fn ordinal(n: u32) -> String {
-    let suffix = match (n % 10, n % 100) {
-        (1, r) if r != 11 => "st",
-        (2, r) if r != 12 => "nd",
-        (3, r) if r != 13 => "rd",
-        _ => "th",
-    };
-    format!("{n}{suffix}")
 }
 
 #[cfg(test)]
