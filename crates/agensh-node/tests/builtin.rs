@@ -641,14 +641,14 @@ async fn a_long_turn_is_compacted_to_fit_the_window() {
     let mut t = setup(1, ToolStyle::Json, |c| {
         c.context_tokens = window;
         c.max_reply_tokens = 256;
-        c.max_steps_per_turn = 40;
+        c.max_steps_per_turn = 60;
     })
     .await;
     let body: String = (0..25)
         .map(|i| format!("line {i} of some file text\n"))
         .collect();
     let mut replies = Vec::new();
-    for i in 0..15 {
+    for i in 0..25 {
         let path = format!("f{i}.txt");
         replies.push(Reply::action(
             "write_file",
@@ -658,21 +658,21 @@ async fn a_long_turn_is_compacted_to_fit_the_window() {
     }
     replies.push(Reply::action(
         "end_turn",
-        json!({ "summary": "wrote 15 files" }),
+        json!({ "summary": "wrote 25 files" }),
     ));
     t.replay.push(replies);
     let out = t
         .agent
-        .turn("Write fifteen files and read each back.")
+        .turn("Write twenty-five files and read each back.")
         .await
         .unwrap();
     assert_eq!(out.stop_reason, "end_turn");
     assert_eq!(t.replay.empty_answers(), 0);
     assert_eq!(t.replay.left(), 0);
-    assert!(t.ctx.checkout.join("f14.txt").exists());
+    assert!(t.ctx.checkout.join("f24.txt").exists());
 
     let reqs = t.replay.requests();
-    assert_eq!(reqs.len(), 31);
+    assert_eq!(reqs.len(), 51);
     let chars = |r: &Value| -> usize {
         r["messages"]
             .as_array()
@@ -689,7 +689,7 @@ async fn a_long_turn_is_compacted_to_fit_the_window() {
     let last = reqs.last().unwrap();
     let prompt = content(&last["messages"][1]);
     assert!(
-        prompt.starts_with("Write fifteen files and read each back."),
+        prompt.starts_with("Write twenty-five files and read each back."),
         "{prompt}"
     );
     assert!(prompt.contains(RECAP_HEADING), "{prompt}");
@@ -1005,7 +1005,7 @@ async fn a_pasted_read_header_and_code_fence_are_left_out_of_the_file() {
         "def shift(s):\n    return s\n"
     );
     let r = content(&last_message(&t.replay.requests(), 1)).to_string();
-    assert!(r.contains("wrote 28 bytes (2 lines) to caesar.py (left out the \"result of\" line and the read_file header line and the ``` fence lines: they are not part of the file"), "{r}");
+    assert!(r.contains("wrote 27 bytes (2 lines) to caesar.py (left out the \"result of\" line and the read_file header line and the ``` fence lines: they are not part of the file"), "{r}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
