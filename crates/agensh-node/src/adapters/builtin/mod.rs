@@ -77,6 +77,43 @@ impl std::fmt::Display for ToolStyle {
     }
 }
 
+/// How much the agent is shown: everything, or what a small local model can use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Mode {
+    /// Every tool, the full system prompt and worker prompt.
+    #[default]
+    Full,
+    /// Small mode: a short system prompt and worker prompt, the few tools a part needs
+    /// ([`actions::small_specs`]), the claimed part's files shown with the claim, and only
+    /// FAIL records on the board (`ship` posts the PATCH_SUMMARY).
+    Small,
+}
+
+impl Mode {
+    /// The mode for the setting `model.mode` (`auto`, `small` or `full`); `auto` is small
+    /// on the local model agensh serves itself (`local`) and full on any other endpoint.
+    pub fn choose(setting: &str, local: bool) -> Result<Mode> {
+        match setting.trim().to_ascii_lowercase().as_str() {
+            "auto" | "" => Ok(if local { Mode::Small } else { Mode::Full }),
+            "small" => Ok(Mode::Small),
+            "full" => Ok(Mode::Full),
+            other => Err(Error::invalid(
+                "unknown_mode",
+                format!("unknown model mode {other:?}: use auto (small on the local model), small or full"),
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Mode::Full => "full",
+            Mode::Small => "small",
+        })
+    }
+}
+
 /// The endpoint, the model and the limits of the built-in agent.
 #[derive(Clone)]
 pub struct BuiltinConfig {
@@ -86,6 +123,7 @@ pub struct BuiltinConfig {
     /// Sent as a bearer token; never logged.
     pub api_key: Option<String>,
     pub style: ToolStyle,
+    pub mode: Mode,
     /// The model's context window in tokens; the conversation is compacted near it.
     pub context_tokens: u32,
     pub max_reply_tokens: u32,
@@ -106,6 +144,7 @@ impl Default for BuiltinConfig {
             model: "default".into(),
             api_key: None,
             style: ToolStyle::Auto,
+            mode: Mode::Full,
             context_tokens: 8192,
             max_reply_tokens: 1024,
             max_steps_per_turn: 24,
@@ -124,6 +163,7 @@ impl std::fmt::Debug for BuiltinConfig {
             .field("model", &self.model)
             .field("api_key", &self.api_key.as_ref().map(|_| "<set>"))
             .field("style", &self.style)
+            .field("mode", &self.mode)
             .field("context_tokens", &self.context_tokens)
             .field("max_reply_tokens", &self.max_reply_tokens)
             .field("max_steps_per_turn", &self.max_steps_per_turn)
@@ -152,6 +192,10 @@ struct Session {
     json: bool,
     /// Auto style, and no reply seen yet: a prose first reply switches to JSON.
     auto_pending: bool,
+    /// Small mode ([`Mode::Small`]).
+    small: bool,
+    /// The hub offers `ship`.
+    ship: bool,
     history: History,
     endpoint: Endpoint,
     log: Log,
@@ -225,8 +269,13 @@ impl Agent for BuiltinAgent {
             }
             specs.push(actions::org_spec(&t));
         }
+        let small = cfg.mode == Mode::Small;
+        if small {
+            specs = actions::small_specs(specs);
+        }
+        let ship = specs.iter().any(|s| s.org && s.name == "ship");
         let json = cfg.style == ToolStyle::Json;
-        let system = prompt::system_prompt(&ctx.worker, &specs, json);
+        let system = system_prompt(&ctx.worker, &specs, json, small);
         // Full tool definitions unless they would take more than a quarter of the window.
         let mut tools = actions::openai_tools(&specs, false);
         let mut short_tools = false;
@@ -242,6 +291,7 @@ impl Agent for BuiltinAgent {
             "endpoint": cfg.base_url,
             "model": cfg.model,
             "style": cfg.style.to_string(),
+            "mode": cfg.mode.to_string(),
             "context_tokens": cfg.context_tokens,
             "tools": specs.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(),
             "system_prompt_chars": system.chars().count(),
@@ -258,6 +308,8 @@ impl Agent for BuiltinAgent {
             specs,
             json,
             auto_pending: cfg.style == ToolStyle::Auto,
+            small,
+            ship,
             log,
             ws,
             tools,
@@ -295,6 +347,15 @@ impl Agent for BuiltinAgent {
         if let Some(g) = self.groups.take() {
             workspace::kill_groups(&g);
         }
+    }
+}
+
+/// The system prompt for the mode.
+fn system_prompt(worker: &str, specs: &[ToolSpec], json: bool, small: bool) -> String {
+    if small {
+        prompt::small_system_prompt(worker, specs, json)
+    } else {
+        prompt::system_prompt(worker, specs, json)
     }
 }
 
@@ -337,6 +398,18 @@ async fn commit_leftovers(checkout: &std::path::Path, worker: &str) -> Option<St
 impl Session {
     async fn turn(&mut self, cfg: &BuiltinConfig, prompt: &str) -> Result<TurnOutcome> {
         let started = Instant::now();
+        let shortened = self
+            .small
+            .then(|| prompt::small_worker_prompt(prompt, &self.worker, self.ship))
+            .flatten();
+        if let Some(short) = &shortened {
+            self.log.write(json!({
+                "event": "small_worker_prompt",
+                "prompt_chars": prompt.chars().count(),
+                "small_chars": short.chars().count(),
+            }));
+        }
+        let prompt = shortened.as_deref().unwrap_or(prompt);
         self.history.begin_turn(prompt);
         self.log.write(json!({
             "event": "turn_start",
@@ -460,9 +533,17 @@ impl Session {
         self.auto_pending = false;
         self.json = true;
         self.history
-            .set_system(prompt::system_prompt(&self.worker, &self.specs, true));
+            .set_system(system_prompt(&self.worker, &self.specs, true, self.small));
         self.log
             .write(json!({ "event": "style_switch", "to": "json", "why": why }));
+    }
+
+    /// Whether small mode's board takes the record `args` would post.
+    fn board_takes(&self, args: &Value) -> bool {
+        let kind = args.get("kind").and_then(Value::as_str).unwrap_or("");
+        actions::small_board_kinds(self.ship)
+            .iter()
+            .any(|k| k.eq_ignore_ascii_case(kind.trim()))
     }
 
     /// Characters the request adds besides the messages.
@@ -673,6 +754,23 @@ impl Session {
             text: cut_text(&out.text, cfg.output_cap),
             ok: out.ok,
         };
+        if self.small && name == "claim" && out.ok && !out.text.contains("OVERLAP") {
+            let paths: Vec<String> = given
+                .get("paths")
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_string)
+                        .collect()
+                })
+                .unwrap_or_default();
+            let files = self.ws.part_files(&paths, cfg.output_cap);
+            if !files.is_empty() {
+                out.text.push_str("\n\n");
+                out.text.push_str(&files);
+            }
+        }
         let line = history::recap_line(name, &given, out.ok, &out.text);
         match self.loops.push(name, key, &out.text) {
             Verdict::Fine => {}
@@ -766,6 +864,17 @@ impl Session {
                     .map(|s| Duration::from_secs(s.min(workspace::MAX_COMMAND_SECS)))
                     .unwrap_or(cfg.command_timeout);
                 self.ws.run(command, timeout).await
+            }
+            "board_write" if self.small && !self.board_takes(&args) => {
+                Output::error(format!(
+                    "in small mode the board takes only {} records; nothing was posted. {} — go on with your part",
+                    actions::small_board_kinds(self.ship).join(" and "),
+                    if self.ship {
+                        "Post a FAIL when an approach did not work; ship posts the PATCH_SUMMARY"
+                    } else {
+                        "Post a FAIL when an approach did not work, a PATCH_SUMMARY after a merge"
+                    }
+                ))
             }
             _ if self.specs.iter().any(|s| s.org && s.name == name) => {
                 let Some(mcp) = &self.mcp else {

@@ -387,6 +387,97 @@ impl Workspace {
         }
     }
 
+    /// The current text of a claimed part's files, to put in front of the model: each of
+    /// `paths` (a directory: the files under it) and the tests of each claimed file (named
+    /// `test_<stem>.*` or `<stem>_test.*`), each as `read_file` shows it, at most `budget`
+    /// characters in all. Files that do not fit or do not exist yet are named, with what
+    /// to do about them.
+    pub fn part_files(&self, paths: &[String], budget: usize) -> String {
+        let mut listed = Vec::new();
+        let mut more = 0;
+        walk(&self.root, &self.root, &mut listed, &mut more);
+        let files_in = |rel: &str| -> Vec<String> {
+            let prefix = format!("{}/", rel.trim_end_matches('/'));
+            listed
+                .iter()
+                .filter(|l| {
+                    l.starts_with(&prefix)
+                        && !l.ends_with('/')
+                        && !l.ends_with('@')
+                        && !l.ends_with(" (not listed)")
+                })
+                .cloned()
+                .collect()
+        };
+        let mut files: Vec<String> = Vec::new();
+        let mut missing = Vec::new();
+        for p in paths {
+            let Ok(full) = self.resolve(p, false) else {
+                continue;
+            };
+            let rel = self.shown(&full);
+            if full.is_file() {
+                files.push(rel);
+            } else if full.is_dir() {
+                files.extend(files_in(&rel));
+            } else {
+                missing.push(rel);
+            }
+        }
+        let stems: Vec<String> = files
+            .iter()
+            .chain(&missing)
+            .filter_map(|f| Path::new(f).file_stem())
+            .map(|s| s.to_string_lossy().to_string())
+            .collect();
+        for rel in &listed {
+            let name = Path::new(rel)
+                .file_name()
+                .map(|n| n.to_string_lossy().to_string())
+                .unwrap_or_default();
+            let test = stems.iter().any(|stem| {
+                name.starts_with(&format!("test_{stem}."))
+                    || name.starts_with(&format!("{stem}_test."))
+            });
+            if test && !rel.ends_with('/') && !files.contains(rel) {
+                files.push(rel.clone());
+            }
+        }
+        files.dedup();
+        let mut shown = Vec::new();
+        let mut left_out = Vec::new();
+        let mut used = 0;
+        for f in &files {
+            let r = self.read_file(f, None, None);
+            if !r.ok {
+                continue;
+            }
+            if used + r.text.len() > budget {
+                left_out.push(f.as_str());
+                continue;
+            }
+            used += r.text.len();
+            shown.push(r.text);
+        }
+        let mut out = String::new();
+        if !shown.is_empty() {
+            out.push_str("The files of your part as they are now:\n\n");
+            out.push_str(&shown.join("\n\n"));
+        }
+        for m in &missing {
+            out.push_str(&format!(
+                "\n\n{m} does not exist yet: create it with write_file."
+            ));
+        }
+        if !left_out.is_empty() {
+            out.push_str(&format!(
+                "\n\nNot shown here, too long: {} — read them with read_file.",
+                left_out.join(", ")
+            ));
+        }
+        out.trim_start().to_string()
+    }
+
     /// Runs `command` with `sh -c` in the checkout, in its own process group; stdout and
     /// stderr combined. On timeout the whole group is killed with SIGKILL. A command with a
     /// placeholder in it is refused.
@@ -727,6 +818,32 @@ mod tests {
         );
         let l = ws.list_files(None);
         assert_eq!(l.text, "a.txt\nb.txt\nd/\nd/e/\nd/e/f.txt");
+    }
+
+    #[test]
+    fn a_parts_files_and_their_tests_are_shown() {
+        let (_tmp, ws) = ws();
+        std::fs::create_dir_all(ws.root().join("pkg")).unwrap();
+        std::fs::create_dir_all(ws.root().join("tests")).unwrap();
+        std::fs::write(ws.root().join("pkg/caesar.py"), "def shift(s):\n    pass\n").unwrap();
+        std::fs::write(ws.root().join("tests/test_caesar.py"), "assert True\n").unwrap();
+        std::fs::write(ws.root().join("tests/test_roman.py"), "other\n").unwrap();
+        let text = ws.part_files(&["pkg/caesar.py".into(), "pkg/new.py".into()], 2000);
+        assert_eq!(
+            text,
+            "The files of your part as they are now:\n\n\
+             pkg/caesar.py: lines 1-2 of 2\ndef shift(s):\n    pass\n\n\
+             tests/test_caesar.py: lines 1-1 of 1\nassert True\n\n\
+             pkg/new.py does not exist yet: create it with write_file."
+        );
+        let text = ws.part_files(&["pkg".into()], 60);
+        assert!(text.contains("pkg/caesar.py: lines 1-2 of 2"), "{text}");
+        assert!(
+            text.ends_with(
+                "Not shown here, too long: tests/test_caesar.py — read them with read_file."
+            ),
+            "{text}"
+        );
     }
 
     #[test]
