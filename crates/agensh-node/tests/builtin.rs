@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use agensh_domain::message::NewMessage;
 use agensh_node::adapters::builtin::history::RECAP_HEADING;
 use agensh_node::adapters::builtin::log::LOG_FILE;
-use agensh_node::adapters::builtin::{BuiltinAgent, BuiltinConfig, ToolStyle};
+use agensh_node::adapters::builtin::{BuiltinAgent, BuiltinConfig, Mode, ToolStyle};
 use agensh_node::adapters::{Agent, AgentContext, TurnEvent};
 use serde_json::{json, Value};
 use support::replay::{Replay, Reply};
@@ -1035,4 +1035,172 @@ async fn a_cycle_of_actions_is_pointed_out_and_then_ends_the_turn() {
     );
     assert!(fourth.contains("make a different change"), "{fourth}");
     assert!(log_lines(&t.ctx).iter().any(|l| l["event"] == "repeating"));
+}
+
+/// The launch prompt a worker of a four-worker organization gets.
+fn launch_prompt(worker: &str) -> String {
+    agensh_domain::prompt::WorkerPrompt {
+        worker_id: worker,
+        worker_count: 4,
+        goal: "Make every test pass. Six independent parts, one module each; the tests of each are in tests/. Never edit the tests.",
+        checkout: &format!("/org/workers/{worker}"),
+        branch: &format!("{worker}/work"),
+        deadline: "The run ends at 2030-01-01T00:20:00Z (UTC).",
+        pack: &[],
+    }
+    .render()
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn small_mode_shortens_the_prompts_shows_the_claimed_files_and_keeps_chatter_off_the_board() {
+    let mut t = setup(2, ToolStyle::Json, |c| c.mode = Mode::Small).await;
+    t.replay.push([
+        Reply::action(
+            "claim",
+            json!({ "text": "the readme", "label": "readme", "paths": ["README.md", "NEW.md"] }),
+        ),
+        Reply::action(
+            "board_write",
+            json!({ "kind": "OBSERVED", "text": "starting on the readme now" }),
+        ),
+        Reply::action(
+            "board_write",
+            json!({ "kind": "FAIL", "text": "sed -i on README breaks the line ending", "label": "readme" }),
+        ),
+        Reply::action("end_turn", json!({ "summary": "claimed" })),
+    ]);
+    let me = t.org.id(0);
+    t.agent.turn(&launch_prompt(&me)).await.unwrap();
+    let reqs = t.replay.requests();
+    // The few tools a part needs.
+    let names = branch_names(&reqs[0]);
+    for n in [
+        "write_file",
+        "run",
+        "read_file",
+        "edit_file",
+        "claim",
+        "release",
+        "board_write",
+        "end_turn",
+    ] {
+        assert!(names.contains(&n.to_string()), "no {n}: {names:?}");
+    }
+    for n in ["list_files", "board_read", "msg_dm", "pr_review", "workers"] {
+        assert!(!names.contains(&n.to_string()), "{n} offered: {names:?}");
+    }
+    assert!(
+        names.contains(&"ship".to_string())
+            || (names.contains(&"pr_open".to_string()) && names.contains(&"pr_merge".to_string())),
+        "no way to merge: {names:?}"
+    );
+    // A short system prompt and worker prompt.
+    let system = content(&reqs[0]["messages"][0]);
+    assert!(system.len() < 1600, "{} characters: {system}", system.len());
+    let prompt = content(&reqs[0]["messages"][1]);
+    assert!(prompt.contains("Never edit the tests."), "{prompt}");
+    assert!(prompt.contains("# Steps"), "{prompt}");
+    assert!(
+        prompt.contains("The run ends at 2030-01-01T00:20:00Z"),
+        "{prompt}"
+    );
+    assert!(!prompt.contains("Board records"), "{prompt}");
+    // The claimed files come with the claim.
+    let claimed = content(&last_message(&reqs, 1)).to_string();
+    assert!(
+        claimed.contains(
+            "The files of your part as they are now:\n\nREADME.md: lines 1-1 of 1\nhello"
+        ),
+        "{claimed}"
+    );
+    assert!(
+        claimed.contains("NEW.md does not exist yet: create it with write_file."),
+        "{claimed}"
+    );
+    // Chatter is refused with what to do; a FAIL is posted.
+    let refused = content(&last_message(&reqs, 2)).to_string();
+    assert!(
+        refused.contains("in small mode the board takes only FAIL"),
+        "{refused}"
+    );
+    assert!(refused.contains("go on with your part"), "{refused}");
+    let records: Vec<String> = t
+        .org
+        .client(&t.org.id(1))
+        .recent(None)
+        .await
+        .unwrap()
+        .iter()
+        .map(|e| e.record.text.clone())
+        .collect();
+    assert!(
+        records.iter().any(|r| r.contains("breaks the line ending")),
+        "{records:?}"
+    );
+    assert!(
+        !records.iter().any(|r| r.contains("starting on")),
+        "{records:?}"
+    );
+    let start = log_lines(&t.ctx)
+        .into_iter()
+        .find(|l| l["event"] == "start")
+        .unwrap();
+    assert_eq!(start["mode"], "small");
+}
+
+/// The prompt of one request in tokens, estimated as the agent does (about 3.5 characters
+/// a token and 4 per message): its messages, and the tool definitions when it sends them.
+/// (A JSON schema becomes the server's grammar, not prompt text.)
+fn prompt_tokens(req: &Value) -> u64 {
+    let msgs = req["messages"].as_array().unwrap();
+    let chars: usize = msgs
+        .iter()
+        .map(|m| {
+            content(m).chars().count()
+                + m.get("tool_calls")
+                    .map_or(0, |c| c.to_string().chars().count())
+        })
+        .sum::<usize>()
+        + req
+            .get("tools")
+            .map_or(0, |t| t.to_string().chars().count());
+    (chars as f64 / 3.5).ceil() as u64 + 4 * msgs.len() as u64
+}
+
+/// The same part, done by the same scripted replies, in full and small mode on JSON style
+/// (what the local model runs): prompt tokens per request. Prints the figures quoted in
+/// docs/PERFORMANCE.md: `cargo test -p agensh-node --test builtin prompt_tokens -- --nocapture`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prompt_tokens_per_request_in_full_and_small_mode() {
+    let mut figures = Vec::new();
+    for mode in [Mode::Full, Mode::Small] {
+        let mut t = setup(1, ToolStyle::Json, |c| c.mode = mode).await;
+        t.replay.push([
+            Reply::action(
+                "claim",
+                json!({ "text": "the readme", "label": "readme", "paths": ["README.md"] }),
+            ),
+            Reply::action("read_file", json!({ "path": "README.md" })),
+            Reply::action(
+                "edit_file",
+                json!({ "path": "README.md", "old": "hello", "new": "goodbye" }),
+            ),
+            Reply::action("run", json!({ "command": "grep -c goodbye README.md" })),
+            Reply::action("end_turn", json!({ "summary": "README says goodbye" })),
+        ]);
+        let me = t.org.id(0);
+        t.agent.turn(&launch_prompt(&me)).await.unwrap();
+        let tokens: Vec<u64> = t.replay.requests().iter().map(prompt_tokens).collect();
+        assert_eq!(tokens.len(), 5);
+        let mean = tokens.iter().sum::<u64>() / tokens.len() as u64;
+        eprintln!("{mode} mode: prompt tokens per request {tokens:?}, mean {mean}");
+        figures.push(mean);
+    }
+    let (full, small) = (figures[0], figures[1]);
+    eprintln!(
+        "small mode sends {}% of full mode's prompt tokens per request",
+        small * 100 / full
+    );
+    assert!(small * 2 < full, "small {small} vs full {full}");
 }

@@ -982,6 +982,22 @@ mod tests {
     }
 
     #[test]
+    fn the_mode_is_small_on_the_local_model_unless_set() {
+        assert_eq!(Mode::choose("auto", true).unwrap(), Mode::Small);
+        assert_eq!(Mode::choose("auto", false).unwrap(), Mode::Full);
+        assert_eq!(Mode::choose("full", true).unwrap(), Mode::Full);
+        assert_eq!(Mode::choose("Small", false).unwrap(), Mode::Small);
+        let e = Mode::choose("tiny", true).unwrap_err();
+        assert!(
+            e.message
+                .contains("auto (small on the local model), small or full"),
+            "{}",
+            e.message
+        );
+        assert_eq!(BuiltinConfig::default().mode, Mode::Full);
+    }
+
+    #[test]
     fn the_config_debug_hides_the_key() {
         let cfg = BuiltinConfig {
             api_key: Some("sk-very-secret".into()),
