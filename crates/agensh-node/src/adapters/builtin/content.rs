@@ -42,10 +42,7 @@ pub fn clean(path: &str, content: &str) -> Cleaned {
         }
     };
     let mut opened_fence = false;
-    loop {
-        let Some(first) = lines.first().map(|l| l.trim()) else {
-            break;
-        };
+    while let Some(first) = lines.first().map(|l| l.trim()) {
         if first.is_empty() && !removed.is_empty() {
             lines.remove(0);
         } else if is_result_line(first) {

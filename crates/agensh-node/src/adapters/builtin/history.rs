@@ -541,12 +541,10 @@ mod tests {
             line,
             "You tried to edit a.py; it failed: old text not found in \"a.py\"; read_file it"
         );
-        for l in [line] {
-            assert!(
-                super::super::content::placeholder(&l, true).is_none(),
-                "{l}"
-            );
-        }
+        assert!(
+            super::super::content::placeholder(&line, true).is_none(),
+            "{line}"
+        );
     }
 
     #[test]
