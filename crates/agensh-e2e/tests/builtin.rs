@@ -1170,7 +1170,7 @@ fn prompt_tokens(req: &Value) -> u64 {
 
 /// The same part, done by the same scripted replies, in full and small mode on JSON style
 /// (what the local model runs): prompt tokens per request. Prints the figures quoted in
-/// docs/PERFORMANCE.md: `cargo test -p agensh-node --test builtin prompt_tokens -- --nocapture`.
+/// docs/PERFORMANCE.md: `cargo test -p agensh-e2e --test builtin prompt_tokens -- --nocapture`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prompt_tokens_per_request_in_full_and_small_mode() {
     let mut figures = Vec::new();
