@@ -44,6 +44,7 @@ fn report(w: &NewWorker, status: &str) -> StatusReport {
         id: w.id.clone(),
         token: Some(w.token.clone()),
         status: status.into(),
+        progress: None,
     }
 }
 
@@ -249,6 +250,7 @@ async fn every_entry_must_be_authorised_for_its_worker() {
                 id: ws[1].id.clone(),
                 token: None,
                 status: "busy".into(),
+                progress: None,
             }])
             .await,
         ErrorKind::Forbidden,
@@ -377,6 +379,7 @@ async fn a_status_report_sets_every_status_or_none() {
             id: ws[2].id.clone(),
             token: None,
             status: "dead".into(),
+            progress: None,
         }])
         .await
         .unwrap();

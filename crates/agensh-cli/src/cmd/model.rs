@@ -169,8 +169,8 @@ async fn serve(size: Size, listen: &str, parallel: u32, context: u32) -> Result<
         port,
         parallel,
         context_per_request: context,
-        threads: 0,
         log_file: Some(log.clone()),
+        ..ServeOptions::default()
     };
     eprintln!("loading the {size} model (log: {})", log.display());
     let started = Instant::now();

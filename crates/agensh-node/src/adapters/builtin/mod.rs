@@ -162,6 +162,8 @@ struct Session {
     /// repeated with the same result: small models loop.
     last_action: Option<(String, String)>,
     repeats: u32,
+    /// Where each model request and tool call is reported as the turn's current step.
+    pulse: crate::adapters::Heartbeat,
 }
 
 /// After this many identical repeats of an action with the same result, the result says so.
@@ -268,6 +270,7 @@ impl Agent for BuiltinAgent {
             tools_ms: 0,
             last_action: None,
             repeats: 0,
+            pulse: ctx.heartbeat.clone(),
         });
         Ok(())
     }
@@ -367,6 +370,8 @@ impl Session {
                 "chars": self.history.chars(),
                 "estimated_tokens": estimate,
             }));
+            self.pulse
+                .step(format!("model request {} ({estimate} tokens in)", steps + 1));
             let asked = Instant::now();
             let reply = match self.endpoint.complete(&body).await {
                 Ok(r) => r,
@@ -406,6 +411,8 @@ impl Session {
             model_ms += asked.elapsed().as_millis() as u64;
             usage.input_tokens += reply.prompt_tokens.unwrap_or(0);
             usage.output_tokens += reply.completion_tokens;
+            let per_sec = reply.completion_tokens as f64 / asked.elapsed().as_secs_f64().max(1e-3);
+            self.pulse.tokens(usage.input_tokens + usage.output_tokens, per_sec);
             self.history.set_baseline(reply.prompt_tokens, sent);
             self.log.write(json!({
                 "event": "reply",
@@ -662,6 +669,7 @@ impl Session {
     ) -> (Output, String) {
         let started = Instant::now();
         let brief = args.as_ref().map(args_brief).unwrap_or_default();
+        self.pulse.step(format!("{name}: {brief}"));
         let key = match &args {
             Ok(v) => format!("{name} {v}"),
             Err(e) => format!("{name} {e}"),
