@@ -537,7 +537,13 @@ fn a_taken_port_is_avoided_before_anything_is_created() {
     let s = scenario(tmp.path(), "[[step]]\naction = \"end_turn\"\n");
     let run = |listen: &[&str]| {
         agensh()
-            .args(["run", dir.to_str().unwrap(), "--agent", "script", "--scenario"])
+            .args([
+                "run",
+                dir.to_str().unwrap(),
+                "--agent",
+                "script",
+                "--scenario",
+            ])
             .arg(&s)
             .args(["--workers", "1", "--hours", "0.001", "--json"])
             .args(listen)
@@ -560,7 +566,10 @@ fn a_taken_port_is_avoided_before_anything_is_created() {
         .unwrap_or_else(|| panic!("{err}"));
     let created = err.find("created the organization's state").unwrap();
     assert!(said < created, "{err}");
-    assert!(err.contains("this run's hub listens on 127.0.0.1:"), "{err}");
+    assert!(
+        err.contains("this run's hub listens on 127.0.0.1:"),
+        "{err}"
+    );
     drop(taken);
 }
 

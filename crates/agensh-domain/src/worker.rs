@@ -181,8 +181,7 @@ mod tests {
         };
         let text = serde_json::to_string(&report).unwrap();
         assert_eq!(serde_json::from_str::<StatusReport>(&text).unwrap(), report);
-        let old: StatusReport =
-            serde_json::from_str(r#"{"id":"w0001","status":"idle"}"#).unwrap();
+        let old: StatusReport = serde_json::from_str(r#"{"id":"w0001","status":"idle"}"#).unwrap();
         assert_eq!(old.progress, None);
         assert!(!serde_json::to_string(&old).unwrap().contains("progress"));
     }

@@ -61,7 +61,7 @@ const CACHE_REUSE_TOKENS: u32 = 256;
 /// needs `need` for its model and KV cache: a quarter of what is left, between
 /// [`MIN_PROMPT_CACHE_MIB`] and [`MAX_PROMPT_CACHE_MIB`].
 fn prompt_cache_mib(available: u64, need: u64) -> u32 {
-    let quarter = available.saturating_sub(need) / 4 >> 20;
+    let quarter = (available.saturating_sub(need) / 4) >> 20;
     quarter.clamp(MIN_PROMPT_CACHE_MIB, MAX_PROMPT_CACHE_MIB) as u32
 }
 

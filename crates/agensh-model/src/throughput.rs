@@ -76,7 +76,12 @@ pub fn workers_for(t: &Throughput, most: usize) -> WorkerCount {
 /// them, else the request's time.
 pub async fn measure(base_url: &str, model: &str) -> Result<Throughput> {
     let filler: String = (0..24)
-        .map(|i| format!("def step_{i}(value):\n    return value * {i} + {}\n\n", i * 7))
+        .map(|i| {
+            format!(
+                "def step_{i}(value):\n    return value * {i} + {}\n\n",
+                i * 7
+            )
+        })
         .collect();
     let body = json!({
         "model": model,
@@ -90,7 +95,10 @@ pub async fn measure(base_url: &str, model: &str) -> Result<Throughput> {
         "ignore_eos": true,
     });
     let url = format!("{}/chat/completions", base_url.trim_end_matches('/'));
-    let failed = |detail: String| Error::Probe { url: url.clone(), detail };
+    let failed = |detail: String| Error::Probe {
+        url: url.clone(),
+        detail,
+    };
     let client = reqwest::Client::builder()
         .no_proxy()
         .timeout(PROBE_TIMEOUT)
@@ -156,7 +164,11 @@ mod tests {
         assert_eq!(c.workers, 2, "{}", c.reason);
         assert!(c.reason.contains("60 prompt tokens/s"), "{}", c.reason);
         assert!(c.reason.contains("10.0 tokens/s"), "{}", c.reason);
-        assert!(c.reason.contains("22 s alone and 44 s with 2"), "{}", c.reason);
+        assert!(
+            c.reason.contains("22 s alone and 44 s with 2"),
+            "{}",
+            c.reason
+        );
         // The 0.5B model on 2 cores: 600/80 + 120/15 = 15.5 s; 3 × 15.5 < 60.
         assert_eq!(workers_for(&speed(80.0, 15.0), 8).workers, 3);
     }
@@ -177,7 +189,8 @@ mod tests {
         });
         let t = throughput_of(&answer, Duration::from_secs(8)).unwrap();
         assert_eq!(t, speed(61.5, 9.8));
-        let t = throughput_of(&json!({ "usage": answer["usage"] }), Duration::from_secs(8)).unwrap();
+        let t =
+            throughput_of(&json!({ "usage": answer["usage"] }), Duration::from_secs(8)).unwrap();
         assert_eq!(t, speed(37.5, 4.0));
         assert_eq!(throughput_of(&json!({}), Duration::from_secs(1)), None);
     }

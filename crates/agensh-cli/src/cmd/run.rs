@@ -396,9 +396,9 @@ struct RunLine {
 
 impl RunLine {
     fn render(&self) -> String {
-        let left = self
-            .left
-            .map_or("no time limit".to_string(), |l| format!("{} left", clock(l)));
+        let left = self.left.map_or("no time limit".to_string(), |l| {
+            format!("{} left", clock(l))
+        });
         format!(
             "elapsed {} · {left} · parts merged {} (PRs open {})",
             clock(self.elapsed),

@@ -71,7 +71,9 @@ impl Heartbeat {
         self.beat();
         let step = step.into();
         self.progress.send_modify(|p| {
-            let (tokens, tokens_per_sec) = p.as_ref().map_or((0, 0.0), |p| (p.tokens, p.tokens_per_sec));
+            let (tokens, tokens_per_sec) = p
+                .as_ref()
+                .map_or((0, 0.0), |p| (p.tokens, p.tokens_per_sec));
             *p = Some(WorkerProgress {
                 step,
                 since: now_ms(),

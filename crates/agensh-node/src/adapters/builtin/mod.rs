@@ -370,8 +370,10 @@ impl Session {
                 "chars": self.history.chars(),
                 "estimated_tokens": estimate,
             }));
-            self.pulse
-                .step(format!("model request {} ({estimate} tokens in)", steps + 1));
+            self.pulse.step(format!(
+                "model request {} ({estimate} tokens in)",
+                steps + 1
+            ));
             let asked = Instant::now();
             let reply = match self.endpoint.complete(&body).await {
                 Ok(r) => r,
@@ -412,7 +414,8 @@ impl Session {
             usage.input_tokens += reply.prompt_tokens.unwrap_or(0);
             usage.output_tokens += reply.completion_tokens;
             let per_sec = reply.completion_tokens as f64 / asked.elapsed().as_secs_f64().max(1e-3);
-            self.pulse.tokens(usage.input_tokens + usage.output_tokens, per_sec);
+            self.pulse
+                .tokens(usage.input_tokens + usage.output_tokens, per_sec);
             self.history.set_baseline(reply.prompt_tokens, sent);
             self.log.write(json!({
                 "event": "reply",
