@@ -1204,3 +1204,27 @@ async fn prompt_tokens_per_request_in_full_and_small_mode() {
     );
     assert!(small * 2 < full, "small {small} vs full {full}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_model_request_and_tool_call_is_reported_as_the_turns_step() {
+    let mut t = setup(1, ToolStyle::Json, |_| {}).await;
+    let gate = Arc::new(tokio::sync::Notify::new());
+    t.replay.push([
+        Reply::action("run", json!({ "command": "true" })).usage(1_000, 40),
+        Reply::action("end_turn", json!({ "summary": "done" })).held(gate.clone()),
+    ]);
+    let steps = t.ctx.heartbeat.watch();
+    let (out, ()) = tokio::join!(t.agent.turn("Run true."), async {
+        // The second request waits: by then the first reply's tokens and the command
+        // were reported, and the step is the second request.
+        t.replay.wait_requests(2).await;
+        let now = steps.borrow().clone().expect("a step was reported");
+        assert!(now.step.starts_with("model request 2 ("), "{now:?}");
+        assert!(now.step.ends_with(" tokens in)"), "{now:?}");
+        assert_eq!(now.tokens, 1_040);
+        assert!(now.tokens_per_sec > 0.0, "{now:?}");
+        gate.notify_one();
+    });
+    assert_eq!(out.unwrap().stop_reason, "end_turn");
+    assert!(t.ctx.heartbeat.silent_for() < Duration::from_secs(60));
+}

@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime};
 use agensh_client::Client;
 use agensh_domain::prompt::WorkerPrompt;
 use agensh_domain::time::unix_ms;
-use agensh_domain::worker::WorkerStatus;
+use agensh_domain::worker::{WorkerProgress, WorkerStatus};
 use agensh_domain::{Error, Result};
 use agensh_process::Shutdown;
 use agensh_workspace::{checkout, Workspace};
@@ -101,6 +101,8 @@ pub struct WorkerLine {
     pub turns: u64,
     pub last_action: String,
     pub usage: Usage,
+    /// The current step of its turn, while it is busy.
+    pub progress: Option<WorkerProgress>,
 }
 
 /// The node's totals.

@@ -93,6 +93,8 @@ struct Running {
     cost_seen: f64,
     stderr_log: PathBuf,
     what: String,
+    /// Where each tool call the agent starts is reported as the turn's current step.
+    heartbeat: super::Heartbeat,
 }
 
 /// The JSON-RPC connection: writes to stdin, answers routed by id.
@@ -211,6 +213,7 @@ impl AcpAgent {
             cost_seen: 0.0,
             stderr_log,
             what,
+            heartbeat: ctx.heartbeat.clone(),
         })
     }
 }
@@ -265,7 +268,11 @@ impl Agent for AcpAgent {
         let result = loop {
             tokio::select! {
                 biased;
-                Some(update) = r.updates.recv() => turn.update(update, &mut r.cost_seen),
+                Some(update) = r.updates.recv() => {
+                    if let Some(step) = turn.update(update, &mut r.cost_seen) {
+                        r.heartbeat.step(step);
+                    }
+                }
                 a = &mut answer => break a.unwrap_or(Err(RpcError::Closed)),
             }
         };
@@ -711,24 +718,26 @@ struct TurnLog {
 }
 
 impl TurnLog {
-    /// Adds one update; an unknown one (`None`) only ends the message being received.
-    fn update(&mut self, update: Option<SessionUpdate>, cost_seen: &mut f64) {
+    /// Notes one update (`None`: one the schema does not know, which only ends the message
+    /// being received); returns the title of a tool call it starts, the turn's new current
+    /// step.
+    fn update(&mut self, update: Option<SessionUpdate>, cost_seen: &mut f64) -> Option<String> {
         let Some(update) = update else {
             self.open_message = false;
-            return;
+            return None;
         };
         match update {
             SessionUpdate::AgentMessageChunk(chunk) => {
                 let ContentBlock::Text(t) = chunk.content else {
-                    return;
+                    return None;
                 };
                 if t.text.is_empty() {
-                    return;
+                    return None;
                 }
                 if self.open_message {
                     if let Some(TurnEvent::Message { text }) = self.events.last_mut() {
                         text.push_str(&t.text);
-                        return;
+                        return None;
                     }
                 }
                 self.events.push(TurnEvent::Message { text: t.text });
@@ -739,9 +748,10 @@ impl TurnLog {
                 self.calls
                     .insert(call.tool_call_id.0.to_string(), self.events.len());
                 self.events.push(TurnEvent::ToolCall {
-                    name: call.title,
+                    name: call.title.clone(),
                     status: acp::wire_name(&call.status),
                 });
+                return Some(call.title);
             }
             SessionUpdate::ToolCallUpdate(u) => {
                 self.open_message = false;
@@ -777,6 +787,7 @@ impl TurnLog {
             }
             _ => self.open_message = false,
         }
+        None
     }
 }
 
@@ -927,6 +938,20 @@ mod tests {
             ]
         );
         assert_eq!(cost, 0.25);
+    }
+
+    #[test]
+    fn a_tool_call_that_starts_is_the_turns_step() {
+        let mut log = TurnLog::default();
+        let mut cost = 0.0;
+        let up = |u: Value| json!({ "sessionId": "s", "update": u });
+        let started = log.update(
+            typed_update(Some(&up(json!({ "sessionUpdate": "tool_call", "toolCallId": "c1", "title": "run: make test", "status": "in_progress" })))),
+            &mut cost,
+        );
+        assert_eq!(started.as_deref(), Some("run: make test"));
+        let chunk = json!({ "sessionUpdate": "agent_message_chunk", "content": { "type": "text", "text": "ok" } });
+        assert_eq!(log.update(typed_update(Some(&up(chunk))), &mut cost), None);
     }
 
     #[test]

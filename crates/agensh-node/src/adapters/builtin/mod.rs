@@ -209,6 +209,8 @@ struct Session {
     loops: Loops,
     /// The last action repeated itself or a cycle too often: the turn ends after this step.
     looping: bool,
+    /// Where each model request and tool call is reported as the turn's current step.
+    pulse: crate::adapters::Heartbeat,
 }
 
 impl BuiltinAgent {
@@ -318,6 +320,7 @@ impl Agent for BuiltinAgent {
             tools_ms: 0,
             loops: Loops::default(),
             looping: false,
+            pulse: ctx.heartbeat.clone(),
         });
         Ok(())
     }
@@ -438,6 +441,10 @@ impl Session {
                 "chars": self.history.chars(),
                 "estimated_tokens": estimate,
             }));
+            self.pulse.step(format!(
+                "model request {} ({estimate} tokens in)",
+                steps + 1
+            ));
             let asked = Instant::now();
             let reply = match self.endpoint.complete(&body).await {
                 Ok(r) => r,
@@ -477,6 +484,9 @@ impl Session {
             model_ms += asked.elapsed().as_millis() as u64;
             usage.input_tokens += reply.prompt_tokens.unwrap_or(0);
             usage.output_tokens += reply.completion_tokens;
+            let per_sec = reply.completion_tokens as f64 / asked.elapsed().as_secs_f64().max(1e-3);
+            self.pulse
+                .tokens(usage.input_tokens + usage.output_tokens, per_sec);
             self.history.set_baseline(reply.prompt_tokens, sent);
             self.log.write(json!({
                 "event": "reply",
@@ -740,6 +750,7 @@ impl Session {
     ) -> (Output, String) {
         let started = Instant::now();
         let given = args.clone().unwrap_or(Value::Null);
+        self.pulse.step(step_of(name, &given));
         let key = match &args {
             Ok(v) => format!("{name} {v}"),
             Err(e) => format!("{name} {e}"),
@@ -919,6 +930,18 @@ fn tool_event(name: &str, out: &Output) -> TurnEvent {
 }
 
 /// Tool-call arguments as the model wrote them; empty means none.
+/// A tool call as the live view shows it (for people, never for the model): the tool and
+/// what it works on — the path, the command, the label or the title.
+fn step_of(name: &str, args: &Value) -> String {
+    ["path", "command", "label", "title"]
+        .iter()
+        .find_map(|k| args.get(*k).and_then(Value::as_str))
+        .map_or_else(
+            || name.to_string(),
+            |what| format!("{name}: {}", one_line(what, 60)),
+        )
+}
+
 fn parse_arguments(text: &str) -> std::result::Result<Value, String> {
     if text.trim().is_empty() {
         return Ok(json!({}));
