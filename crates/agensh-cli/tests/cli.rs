@@ -166,6 +166,30 @@ fn an_unreachable_hub_exits_3_with_advice() {
 }
 
 #[test]
+fn the_board_stays_readable_when_no_hub_runs() {
+    let (_tmp, dir) = new_org("x");
+    // A hub that was killed leaves its hub.json behind: that is no running hub either.
+    HubProcess::start(&dir).kill_9();
+    assert!(dir.join(".agensh/hub.json").exists());
+    let out = run_in(&dir, &["board", "post", "FACT", "tests live in tests/"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("no hub is running for"),
+        "{}",
+        stderr(&out)
+    );
+    let out = run_in(&dir, &["board", "read", "--all"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("tests live in tests/"),
+        "{}",
+        stdout(&out)
+    );
+    let out = run_in(&dir, &["status", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+#[test]
 fn events_ack_acknowledges_what_events_showed() {
     let (_tmp, dir) = new_org("x");
     let _hub = HubProcess::start(&dir);

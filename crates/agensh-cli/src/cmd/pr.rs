@@ -1,15 +1,24 @@
 //! `agensh pr open|list|view|review|comment|merge|close`.
 
+use agensh_client::Client;
 use agensh_domain::pr::{NewPr, Verdict};
 use anyhow::Result;
 use serde_json::Value;
 
 use crate::cli::{Global, PrArgs, PrCommand};
-use crate::connect::client;
+use crate::connect::connect;
 use crate::output::{json, now_ms};
 
+/// Runs the command against the organization's hub (served here for the command when none
+/// runs: see `connect::connect`).
 pub async fn run(g: &Global, a: PrArgs) -> Result<()> {
-    let c = client(g)?;
+    let conn = connect(g).await?;
+    let result = run_on(&conn.client, a).await;
+    conn.close().await;
+    result
+}
+
+async fn run_on(c: &Client, a: PrArgs) -> Result<()> {
     let now = now_ms();
     match a.command {
         PrCommand::Open {

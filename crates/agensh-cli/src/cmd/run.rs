@@ -647,9 +647,11 @@ fn print_summary(
 }
 
 pub async fn status(g: &Global, a: StatusArgs) -> Result<()> {
-    let c = client(g)?;
-    let workers = c.workers().await?;
-    let stats = c.stats().await?;
+    let conn = crate::connect::connect(g).await?;
+    let c = &conn.client;
+    let (workers, stats) = (c.workers().await, c.stats().await);
+    conn.close().await;
+    let (workers, stats) = (workers?, stats?);
     if a.json {
         json(&serde_json::json!({ "workers": workers, "stats": stats }));
         return Ok(());
