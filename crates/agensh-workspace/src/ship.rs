@@ -32,10 +32,7 @@ impl Pushed {
                 "committed {} changed file(s) left in your checkout and pushed {head} to {}",
                 self.files, self.branch
             ),
-            None => format!(
-                "nothing left to commit; pushed {head} to {}",
-                self.branch
-            ),
+            None => format!("nothing left to commit; pushed {head} to {}", self.branch),
         }
     }
 }
@@ -71,16 +68,23 @@ pub async fn commit_and_push(
             )
         })?;
     let git_dir = Path::new(&git_dir);
-    if ["MERGE_HEAD", "rebase-merge", "rebase-apply", "CHERRY_PICK_HEAD"]
-        .iter()
-        .any(|f| git_dir.join(f).exists())
+    if [
+        "MERGE_HEAD",
+        "rebase-merge",
+        "rebase-apply",
+        "CHERRY_PICK_HEAD",
+    ]
+    .iter()
+    .any(|f| git_dir.join(f).exists())
     {
         return Err(Error::conflict(
             "merge_in_checkout",
             "a merge or rebase is half done in your checkout — resolve the conflicts git status lists, git add the files, git commit, then ship again",
         ));
     }
-    git.run(["add", "-A"]).await.map_err(|e| local("stage your changes", e))?;
+    git.run(["add", "-A"])
+        .await
+        .map_err(|e| local("stage your changes", e))?;
     let staged = git
         .run(["diff", "--cached", "--name-only", "-z"])
         .await
@@ -116,7 +120,10 @@ pub async fn commit_and_push(
         };
         return Err(Error::conflict(
             "push_failed",
-            format!("could not push {} to {branch}: {why} — {todo}", short(&head)),
+            format!(
+                "could not push {} to {branch}: {why} — {todo}",
+                short(&head)
+            ),
         ));
     }
     Ok(Pushed {
@@ -149,9 +156,13 @@ mod tests {
         let src = tmp.join("src");
         std::fs::create_dir_all(&src).unwrap();
         std::fs::write(src.join("README.md"), "hello\n").unwrap();
-        let ws = seed::create(&tmp.join("org/.agensh/workspace.git"), Source::Dir(&src), "g")
-            .await
-            .unwrap();
+        let ws = seed::create(
+            &tmp.join("org/.agensh/workspace.git"),
+            Source::Dir(&src),
+            "g",
+        )
+        .await
+        .unwrap();
         crate::hook::install_hooks(&ws).await.unwrap();
         let dir = checkout_dir(&tmp.join("org"), "w01");
         checkout::create(&ws, "w01", &dir).await.unwrap();
@@ -176,14 +187,20 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(log, "w01 add a");
-        assert!(p.describe().contains("committed 2 changed file(s)"), "{}", p.describe());
+        assert!(
+            p.describe().contains("committed 2 changed file(s)"),
+            "{}",
+            p.describe()
+        );
     }
 
     #[tokio::test]
     async fn a_clean_checkout_is_pushed_without_a_new_commit() {
         let tmp = tempfile::tempdir().unwrap();
         let (ws, dir) = org(tmp.path()).await;
-        let p = commit_and_push(&dir, "w01", "w01/other", "t").await.unwrap();
+        let p = commit_and_push(&dir, "w01", "w01/other", "t")
+            .await
+            .unwrap();
         assert_eq!((p.committed, p.files), (None, 0));
         assert_eq!(ws.branch_head("w01/other").await.unwrap(), p.head);
     }
@@ -193,9 +210,14 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let (_ws, dir) = org(tmp.path()).await;
         std::fs::write(dir.join("a.txt"), "a\n").unwrap();
-        let e = commit_and_push(&dir, "w01", "w02/work", "t").await.unwrap_err();
+        let e = commit_and_push(&dir, "w01", "w02/work", "t")
+            .await
+            .unwrap_err();
         assert_eq!(e.code, "outside_namespace");
-        let status = Git::worktree(&dir).run(["status", "--porcelain"]).await.unwrap();
+        let status = Git::worktree(&dir)
+            .run(["status", "--porcelain"])
+            .await
+            .unwrap();
         assert_eq!(status, "?? a.txt", "nothing staged or committed");
     }
 
@@ -206,11 +228,19 @@ mod tests {
         std::fs::write(dir.join("a.txt"), "a\n").unwrap();
         commit_and_push(&dir, "w01", "w01/work", "a").await.unwrap();
         let git = Git::worktree(&dir).as_worker("w01");
-        git.run(["reset", "--quiet", "--hard", "HEAD~1"]).await.unwrap();
+        git.run(["reset", "--quiet", "--hard", "HEAD~1"])
+            .await
+            .unwrap();
         std::fs::write(dir.join("b.txt"), "b\n").unwrap();
-        let e = commit_and_push(&dir, "w01", "w01/work", "b").await.unwrap_err();
+        let e = commit_and_push(&dir, "w01", "w01/work", "b")
+            .await
+            .unwrap_err();
         assert_eq!(e.code, "push_failed");
-        assert!(e.message.contains("git pull origin w01/work"), "{}", e.message);
+        assert!(
+            e.message.contains("git pull origin w01/work"),
+            "{}",
+            e.message
+        );
     }
 
     #[tokio::test]
@@ -218,7 +248,9 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let (_ws, dir) = org(tmp.path()).await;
         std::fs::write(dir.join(".git/MERGE_HEAD"), "0000\n").unwrap();
-        let e = commit_and_push(&dir, "w01", "w01/work", "t").await.unwrap_err();
+        let e = commit_and_push(&dir, "w01", "w01/work", "t")
+            .await
+            .unwrap_err();
         assert_eq!(e.code, "merge_in_checkout");
     }
 }
