@@ -83,8 +83,8 @@ struct Running {
     /// The process group (the agent's pid), killed as a whole on stop.
     group: ProcessGroup,
     conn: Arc<Conn>,
-    /// The params of each `session/update`.
-    updates: mpsc::UnboundedReceiver<Value>,
+    /// Each `session/update`, typed; `None` for one the schema does not know.
+    updates: mpsc::UnboundedReceiver<Option<SessionUpdate>>,
     reader: JoinHandle<()>,
     session_id: String,
     /// A prompt was sent and its answer not read (a turn running or abandoned).
@@ -265,13 +265,13 @@ impl Agent for AcpAgent {
         let result = loop {
             tokio::select! {
                 biased;
-                Some(update) = r.updates.recv() => turn.update(&update, &mut r.cost_seen),
+                Some(update) = r.updates.recv() => turn.update(update, &mut r.cost_seen),
                 a = &mut answer => break a.unwrap_or(Err(RpcError::Closed)),
             }
         };
         // Notifications the agent sent before its answer are queued already.
         while let Ok(update) = r.updates.try_recv() {
-            turn.update(&update, &mut r.cost_seen);
+            turn.update(update, &mut r.cost_seen);
         }
         r.in_turn = false;
         let result = match result {
@@ -279,13 +279,13 @@ impl Agent for AcpAgent {
             Err(RpcError::Closed) => return Err(r.exited("a turn").await),
             Err(e) => return Err(r.refused("session/prompt", e)),
         };
-        let stop_reason = stop_reason_of(&result);
-        let mut usage = usage_of(&result);
+        let answer = acp::read_prompt_answer(result);
+        let mut usage = usage_of(&answer.response);
         if usage.cost_usd == 0.0 && r.cost_seen > cost_before {
             usage.cost_usd = r.cost_seen - cost_before;
         }
         Ok(TurnOutcome {
-            stop_reason,
+            stop_reason: answer.stop_reason,
             usage,
             events: turn.events,
             model_ms: 0,
@@ -604,7 +604,7 @@ impl Conn {
 async fn read_loop(
     stdout: ChildStdout,
     conn: Arc<Conn>,
-    updates: mpsc::UnboundedSender<Value>,
+    updates: mpsc::UnboundedSender<Option<SessionUpdate>>,
     heartbeat: super::Heartbeat,
 ) {
     let mut lines = BufReader::new(stdout).lines();
@@ -626,7 +626,7 @@ async fn read_loop(
             Message::Request(Request { method, params, .. })
             | Message::Notification(Notification { method, params }) => {
                 if method == method::SESSION_UPDATE {
-                    let _ = updates.send(params.unwrap_or(Value::Null));
+                    let _ = updates.send(typed_update(params.as_ref()));
                 }
             }
             Message::Response(r) => {
@@ -685,18 +685,17 @@ pub fn permission_answer(request: &RequestPermissionRequest) -> RequestPermissio
     RequestPermissionResponse::new(outcome)
 }
 
-/// The stop reason of a `session/prompt` answer; one the schema does not know is kept as
-/// the agent wrote it, and a missing one is `end_turn`.
-fn stop_reason_of(result: &Value) -> String {
-    match serde_json::from_value::<PromptResponse>(result.clone()) {
-        Ok(p) => acp::wire_name(&p.stop_reason),
+/// A `session/update`'s update in the schema's structure; `None` (logged) for one the schema
+/// does not know, which the turn skips.
+fn typed_update(params: Option<&Value>) -> Option<SessionUpdate> {
+    match acp::read_update(params) {
+        Ok(n) => Some(n.update),
         Err(e) => {
-            tracing::debug!("a session/prompt answer the protocol schema does not know: {e}");
-            result
-                .get("stopReason")
-                .and_then(Value::as_str)
-                .unwrap_or("end_turn")
-                .to_string()
+            tracing::debug!(
+                "skipping a session/update the protocol schema does not know ({e}): {:.200}",
+                params.map(|p| p.to_string()).unwrap_or_default()
+            );
+            None
         }
     }
 }
@@ -712,17 +711,11 @@ struct TurnLog {
 }
 
 impl TurnLog {
-    fn update(&mut self, params: &Value, cost_seen: &mut f64) {
-        let update = match acp::read_update(Some(params)) {
-            Ok(n) => n.update,
-            Err(e) => {
-                tracing::debug!(
-                    "skipping a session/update the protocol schema does not know ({e}): {:.200}",
-                    params.to_string()
-                );
-                self.open_message = false;
-                return;
-            }
+    /// Adds one update; an unknown one (`None`) only ends the message being received.
+    fn update(&mut self, update: Option<SessionUpdate>, cost_seen: &mut f64) {
+        let Some(update) = update else {
+            self.open_message = false;
+            return;
         };
         match update {
             SessionUpdate::AgentMessageChunk(chunk) => {
@@ -787,31 +780,40 @@ impl TurnLog {
     }
 }
 
-/// Token usage in a `session/prompt` answer: `usage` (the ACP draft), else `_meta.usage`;
-/// camelCase or snake_case field names. Zeros when the agent reports none.
-fn usage_of(result: &Value) -> Usage {
-    let u = result
-        .get("usage")
-        .filter(|v| v.is_object())
-        .or_else(|| result.pointer("/_meta/usage").filter(|v| v.is_object()));
-    let Some(u) = u else {
-        return Usage::default();
-    };
-    let num = |names: &[&str]| {
+/// Token usage in a `session/prompt` answer: `usage` (the ACP draft, typed), else
+/// `_meta.usage`, which agents shape as they like (camelCase or snake_case names, a cost as
+/// a number or `cost.amount`), read loosely. Zeros when the agent reports none.
+fn usage_of(answer: &PromptResponse) -> Usage {
+    let meta = answer
+        .meta
+        .as_ref()
+        .and_then(|m| m.get("usage"))
+        .filter(|v| v.is_object());
+    let from_meta = |names: &[&str]| {
         names
             .iter()
-            .find_map(|n| u.get(*n).and_then(Value::as_u64))
+            .find_map(|n| meta.and_then(|u| u.get(*n)).and_then(Value::as_u64))
             .unwrap_or(0)
     };
-    let cost = ["costUsd", "cost_usd", "totalCostUsd", "total_cost_usd"]
-        .iter()
-        .find_map(|n| u.get(*n).and_then(Value::as_f64))
-        .or_else(|| u.pointer("/cost/amount").and_then(Value::as_f64))
+    let cost_usd = meta
+        .and_then(|u| {
+            ["costUsd", "cost_usd", "totalCostUsd", "total_cost_usd"]
+                .iter()
+                .find_map(|n| u.get(*n).and_then(Value::as_f64))
+                .or_else(|| u.pointer("/cost/amount").and_then(Value::as_f64))
+        })
         .unwrap_or(0.0);
-    Usage {
-        input_tokens: num(&["inputTokens", "input_tokens"]),
-        output_tokens: num(&["outputTokens", "output_tokens"]),
-        cost_usd: cost,
+    match &answer.usage {
+        Some(u) => Usage {
+            input_tokens: u.input_tokens,
+            output_tokens: u.output_tokens,
+            cost_usd,
+        },
+        None => Usage {
+            input_tokens: from_meta(&["inputTokens", "input_tokens"]),
+            output_tokens: from_meta(&["outputTokens", "output_tokens"]),
+            cost_usd,
+        },
     }
 }
 
@@ -878,12 +880,13 @@ mod tests {
         let mut log = TurnLog::default();
         let mut cost = 0.0;
         let chunk = |t: &str| json!({ "sessionId": "s", "update": { "sessionUpdate": "agent_message_chunk", "content": { "type": "text", "text": t } } });
-        log.update(&chunk("a"), &mut cost);
-        log.update(
+        log.update(typed_update(Some(&chunk("a"))), &mut cost);
+        let unknown = typed_update(Some(
             &json!({ "sessionId": "s", "update": { "sessionUpdate": "a_future_kind", "x": 1 } }),
-            &mut cost,
-        );
-        log.update(&chunk("b"), &mut cost);
+        ));
+        assert!(unknown.is_none());
+        log.update(unknown, &mut cost);
+        log.update(typed_update(Some(&chunk("b"))), &mut cost);
         assert_eq!(
             log.events,
             vec![
@@ -891,16 +894,6 @@ mod tests {
                 TurnEvent::Message { text: "b".into() },
             ]
         );
-    }
-
-    #[test]
-    fn stop_reasons_unknown_to_the_schema_are_kept() {
-        assert_eq!(
-            stop_reason_of(&json!({ "stopReason": "max_tokens" })),
-            "max_tokens"
-        );
-        assert_eq!(stop_reason_of(&json!({ "stopReason": "paused" })), "paused");
-        assert_eq!(stop_reason_of(&json!({})), "end_turn");
     }
 
     #[test]
@@ -916,7 +909,7 @@ mod tests {
             json!({ "sessionUpdate": "agent_message_chunk", "content": { "type": "text", "text": "done" } }),
             json!({ "sessionUpdate": "usage_update", "used": 10, "size": 100, "cost": { "amount": 0.25, "currency": "USD" } }),
         ] {
-            log.update(&up(u), &mut cost);
+            log.update(typed_update(Some(&up(u))), &mut cost);
         }
         assert_eq!(
             log.events,
@@ -938,17 +931,19 @@ mod tests {
 
     #[test]
     fn usage_is_read_from_the_draft_field_or_meta() {
-        let u = usage_of(
-            &json!({ "stopReason": "end_turn", "usage": { "inputTokens": 12, "outputTokens": 3, "totalTokens": 15 } }),
+        let usage = |v: Value| usage_of(&acp::read_prompt_answer(v).response);
+        let u = usage(
+            json!({ "stopReason": "end_turn", "usage": { "inputTokens": 12, "outputTokens": 3, "totalTokens": 15 } }),
         );
         assert_eq!((u.input_tokens, u.output_tokens), (12, 3));
-        let u = usage_of(
-            &json!({ "stopReason": "end_turn", "_meta": { "usage": { "input_tokens": 5, "output_tokens": 6, "cost_usd": 0.5 } } }),
+        let u = usage(
+            json!({ "stopReason": "end_turn", "_meta": { "usage": { "input_tokens": 5, "output_tokens": 6, "cost_usd": 0.5 } } }),
         );
         assert_eq!((u.input_tokens, u.output_tokens, u.cost_usd), (5, 6, 0.5));
-        assert_eq!(
-            usage_of(&json!({ "stopReason": "end_turn" })),
-            Usage::default()
+        let u = usage(
+            json!({ "stopReason": "paused", "usage": { "inputTokens": 4, "outputTokens": 1, "totalTokens": 5 }, "_meta": { "usage": { "cost": { "amount": 0.125 } } } }),
         );
+        assert_eq!((u.input_tokens, u.output_tokens, u.cost_usd), (4, 1, 0.125));
+        assert_eq!(usage(json!({ "stopReason": "end_turn" })), Usage::default());
     }
 }
