@@ -27,8 +27,9 @@ pub(super) const TOOL: Tool = Tool {
 fn description(l: &Listing) -> String {
     let (me, approvals, gate) = (&l.me, &l.approvals, &l.gate);
     format!(
-        "When your tests pass, call ship once: it commits what is left in your checkout and pushes your branch (default {me}/work), \
-         opens its pull request (or reuses your open one), merges it into main, posts summary as your PATCH_SUMMARY and releases your claim. \
+        "When your tests pass, call ship once: it commits what is left in your checkout and pushes your branch (default {me}/work; \
+         your node does this part — elsewhere push first with git push origin HEAD:{me}/work), opens its pull request (or reuses your \
+         open one), merges it into main, posts summary as your PATCH_SUMMARY and releases your claim. \
          The answer lists each step done.{gate} {approvals} If a step fails, the answer says what was done and what to do: \
          on a gate failure the PR stays open — fix the code, and ship again; on a conflict pull main (git pull origin main), resolve, and ship again. \
          title: one line, at most {TITLE_LIMIT} characters. summary: one line, at most {PATCH_SUMMARY_LIMIT} characters \
