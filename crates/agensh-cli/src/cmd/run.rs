@@ -12,7 +12,7 @@ use agensh_domain::config::Config;
 use agensh_domain::worker::{WorkerInfo, WorkerStatus};
 use agensh_hub::{state_dir, write_hub_info, HubInfo, STORE_FILE};
 use agensh_model::ModelServer;
-use agensh_node::adapters::builtin::{BuiltinConfig, ToolStyle};
+use agensh_node::adapters::builtin::{BuiltinConfig, Mode, ToolStyle};
 use agensh_node::node::{run_node, AgentKind, NodePlan, NodeSummary, WorkerLine};
 use agensh_node::turn::Progress;
 use agensh_node::turn::Recovery;
@@ -54,6 +54,7 @@ async fn builtin_config(
         model: m.name.clone(),
         api_key: None,
         style,
+        mode: Mode::choose(&m.mode, m.is_local())?,
         context_tokens: m.context_tokens,
         max_reply_tokens: m.max_reply_tokens,
         max_steps_per_turn: m.max_steps_per_turn,
