@@ -256,3 +256,47 @@ fn tokens_never_appear_in_the_hub_log() {
         "rejected token in the log"
     );
 }
+
+#[test]
+fn pr_ship_commits_pushes_and_merges_the_checkout_it_runs_in() {
+    let (_tmp, dir) = new_org("x");
+    let _hub = HubProcess::start(&dir);
+    run_in(&dir, &["workers", "add", "1"]);
+    let out = run_in(&dir, &["workers", "checkout", "w01"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let checkout = dir.join("workers/w01");
+    std::fs::write(checkout.join("feature.txt"), "done\n").unwrap();
+    let ship = |extra: &[&str]| {
+        agensh()
+            .current_dir(&checkout)
+            .arg("--dir")
+            .arg(&dir)
+            .args(extra)
+            .args([
+                "pr",
+                "ship",
+                "--title",
+                "Add the feature",
+                "--summary",
+                "files=feature.txt",
+            ])
+            .output()
+            .unwrap()
+    };
+    let refused = ship(&[]);
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+    assert!(stderr(&refused).contains("--as ID"), "{}", stderr(&refused));
+
+    let out = ship(&["--as", "w01"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(
+        lines[0].starts_with("committed 1 changed file(s)"),
+        "{text}"
+    );
+    assert!(lines[2].starts_with("opened PR #1"), "{text}");
+    assert!(lines[3].starts_with("merged PR #1 into main"), "{text}");
+    let shown = stdout(&run_in(&dir, &["pr", "view", "1"]));
+    assert!(shown.contains("[merged]"), "{shown}");
+}

@@ -21,6 +21,9 @@ pub struct AgentContext {
     pub hub_url: String,
     /// The worker's token (for MCP and git over HTTP).
     pub token: String,
+    /// The node's MCP proxy (`http://127.0.0.1:PORT/mcp`), when the node runs one; the
+    /// agent's organization tools go through it.
+    pub mcp_proxy: Option<String>,
     /// Where the adapter may keep files of its own (session state, agent logs).
     pub state_dir: PathBuf,
     /// Beaten by the adapter whenever the agent shows a sign of life or begins a step.
@@ -110,9 +113,13 @@ impl Heartbeat {
 }
 
 impl AgentContext {
-    /// The hub's MCP endpoint.
+    /// The MCP endpoint the agent's organization tools use: the node's proxy when there is
+    /// one (it does `ship`'s commit and push in the checkout), else the hub's `/mcp`.
     pub fn mcp_url(&self) -> String {
-        format!("{}/mcp", self.hub_url.trim_end_matches('/'))
+        match &self.mcp_proxy {
+            Some(url) => url.clone(),
+            None => format!("{}/mcp", self.hub_url.trim_end_matches('/')),
+        }
     }
 }
 

@@ -21,10 +21,17 @@ pub fn system_prompt(worker: &str, specs: &[ToolSpec], json: bool) -> String {
          Your working directory is your checkout of it, on branch {worker}/work; \
          file paths are relative to it. Changes left uncommitted are committed at the end of each turn.\n"
     );
-    let share = format!(
-        "To share your work: run `git add -A && git commit -m \"<message>\" && git push origin HEAD`, \
-         then pr_open with branch {worker}/work, then pr_merge.\n"
-    );
+    let share = if specs.iter().any(|t| t.org && t.name == "ship") {
+        "To share your work: when your tests pass, call ship with a title and a summary; it \
+         commits and pushes what you changed, opens the pull request, merges it and releases \
+         your claim.\n"
+            .to_string()
+    } else {
+        format!(
+            "To share your work: run `git add -A && git commit -m \"<message>\" && git push origin HEAD`, \
+             then pr_open with branch {worker}/work, then pr_merge.\n"
+        )
+    };
     if !json {
         s.push_str(
             "Use your tools: write_file, run (a shell in your checkout), read_file, edit_file and \
@@ -159,6 +166,29 @@ mod tests {
         let t = system_prompt("w01", &specs, false);
         assert!(!t.contains("board_write") && !t.contains("end_turn"));
         assert!(t.len() < p.len());
+    }
+
+    #[test]
+    fn the_prompt_teaches_ship_when_the_hub_offers_it() {
+        let mut specs = workspace_specs();
+        let org = |name: &str| ToolSpec {
+            name: name.into(),
+            description: "An organization tool.".into(),
+            schema: serde_json::json!({"type":"object","properties":{}}),
+            org: true,
+        };
+        specs.push(org("pr_open"));
+        let without = system_prompt("w01", &specs, true);
+        assert!(without.contains("then pr_open with branch w01/work, then pr_merge"));
+        specs.push(org("ship"));
+        for json in [true, false] {
+            let with = system_prompt("w01", &specs, json);
+            assert!(
+                with.contains("call ship with a title and a summary"),
+                "{with}"
+            );
+            assert!(!with.contains("then pr_merge"), "{with}");
+        }
     }
 
     fn launch(pack: &[String], deadline: &str) -> String {
