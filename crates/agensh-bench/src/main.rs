@@ -4,6 +4,7 @@
 //! Run: `cargo run --release -p agensh-bench -- hub` (builds `agensh` first:
 //! `cargo build --release -p agensh`).
 
+mod firstrun;
 mod hub;
 mod merge;
 mod model;
@@ -21,6 +22,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Bench {
+    /// The README's first command as a user runs it: parts merged into main over time.
+    Firstrun(firstrun::Args),
     /// The hub: appends/s, wake of all long-polls, grep over a large history, memory.
     Hub(hub::Args),
     /// The git workspace: merge latency against a temporary-clone merge; 1,024 checkouts.
@@ -37,6 +40,7 @@ fn main() -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     match cli.bench {
+        Bench::Firstrun(a) => rt.block_on(firstrun::run(a)),
         Bench::Hub(a) => rt.block_on(hub::run(a)),
         Bench::Merge(a) => rt.block_on(merge::run(a)),
         Bench::Node(a) => rt.block_on(node::run(a)),

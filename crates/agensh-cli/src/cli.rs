@@ -440,6 +440,28 @@ pub enum PrCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Ship your checkout: commit what is left, push the branch, open (or reuse) its PR,
+    /// merge it through the gate, post the summary as a PATCH_SUMMARY and release claims.
+    Ship {
+        /// The pull request's title, one line (also the commit message).
+        #[arg(long)]
+        title: String,
+        /// The PATCH_SUMMARY: one line, e.g. "files=... | evidence=tests passed".
+        #[arg(long)]
+        summary: String,
+        /// The branch to push and merge (default <id>/work).
+        #[arg(long)]
+        branch: Option<String>,
+        /// The claim to release (default: all your live claims, or those with --label).
+        #[arg(long)]
+        claim: Option<String>,
+        /// The work item: the summary's label, and which of your claims to release.
+        #[arg(long)]
+        label: Option<String>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Close a pull request without merging it.
     Close {
         /// The pull request's number.

@@ -1,20 +1,30 @@
 //! Finding the hub and the identity to use: `--hub`/`AGENSH_HUB` or `.agensh/hub.json`
 //! for the URL; `--token`/`AGENSH_TOKEN`, else the admin token from hub.json.
+//!
+//! When no hub serves the organization (none was ever started, or the run that served it
+//! ended) but its state is in `--dir`, [`connect`] serves that state in this process for
+//! the one command, on a free port of 127.0.0.1: the board, the messages and the pull
+//! requests stay readable (and writable) after a run, with nothing to start by hand.
+
+use std::path::Path;
+use std::sync::Arc;
 
 use agensh_client::Client;
-use anyhow::{anyhow, Result};
+use agensh_hub::{read_hub_info, state_dir, RunningHub, STORE_FILE};
+use agensh_store::SqliteStore;
+use anyhow::{anyhow, Context, Result};
 
 use crate::cli::Global;
 
 /// A client for the hub the global options point at.
 pub fn client(g: &Global) -> Result<Client> {
-    let info = agensh_hub::read_hub_info(&g.dir).ok();
+    let info = running_hub(&g.dir);
     let url = match (&g.hub, &info) {
         (Some(u), _) => u.clone(),
         (None, Some(i)) => i.url.clone(),
         (None, None) => {
             return Err(anyhow!(
-                "no hub found: give --hub URL, set AGENSH_HUB, or run in an organization directory with a running hub ({} has no .agensh/hub.json — start one with `agensh hub {}`)",
+                "no hub found: give --hub URL, set AGENSH_HUB, or run in an organization directory with a running hub ({} has no .agensh/hub.json of a running hub — start one with `agensh hub {}`)",
                 g.dir.display(),
                 g.dir.display()
             ))
@@ -30,4 +40,65 @@ pub fn client(g: &Global) -> Result<Client> {
         }
     };
     Ok(Client::new(&url, &token).acting_as(g.as_worker.clone()))
+}
+
+/// A client, and the hub this process serves for it when none was running.
+pub struct Connection {
+    /// The client to call.
+    pub client: Client,
+    /// The organization's hub, served by this process for this command.
+    local: Option<RunningHub>,
+}
+
+impl Connection {
+    /// Ends the hub this process served, if any, after its last answer is written.
+    pub async fn close(self) {
+        if let Some(hub) = self.local {
+            hub.shutdown().await;
+        }
+    }
+}
+
+/// As [`client`]; when no hub is given or running but `--dir` holds an organization's
+/// state, that state served in this process for this command (a note on stderr says so).
+pub async fn connect(g: &Global) -> Result<Connection> {
+    let store_file = state_dir(&g.dir).join(STORE_FILE);
+    if g.hub.is_some() || running_hub(&g.dir).is_some() || !store_file.is_file() {
+        return Ok(Connection {
+            client: client(g)?,
+            local: None,
+        });
+    }
+    let hub = serve_here(&g.dir, &store_file).await?;
+    eprintln!(
+        "note: no hub is running for {}; serving its state in this process for this command",
+        g.dir.display()
+    );
+    let token = g.token.clone().unwrap_or_else(|| hub.admin_token.clone());
+    Ok(Connection {
+        client: Client::new(&hub.url, &token).acting_as(g.as_worker.clone()),
+        local: Some(hub),
+    })
+}
+
+/// What `.agensh/hub.json` says, when the hub it names still runs (a hub that was killed
+/// leaves the file behind).
+fn running_hub(dir: &Path) -> Option<agensh_hub::HubInfo> {
+    read_hub_info(dir)
+        .ok()
+        .filter(|i| Path::new(&format!("/proc/{}", i.pid)).exists())
+}
+
+/// A hub over the organization's store and workspace on a free port of 127.0.0.1.
+async fn serve_here(dir: &Path, store_file: &Path) -> Result<RunningHub> {
+    let config = crate::cmd::config::load(dir, &[])?;
+    let store = SqliteStore::open(store_file)
+        .with_context(|| format!("cannot open {}", store_file.display()))?;
+    let repo = state_dir(dir).join(agensh_workspace::REPO_DIR);
+    let workspace = if repo.exists() {
+        Some(agensh_workspace::Workspace::open(&repo)?)
+    } else {
+        None
+    };
+    Ok(agensh_hub::start_with_workspace(Arc::new(store), workspace, config, "127.0.0.1:0").await?)
 }

@@ -166,6 +166,30 @@ fn an_unreachable_hub_exits_3_with_advice() {
 }
 
 #[test]
+fn the_board_stays_readable_when_no_hub_runs() {
+    let (_tmp, dir) = new_org("x");
+    // A hub that was killed leaves its hub.json behind: that is no running hub either.
+    HubProcess::start(&dir).kill_9();
+    assert!(dir.join(".agensh/hub.json").exists());
+    let out = run_in(&dir, &["board", "post", "FACT", "tests live in tests/"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("no hub is running for"),
+        "{}",
+        stderr(&out)
+    );
+    let out = run_in(&dir, &["board", "read", "--all"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("tests live in tests/"),
+        "{}",
+        stdout(&out)
+    );
+    let out = run_in(&dir, &["status", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+#[test]
 fn events_ack_acknowledges_what_events_showed() {
     let (_tmp, dir) = new_org("x");
     let _hub = HubProcess::start(&dir);
@@ -231,4 +255,48 @@ fn tokens_never_appear_in_the_hub_log() {
         !log.contains("agw_not_a_real_token"),
         "rejected token in the log"
     );
+}
+
+#[test]
+fn pr_ship_commits_pushes_and_merges_the_checkout_it_runs_in() {
+    let (_tmp, dir) = new_org("x");
+    let _hub = HubProcess::start(&dir);
+    run_in(&dir, &["workers", "add", "1"]);
+    let out = run_in(&dir, &["workers", "checkout", "w01"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let checkout = dir.join("workers/w01");
+    std::fs::write(checkout.join("feature.txt"), "done\n").unwrap();
+    let ship = |extra: &[&str]| {
+        agensh()
+            .current_dir(&checkout)
+            .arg("--dir")
+            .arg(&dir)
+            .args(extra)
+            .args([
+                "pr",
+                "ship",
+                "--title",
+                "Add the feature",
+                "--summary",
+                "files=feature.txt",
+            ])
+            .output()
+            .unwrap()
+    };
+    let refused = ship(&[]);
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+    assert!(stderr(&refused).contains("--as ID"), "{}", stderr(&refused));
+
+    let out = ship(&["--as", "w01"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(
+        lines[0].starts_with("committed 1 changed file(s)"),
+        "{text}"
+    );
+    assert!(lines[2].starts_with("opened PR #1"), "{text}");
+    assert!(lines[3].starts_with("merged PR #1 into main"), "{text}");
+    let shown = stdout(&run_in(&dir, &["pr", "view", "1"]));
+    assert!(shown.contains("[merged]"), "{shown}");
 }

@@ -194,3 +194,43 @@ async fn json_rpc_lines_in_one_answer_line_each_and_a_clean_exit_on_eof() {
     let msg = lines[0]["error"]["message"].as_str().unwrap();
     assert!(msg.contains("could not be reached"), "{msg}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ship_through_the_bridge_commits_and_pushes_its_working_directory_first() {
+    let (_tmp, dir) = new_org("bridge ship");
+    let hub = HubProcess::start(&dir);
+    let workers = hub.admin().add_workers(1).await.unwrap();
+    let ws = agensh_workspace::Workspace::open(&dir.join(".agensh/workspace.git")).unwrap();
+    let checkout = agensh_workspace::checkout::checkout_dir(&dir, "w01");
+    agensh_workspace::checkout::create(&ws, "w01", &checkout)
+        .await
+        .unwrap();
+    std::fs::write(checkout.join("feature.txt"), "done\n").unwrap();
+    let (url, token) = (hub.info.url.clone(), workers[0].token.clone());
+
+    let (ok, lines) = tokio::task::spawn_blocking(move || {
+        bridge(
+            &checkout,
+            &["--hub", &url, "--token", &token],
+            &[
+                INIT,
+                INITIALIZED,
+                r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"ship","arguments":{"title":"Add the feature","summary":"files=feature.txt"}}}"#,
+            ],
+        )
+    })
+    .await
+    .unwrap();
+    assert!(ok);
+    let result = &lines.iter().find(|l| l["id"] == 2).expect("ship answered")["result"];
+    assert_eq!(result["isError"], false, "{result}");
+    let first = result["content"][0]["text"].as_str().unwrap();
+    assert!(
+        first.starts_with("in your checkout: committed 1 changed file(s)"),
+        "{first}"
+    );
+    let second = result["content"][1]["text"].as_str().unwrap();
+    assert!(second.starts_with("shipped PR #1 into main"), "{second}");
+    let on_main = ws.git().run(["show", "main:feature.txt"]).await.unwrap();
+    assert_eq!(on_main, "done");
+}

@@ -523,6 +523,57 @@ fn a_directory_with_an_agensh_toml_and_a_seed_becomes_an_organization_on_its_fir
 }
 
 #[test]
+fn a_taken_port_is_avoided_before_anything_is_created() {
+    let tmp = tempfile::tempdir().unwrap();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let dir = tmp.path().join("example");
+    seed(&dir.join("seed"));
+    std::fs::write(
+        dir.join("agensh.toml"),
+        format!("[organization]\ngoal = \"g\"\nseed = \"seed\"\n[hub]\nlisten = \"{addr}\"\n"),
+    )
+    .unwrap();
+    let s = scenario(tmp.path(), "[[step]]\naction = \"end_turn\"\n");
+    let run = |listen: &[&str]| {
+        agensh()
+            .args([
+                "run",
+                dir.to_str().unwrap(),
+                "--agent",
+                "script",
+                "--scenario",
+            ])
+            .arg(&s)
+            .args(["--workers", "1", "--hours", "0.001", "--json"])
+            .args(listen)
+            .env("AGENSH_SCRIPT_LOG", tmp.path().join("script.jsonl"))
+            .output()
+            .unwrap()
+    };
+    // Given on the command line: refused, and nothing is created.
+    let out = run(&["--listen", &addr]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&addr) && err.contains("--listen"), "{err}");
+    assert!(!dir.join(".agensh").exists(), "state was created: {err}");
+    // From agensh.toml: another free port, said before the state is created.
+    let out = run(&[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let said = err
+        .find(&format!("{addr} is in use"))
+        .unwrap_or_else(|| panic!("{err}"));
+    let created = err.find("created the organization's state").unwrap();
+    assert!(said < created, "{err}");
+    assert!(
+        err.contains("this run's hub listens on 127.0.0.1:"),
+        "{err}"
+    );
+    drop(taken);
+}
+
+#[test]
 fn a_missing_seed_is_named_and_nothing_half_made_is_left() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("example");

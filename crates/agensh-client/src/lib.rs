@@ -14,8 +14,8 @@ use agensh_domain::view::ViewEntry;
 use agensh_domain::worker::{NewWorker, StatusReport, StatusReports, WorkerInfo, WorkerStatus};
 use agensh_domain::{Error, ErrorKind};
 use agensh_protocol::rest::{
-    Ack, Acked, AddWorkers, CapQuery, ErrorBody, GrepQuery, ListPrs, NewComment, NewReview, Notice,
-    PollQuery, Polled, ReadQuery, Renew, SetStatus, Updated,
+    Ack, Acked, AddWorkers, CapQuery, ErrorBody, GrepQuery, ListPrs, NewComment, NewReview,
+    NewShip, Notice, PollQuery, Polled, ReadQuery, Renew, SetStatus, Updated,
 };
 pub use agensh_protocol::rest::{QueueState, Stats, Unfolded, WhoAmI};
 use reqwest::{Method, RequestBuilder, StatusCode};
@@ -366,6 +366,13 @@ impl Client {
     /// Asks the hub to merge; the answer has the PR and the outcome.
     pub async fn merge_pr(&self, number: i64) -> Result<Value> {
         self.send(self.request(Method::POST, &format!("/prs/{number}/merge")))
+            .await
+    }
+
+    /// Ships a pushed branch in one call: its PR opened or reused, merged through the gate,
+    /// the PATCH_SUMMARY posted and the claims released; the answer lists each step.
+    pub async fn ship(&self, ship: &NewShip) -> Result<Value> {
+        self.send(self.request(Method::POST, "/ship").json(ship))
             .await
     }
 

@@ -29,6 +29,8 @@ pub struct Config {
 
 /// The calling styles the built-in agent knows (`model.style`).
 pub const TOOL_STYLES: [&str; 3] = ["auto", "tools", "json"];
+/// The built-in agent's modes (`model.mode`): `auto` is small on the local model.
+pub const MODEL_MODES: [&str; 3] = ["auto", "small", "full"];
 /// The local model's sizes (`model.local_size`).
 pub const LOCAL_SIZES: [&str; 2] = ["0.5b", "1.5b"];
 /// The agents `run.agent` may name.
@@ -59,6 +61,9 @@ pub struct ModelConfig {
     pub command_timeout_secs: u64,
     /// The local model's size when `url` is empty: `0.5b` or `1.5b`.
     pub local_size: String,
+    /// How much the built-in agent is shown: `small` (a short prompt, the few tools a part
+    /// needs), `full`, or `auto` (small on the local model, full on any other endpoint).
+    pub mode: String,
 }
 
 impl Default for ModelConfig {
@@ -74,6 +79,7 @@ impl Default for ModelConfig {
             max_steps_per_turn: 24,
             command_timeout_secs: 120,
             local_size: "1.5b".into(),
+            mode: "auto".into(),
         }
     }
 }
@@ -488,6 +494,13 @@ impl ModelConfig {
                 LOCAL_SIZES.join(", ")
             ));
         }
+        if !MODEL_MODES.contains(&self.mode.as_str()) {
+            return bad(format!(
+                "model.mode \"{}\" — use one of {}",
+                self.mode,
+                MODEL_MODES.join(", ")
+            ));
+        }
         let url = self.url.trim();
         if !(url.is_empty() || url.starts_with("http://") || url.starts_with("https://")) {
             return bad(format!(
@@ -541,6 +554,10 @@ max_steps_per_turn = {steps}
 command_timeout_secs = {cmd}
 # The local model's size when url is empty: "0.5b" (faster) or "1.5b" (better).
 local_size = {size}
+# How much the built-in agent is shown: "small" (a short prompt, the few tools a part
+# needs, the claimed files shown with the claim, no chatter on the board), "full", or
+# "auto" (small on the local model, full on any other endpoint).
+mode = {mode}
 "#,
             url = toml::Value::String(self.url.clone()),
             name = toml::Value::String(self.name.clone()),
@@ -552,6 +569,7 @@ local_size = {size}
             steps = self.max_steps_per_turn,
             cmd = self.command_timeout_secs,
             size = toml::Value::String(self.local_size.clone()),
+            mode = toml::Value::String(self.mode.clone()),
         )
     }
 }
@@ -849,6 +867,29 @@ mod tests {
         let e =
             Config::parse("[organization]\ngoal = \"x\"\n[run]\nagent = \"claud\"\n").unwrap_err();
         assert!(e.message.contains("builtin, acp, script"), "{}", e.message);
+    }
+
+    #[test]
+    fn the_model_mode_is_auto_by_default_and_checked() {
+        let c = Config::with_goal("g");
+        assert_eq!(c.model.mode, "auto");
+        assert!(c.template().contains("\nmode = \"auto\"\n"));
+        let mut small = c.clone();
+        small.model.mode = "small".into();
+        assert_eq!(Config::parse(&small.template()).unwrap(), small);
+        let e =
+            Config::parse("[organization]\ngoal = \"x\"\n[model]\nmode = \"tiny\"\n").unwrap_err();
+        assert!(
+            e.message
+                .contains("model.mode \"tiny\" — use one of auto, small, full"),
+            "{}",
+            e.message
+        );
+        let r = Config::resolve("[organization]\ngoal = \"x\"\n", &BTreeMap::new(), &[]).unwrap();
+        assert!(r
+            .settings
+            .iter()
+            .any(|s| s.key == "model.mode" && s.source == Source::Default));
     }
 
     #[test]

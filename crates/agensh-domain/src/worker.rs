@@ -41,8 +41,24 @@ pub fn check_batch(n: usize) -> Result<()> {
     Ok(())
 }
 
+/// What a busy worker is doing in the middle of a turn, as its node last reported: the
+/// live view and `agensh status` show it, so a turn of several minutes shows life.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkerProgress {
+    /// The current step, e.g. `model request 3 (1,204 tokens in)` or
+    /// `run: python3 -m unittest`.
+    pub step: String,
+    /// Unix ms when the step began.
+    pub since: i64,
+    /// Tokens (prompt and generated) the current turn has used so far.
+    pub tokens: u64,
+    /// Generated tokens per second of the last model reply (0 before the first).
+    #[serde(default)]
+    pub tokens_per_sec: f64,
+}
+
 /// One worker's status in a report for many workers (`PUT /workers/status`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StatusReport {
     pub id: String,
     /// The worker's token; needed unless the request's own token is the admin's or this
@@ -51,10 +67,13 @@ pub struct StatusReport {
     pub token: Option<String>,
     /// One of [`WorkerStatus::ALL`], as text.
     pub status: String,
+    /// What the worker is doing in its turn; none outside a turn (the hub forgets the last).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<WorkerProgress>,
 }
 
 /// The body of `PUT /workers/status`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StatusReports {
     pub workers: Vec<StatusReport>,
 }
@@ -109,10 +128,14 @@ impl WorkerStatus {
 }
 
 /// A worker as listed: status, live claims, last activity. Never its token.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WorkerInfo {
     pub id: String,
     pub status: WorkerStatus,
+    /// What it is doing in its turn, as its node last reported (kept in the hub's memory,
+    /// not stored).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<WorkerProgress>,
     /// Live CLAIM records.
     pub claims: Vec<Record>,
     /// Unix ms of the last request made as this worker.
@@ -141,5 +164,25 @@ mod tests {
             check_batch(BATCH_LIMIT + 1).unwrap_err().code,
             "too_many_workers"
         );
+    }
+
+    #[test]
+    fn a_status_report_carries_progress_and_reads_without_it() {
+        let report = StatusReport {
+            id: "w0001".into(),
+            token: None,
+            status: "busy".into(),
+            progress: Some(WorkerProgress {
+                step: "model request 3 (1,204 tokens in)".into(),
+                since: 1_700_000_000_000,
+                tokens: 2_408,
+                tokens_per_sec: 9.5,
+            }),
+        };
+        let text = serde_json::to_string(&report).unwrap();
+        assert_eq!(serde_json::from_str::<StatusReport>(&text).unwrap(), report);
+        let old: StatusReport = serde_json::from_str(r#"{"id":"w0001","status":"idle"}"#).unwrap();
+        assert_eq!(old.progress, None);
+        assert!(!serde_json::to_string(&old).unwrap().contains("progress"));
     }
 }

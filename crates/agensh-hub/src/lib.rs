@@ -135,6 +135,7 @@ pub async fn start_with_clock(
             admin_token: admin_token.clone(),
             tokens: RwLock::new(tokens),
             activity: Mutex::new(HashMap::new()),
+            progress: Mutex::new(HashMap::new()),
             metrics: Metrics::default(),
             merging: Mutex::new(std::collections::HashSet::new()),
             gate_queue: tokio::sync::Mutex::new(()),

@@ -26,6 +26,9 @@ pub struct Inner {
     pub tokens: RwLock<HashMap<String, String>>,
     /// Last request time per worker, flushed to the store in batches.
     pub activity: Mutex<HashMap<String, i64>>,
+    /// What each busy worker is doing in its turn, as its node last reported; in memory
+    /// only (it is stale a few seconds later, so it is never worth a write).
+    pub progress: Mutex<HashMap<String, agensh_domain::worker::WorkerProgress>>,
     pub metrics: Metrics,
     /// Pull requests being merged right now (one merge per PR at a time).
     pub merging: Mutex<std::collections::HashSet<i64>>,

@@ -44,6 +44,7 @@ fn report(w: &NewWorker, status: &str) -> StatusReport {
         id: w.id.clone(),
         token: Some(w.token.clone()),
         status: status.into(),
+        progress: None,
     }
 }
 
@@ -249,6 +250,7 @@ async fn every_entry_must_be_authorised_for_its_worker() {
                 id: ws[1].id.clone(),
                 token: None,
                 status: "busy".into(),
+                progress: None,
             }])
             .await,
         ErrorKind::Forbidden,
@@ -377,9 +379,36 @@ async fn a_status_report_sets_every_status_or_none() {
             id: ws[2].id.clone(),
             token: None,
             status: "dead".into(),
+            progress: None,
         }])
         .await
         .unwrap();
     let listed = hub.admin().workers().await.unwrap();
     assert_eq!(status(&listed, &ws[2].id), WorkerStatus::Dead);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_workers_step_is_listed_until_a_report_without_one() {
+    let hub = TestHub::start().await;
+    let ws = hub.admin().add_workers(2).await.unwrap();
+    let node = hub.client(&ws[0].token);
+    let step = agensh_domain::worker::WorkerProgress {
+        step: "run: python3 -m unittest".into(),
+        since: 1_700_000_000_000,
+        tokens: 1_500,
+        tokens_per_sec: 8.5,
+    };
+    let busy = StatusReport {
+        progress: Some(step.clone()),
+        ..report(&ws[0], "busy")
+    };
+    node.set_statuses(&[busy, report(&ws[1], "idle")])
+        .await
+        .unwrap();
+    let listed = hub.admin().workers().await.unwrap();
+    assert_eq!(listed[0].progress.as_ref(), Some(&step));
+    assert_eq!(listed[1].progress, None);
+    node.set_statuses(&[report(&ws[0], "idle")]).await.unwrap();
+    let listed = hub.admin().workers().await.unwrap();
+    assert_eq!(listed[0].progress, None, "the step outlived its turn");
 }

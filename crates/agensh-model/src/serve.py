@@ -37,6 +37,11 @@ def main():
     p.hostnames = [cfg["host"]]
     p.port = cfg["port"]
     p.model_alias = {cfg["alias"]}
+    # Each worker's conversation grows at its end: keep prompts cached (in the slot and in
+    # host memory) and reuse cached runs after a change earlier in the prompt.
+    p.cache_prompt = True
+    p.cache_ram_mib = cfg["cache_ram_mib"]
+    p.n_cache_reuse = cfg["cache_reuse"]
     p.endpoint_metrics = False
     server = xlc.Server(p)
     print("AGENSH_LISTENING " + server.listening_address, flush=True)

@@ -49,6 +49,22 @@ fn check_memory(
     Ok(())
 }
 
+/// Most host memory the server keeps cached prompts in (llama.cpp's default).
+const MAX_PROMPT_CACHE_MIB: u64 = 8192;
+/// Least prompt cache worth having: a few conversations of a few thousand tokens.
+const MIN_PROMPT_CACHE_MIB: u64 = 256;
+/// Shortest run of tokens the server reuses from a cached prompt after a change earlier in
+/// it (llama.cpp's `n_cache_reuse`): a compacted conversation keeps most of its cache.
+const CACHE_REUSE_TOKENS: u32 = 256;
+
+/// The host-memory prompt cache for a machine with `available` bytes free once the server
+/// needs `need` for its model and KV cache: a quarter of what is left, between
+/// [`MIN_PROMPT_CACHE_MIB`] and [`MAX_PROMPT_CACHE_MIB`].
+fn prompt_cache_mib(available: u64, need: u64) -> u32 {
+    let quarter = (available.saturating_sub(need) / 4) >> 20;
+    quarter.clamp(MIN_PROMPT_CACHE_MIB, MAX_PROMPT_CACHE_MIB) as u32
+}
+
 /// `MemAvailable` from /proc/meminfo, in bytes (none where there is no such file).
 fn mem_available() -> Option<u64> {
     let info = std::fs::read_to_string("/proc/meminfo").ok()?;
@@ -90,8 +106,12 @@ pub struct ServeOptions {
     pub parallel: u32,
     /// Context window of each request, in tokens; the server's total is this × parallel.
     pub context_per_request: u32,
-    /// CPU threads; 0 = all cores.
+    /// CPU threads; 0 = the cores this process may use (its CPU affinity and quota).
     pub threads: u32,
+    /// Host memory for cached prompts, in MiB, so a worker's next request reads only what
+    /// is new; 0 = sized for the machine (a quarter of the memory the model and its KV
+    /// cache leave, 256 MiB to 8 GiB).
+    pub prompt_cache_mib: u32,
     /// Append the server's log here; None keeps its last lines in memory for errors.
     pub log_file: Option<PathBuf>,
 }
@@ -104,6 +124,7 @@ impl Default for ServeOptions {
             parallel: 4,
             context_per_request: 8192,
             threads: 0,
+            prompt_cache_mib: 0,
             log_file: None,
         }
     }
@@ -126,6 +147,8 @@ pub struct ModelServer {
     port: u16,
     alias: &'static str,
     log: Log,
+    threads: u32,
+    prompt_cache_mib: u32,
 }
 
 impl ModelServer {
@@ -152,9 +175,18 @@ impl ModelServer {
         if opts.host.is_empty() {
             return Err(Error::BadOption("the host is empty: use 127.0.0.1".into()));
         }
-        if let Some(available) = mem_available() {
-            check_memory(inst.size.spec(), opts, n_ctx, available)?;
+        let spec = inst.size.spec();
+        let available = mem_available();
+        if let Some(available) = available {
+            check_memory(spec, opts, n_ctx, available)?;
         }
+        let prompt_cache_mib = match opts.prompt_cache_mib {
+            0 => prompt_cache_mib(
+                available.unwrap_or(0),
+                u64::from(n_ctx) * spec.kv_bytes_per_token + spec.bytes,
+            ),
+            mib => mib,
+        };
         let threads = match opts.threads {
             0 => std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
             t => t,
@@ -168,6 +200,8 @@ impl ModelServer {
             "host": opts.host,
             "port": opts.port,
             "alias": alias,
+            "cache_ram_mib": prompt_cache_mib,
+            "cache_reuse": CACHE_REUSE_TOKENS,
         });
         let mut cmd = Command::new(&inst.python);
         cmd.arg("-u")
@@ -230,6 +264,8 @@ impl ModelServer {
             port: opts.port,
             alias,
             log,
+            threads,
+            prompt_cache_mib,
         };
         let deadline = Instant::now() + START_TIMEOUT;
 
@@ -287,6 +323,16 @@ impl ModelServer {
     /// The model name the server answers to, e.g. `qwen2.5-coder-1.5b-instruct`.
     pub fn model_name(&self) -> &str {
         self.alias
+    }
+
+    /// The CPU threads it computes with.
+    pub fn threads(&self) -> u32 {
+        self.threads
+    }
+
+    /// The host memory it keeps cached prompts in, in MiB.
+    pub fn prompt_cache_mib(&self) -> u32 {
+        self.prompt_cache_mib
     }
 
     /// The port it listens on (the one picked, when asked for 0).
@@ -412,7 +458,7 @@ async fn read_end(path: &std::path::Path) -> std::io::Result<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::{check_memory, mem_available, rotate, url_host, ServeOptions};
+    use super::{check_memory, mem_available, prompt_cache_mib, rotate, url_host, ServeOptions};
     use crate::spec::Size;
 
     #[test]
@@ -450,6 +496,15 @@ mod tests {
         );
         rotate(&log, 100); // nothing there: nothing happens
         assert!(!log.exists());
+    }
+
+    #[test]
+    fn the_prompt_cache_takes_a_quarter_of_what_the_model_leaves_within_bounds() {
+        const GIB: u64 = 1 << 30;
+        assert_eq!(prompt_cache_mib(24 * GIB, 4 * GIB), 5 * 1024);
+        assert_eq!(prompt_cache_mib(64 * GIB, 4 * GIB), 8192);
+        assert_eq!(prompt_cache_mib(4 * GIB, 4 * GIB), 256);
+        assert_eq!(prompt_cache_mib(0, 4 * GIB), 256);
     }
 
     #[test]

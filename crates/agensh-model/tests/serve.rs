@@ -6,7 +6,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use agensh_model::{Error, Installed, ModelServer, ServeOptions, Size};
+use agensh_model::{Error, Installed, ModelServer, ServeOptions, Size, Throughput};
 
 /// A "venv python" that runs python3 with the fake xllamacpp importable, or None (and
 /// a note) when python3 is missing.
@@ -104,6 +104,11 @@ async fn starts_answers_and_stops() {
         serde_json::json!(["qwen2.5-coder-0.5b-instruct"])
     );
     assert_eq!(params["model"], t.path().join("m.gguf").to_str().unwrap());
+    assert_eq!(params["cache_prompt"], true);
+    assert_eq!(params["n_cache_reuse"], 256);
+    assert_eq!(params["cache_ram_mib"], server.prompt_cache_mib());
+    assert!(server.prompt_cache_mib() >= 256, "{params}");
+    assert_eq!(server.threads(), 2);
 
     let pid = server.pid().unwrap();
     assert_eq!(
@@ -215,4 +220,27 @@ async fn missing_python_and_bad_options_are_clear_errors() {
 fn start_future_is_send(i: &Installed, o: &ServeOptions) {
     fn send<T: Send>(_: T) {}
     send(ModelServer::start(i, o));
+}
+
+#[tokio::test]
+async fn the_speed_is_measured_with_one_request_and_gives_a_worker_count() {
+    let t = tempfile::tempdir().unwrap();
+    let Some(py) = fake_python(t.path()) else {
+        return;
+    };
+    let server = ModelServer::start(&inst(t.path(), py, "m.gguf"), &ServeOptions::default())
+        .await
+        .unwrap();
+    let speed = agensh_model::measure(&server.base_url(), server.model_name())
+        .await
+        .unwrap();
+    assert_eq!(
+        speed,
+        Throughput {
+            prompt_per_sec: 61.5,
+            generated_per_sec: 9.8
+        }
+    );
+    assert_eq!(agensh_model::workers_for(&speed, 8).workers, 2);
+    server.stop().await;
 }

@@ -3,11 +3,13 @@
 //!
 //! `adapters` holds the one interface the loop drives ([`adapters::Agent`]) and one thin
 //! translation per kind of agent; `turn` is the loop of one worker; `pump` and `status`
-//! are the node's shared event long-poll and status reports for all its workers. The scripted
+//! are the node's shared event long-poll and status reports for all its workers;
+//! `mcp_proxy` is the node's `/mcp` in front of the hub, which does `ship`'s local half. The scripted
 //! agent the tests and load runs drive is a separate crate (`agensh-script`), started as a
 //! process like any other ACP agent.
 
 pub mod adapters;
+pub mod mcp_proxy;
 pub mod node;
 pub mod pump;
 pub mod status;

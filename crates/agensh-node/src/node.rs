@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime};
 use agensh_client::Client;
 use agensh_domain::prompt::WorkerPrompt;
 use agensh_domain::time::unix_ms;
-use agensh_domain::worker::WorkerStatus;
+use agensh_domain::worker::{WorkerProgress, WorkerStatus};
 use agensh_domain::{Error, Result};
 use agensh_process::Shutdown;
 use agensh_workspace::{checkout, Workspace};
@@ -18,6 +18,7 @@ use crate::adapters::acp::AcpAgent;
 use crate::adapters::builtin::{BuiltinAgent, BuiltinConfig};
 use crate::adapters::cpu::AgentCpu;
 use crate::adapters::{Agent, AgentContext, Usage};
+use crate::mcp_proxy::{McpProxy, ProxiedWorker};
 use crate::pump::EventPump;
 use crate::status::StatusReporter;
 use crate::turn::{run_worker, NodeLink, Progress, Recovery, WorkerPlan, WorkerSummary};
@@ -101,6 +102,8 @@ pub struct WorkerLine {
     pub turns: u64,
     pub last_action: String,
     pub usage: Usage,
+    /// The current step of its turn, while it is busy.
+    pub progress: Option<WorkerProgress>,
 }
 
 /// The node's totals.
@@ -142,6 +145,19 @@ pub async fn run_node(
         events: EventPump::start(shared.clone()),
         status: StatusReporter::start(shared.clone()),
     };
+    // One MCP proxy for all the node's workers: `ship` commits and pushes in the checkout.
+    let proxy = McpProxy::start(
+        &plan.hub_url,
+        plan.workers
+            .iter()
+            .map(|(id, token)| ProxiedWorker {
+                id: id.clone(),
+                token: token.clone(),
+                checkout: checkout::checkout_dir(&plan.org_dir, id),
+            })
+            .collect(),
+    )
+    .await?;
     let mut set = tokio::task::JoinSet::new();
     for (i, (id, token)) in plan.workers.iter().enumerate() {
         if i > 0 && !plan.stagger.is_zero() {
@@ -158,6 +174,7 @@ pub async fn run_node(
             checkout: dir.clone(),
             hub_url: plan.hub_url.clone(),
             token: token.clone(),
+            mcp_proxy: Some(proxy.url().to_string()),
             state_dir: log_dir(&plan.org_dir, id),
             heartbeat: Default::default(),
         };

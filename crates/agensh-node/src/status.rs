@@ -1,13 +1,13 @@
-//! The node's status reports: the latest status of each of its workers goes to the hub
-//! in one request (`PUT /workers/status`) every few tens of milliseconds, instead of one
-//! request per change — a post that starts and ends a turn on every worker would
-//! otherwise cost the hub two requests per worker.
+//! The node's status reports: the latest status of each of its workers, and what a busy
+//! one is doing in its turn, go to the hub in one request (`PUT /workers/status`) at most
+//! every [`REPORT_EVERY`], instead of one request per change — a post that starts and ends
+//! a turn on every worker would otherwise cost the hub two requests per worker.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use agensh_client::Client;
-use agensh_domain::worker::{StatusReport, WorkerStatus, BATCH_LIMIT};
+use agensh_domain::worker::{StatusReport, WorkerProgress, WorkerStatus, BATCH_LIMIT};
 use tokio::sync::{mpsc, oneshot};
 
 /// How long changes are gathered before they are sent together.
@@ -26,6 +26,10 @@ enum Msg {
         token: String,
         status: WorkerStatus,
     },
+    Progress {
+        id: String,
+        progress: Option<WorkerProgress>,
+    },
     Flush(oneshot::Sender<()>),
 }
 
@@ -38,13 +42,22 @@ impl StatusReporter {
         StatusReporter { tx }
     }
 
-    /// Notes `status` as the latest of worker `id` (whose token is `token`); it reaches
-    /// the hub within [`REPORT_EVERY`].
+    /// Notes `status` as the latest of worker `id` (whose token is `token`), with no step;
+    /// it reaches the hub within [`REPORT_EVERY`].
     pub fn set(&self, id: &str, token: &str, status: WorkerStatus) {
         let _ = self.tx.send(Msg::Set {
             id: id.to_string(),
             token: token.to_string(),
             status,
+        });
+    }
+
+    /// Notes what worker `id` is doing in its turn (none: nothing to show); it goes with
+    /// the worker's latest status. Ignored for a worker whose status was never set.
+    pub fn progress(&self, id: &str, progress: Option<WorkerProgress>) {
+        let _ = self.tx.send(Msg::Progress {
+            id: id.to_string(),
+            progress,
         });
     }
 
@@ -59,52 +72,67 @@ impl StatusReporter {
 }
 
 async fn report_loop(hub: Client, mut rx: mpsc::UnboundedReceiver<Msg>) {
-    // Only the latest status of each worker matters: newer ones overwrite older ones.
-    let mut latest = Latest::new();
+    // Each worker's latest report; only those changed since the last request go again.
+    let mut known = Known::new();
+    let mut changed = BTreeSet::new();
     let mut flushed: Vec<oneshot::Sender<()>> = Vec::new();
     while let Some(first) = rx.recv().await {
-        note(first, &mut latest, &mut flushed);
+        note(first, &mut known, &mut changed, &mut flushed);
         let gather = tokio::time::sleep(REPORT_EVERY);
         tokio::pin!(gather);
         while flushed.is_empty() {
             tokio::select! {
                 _ = &mut gather => break,
                 msg = rx.recv() => match msg {
-                    Some(m) => note(m, &mut latest, &mut flushed),
+                    Some(m) => note(m, &mut known, &mut changed, &mut flushed),
                     None => break,
                 },
             }
         }
         while let Ok(m) = rx.try_recv() {
-            note(m, &mut latest, &mut flushed);
+            note(m, &mut known, &mut changed, &mut flushed);
         }
-        send(&hub, std::mem::take(&mut latest)).await;
+        let reports: Vec<StatusReport> = std::mem::take(&mut changed)
+            .into_iter()
+            .filter_map(|id| known.get(&id).cloned())
+            .collect();
+        send(&hub, reports).await;
         for done in flushed.drain(..) {
             let _ = done.send(());
         }
     }
 }
 
-type Latest = BTreeMap<String, (String, WorkerStatus)>;
+type Known = BTreeMap<String, StatusReport>;
 
-fn note(msg: Msg, latest: &mut Latest, flushed: &mut Vec<oneshot::Sender<()>>) {
+fn note(
+    msg: Msg,
+    known: &mut Known,
+    changed: &mut BTreeSet<String>,
+    flushed: &mut Vec<oneshot::Sender<()>>,
+) {
     match msg {
         Msg::Set { id, token, status } => {
-            latest.insert(id, (token, status));
+            let report = StatusReport {
+                id: id.clone(),
+                token: Some(token),
+                status: status.as_str().to_string(),
+                progress: None,
+            };
+            known.insert(id.clone(), report);
+            changed.insert(id);
+        }
+        Msg::Progress { id, progress } => {
+            if let Some(report) = known.get_mut(&id) {
+                report.progress = progress;
+                changed.insert(id);
+            }
         }
         Msg::Flush(done) => flushed.push(done),
     }
 }
 
-async fn send(hub: &Client, latest: Latest) {
-    let reports: Vec<StatusReport> = latest
-        .into_iter()
-        .map(|(id, (token, status))| StatusReport {
-            id,
-            token: Some(token),
-            status: status.as_str().to_string(),
-        })
-        .collect();
+async fn send(hub: &Client, reports: Vec<StatusReport>) {
     for chunk in reports.chunks(BATCH_LIMIT) {
         let token = chunk[0].token.as_deref().unwrap_or_default();
         if let Err(e) = hub.with_token(token).set_statuses(chunk).await {

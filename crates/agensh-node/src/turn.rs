@@ -12,13 +12,13 @@ use agensh_domain::config::RunConfig;
 use agensh_domain::event::{kinds, Event, Priority};
 use agensh_domain::prompt::{render, CONTINUE_TEMPLATE, DEADLINE_TEMPLATE, RESTART_TEMPLATE};
 use agensh_domain::time::unix_ms;
-use agensh_domain::worker::WorkerStatus;
+use agensh_domain::worker::{WorkerProgress, WorkerStatus};
 use agensh_domain::Result;
 use agensh_process::Shutdown;
 use serde_json::json;
 use tokio::sync::mpsc;
 
-use crate::adapters::{Agent, AgentContext, Usage};
+use crate::adapters::{Agent, AgentContext, Heartbeat, Usage};
 use crate::pump::EventPump;
 use crate::status::StatusReporter;
 
@@ -105,6 +105,8 @@ enum Recovered {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Progress {
     Status(WorkerStatus),
+    /// The agent began a step of its turn, or its token count moved.
+    Step(WorkerProgress),
     /// A turn ended: how many so far, what the agent did last, the usage so far.
     Turn {
         turns: u64,
@@ -222,11 +224,14 @@ pub async fn run_worker(
             carried_urgent.clear();
         }
         let started = SystemTime::now();
+        plan.ctx.heartbeat.clear();
         plan.ctx.heartbeat.beat();
         let hang_after = plan.recovery.hang_after.filter(|_| !agent.self_bounded());
+        let steps = forward_steps(&plan.ctx.heartbeat, &id, &progress, status);
         let outcome = tokio::select! {
             r = agent.turn(&prompt) => Some(r),
             e = hung(&plan.ctx.heartbeat, hang_after) => Some(Err(e)),
+            never = steps => match never {},
             _ = stop.wait() => None,
             _ = sleep_until(plan.ends_at) => None,
         };
@@ -332,6 +337,30 @@ pub async fn run_worker(
     set_status(WorkerStatus::Stopped).await;
     status.flush().await;
     Ok(summary)
+}
+
+/// Sends each step the agent reports during a turn to the live view and the hub; never
+/// ends (it is dropped with the turn).
+async fn forward_steps(
+    heartbeat: &Heartbeat,
+    id: &str,
+    progress: &mpsc::UnboundedSender<(String, Progress)>,
+    status: &StatusReporter,
+) -> std::convert::Infallible {
+    let mut steps = heartbeat.watch();
+    steps.mark_unchanged();
+    loop {
+        if steps.changed().await.is_err() {
+            // The heartbeat lives in the plan, so this does not happen; wait like a turn
+            // that reports nothing.
+            std::future::pending::<()>().await;
+        }
+        let step = steps.borrow_and_update().clone();
+        if let Some(p) = &step {
+            let _ = progress.send((id.to_string(), Progress::Step(p.clone())));
+        }
+        status.progress(id, step);
+    }
 }
 
 /// Waits at a turn boundary for the next reason to prompt: events, a deadline notice, the

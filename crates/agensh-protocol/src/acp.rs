@@ -52,6 +52,47 @@ pub fn read_update(params: Option<&Value>) -> Result<SessionNotification, serde_
     serde_json::from_value(params.cloned().unwrap_or(Value::Null))
 }
 
+/// A `session/prompt` answer as the adapter reads it: the typed response, and its stop
+/// reason by wire name.
+#[derive(Debug, Clone)]
+pub struct PromptAnswer {
+    /// The answer in the schema's structure (its `stopReason` is `end_turn` when the agent
+    /// wrote one the schema does not know, or none).
+    pub response: PromptResponse,
+    /// The stop reason exactly as the agent wrote it (`end_turn`, `max_tokens`, or a newer
+    /// one such as `paused`); `end_turn` when it wrote none.
+    pub stop_reason: String,
+}
+
+/// Reads a `session/prompt` result. A stop reason the schema does not know is kept as
+/// written and the rest of the answer is still read through the schema, so an agent ahead
+/// of the schema loses neither its stop reason nor its usage.
+pub fn read_prompt_answer(result: Value) -> PromptAnswer {
+    if let Ok(response) = serde_json::from_value::<PromptResponse>(result.clone()) {
+        let stop_reason = wire_name(&response.stop_reason);
+        return PromptAnswer {
+            response,
+            stop_reason,
+        };
+    }
+    let stop_reason = result
+        .get("stopReason")
+        .and_then(Value::as_str)
+        .unwrap_or("end_turn")
+        .to_string();
+    let mut known = match result {
+        Value::Object(o) => o,
+        _ => serde_json::Map::new(),
+    };
+    known.insert("stopReason".into(), Value::from("end_turn"));
+    let response = serde_json::from_value(Value::Object(known))
+        .unwrap_or_else(|_| PromptResponse::new(StopReason::EndTurn));
+    PromptAnswer {
+        response,
+        stop_reason,
+    }
+}
+
 /// The text blocks of a prompt or message, joined by newlines.
 pub fn text_of(blocks: &[ContentBlock]) -> String {
     blocks
@@ -114,6 +155,21 @@ mod tests {
             "update": { "sessionUpdate": "a_future_kind" },
         })))
         .is_err());
+    }
+
+    #[test]
+    fn prompt_answers_keep_a_stop_reason_the_schema_does_not_know() {
+        let a = read_prompt_answer(json!({ "stopReason": "max_tokens" }));
+        assert_eq!(a.stop_reason, "max_tokens");
+        let a = read_prompt_answer(json!({
+            "stopReason": "paused",
+            "usage": { "inputTokens": 7, "outputTokens": 2, "totalTokens": 9 },
+        }));
+        assert_eq!(a.stop_reason, "paused");
+        let usage = a.response.usage.expect("the usage is still read");
+        assert_eq!((usage.input_tokens, usage.output_tokens), (7, 2));
+        assert_eq!(read_prompt_answer(json!({})).stop_reason, "end_turn");
+        assert_eq!(read_prompt_answer(json!(null)).stop_reason, "end_turn");
     }
 
     #[test]

@@ -185,6 +185,26 @@ pub struct NewComment {
     pub text: String,
 }
 
+/// `POST /ship`: ship a branch in one call — open (or reuse) its PR, merge it through the
+/// gate, post `summary` as a PATCH_SUMMARY and release claims.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NewShip {
+    /// The PR's title (one line).
+    pub title: String,
+    /// The PATCH_SUMMARY text (one line), also the PR's body.
+    pub summary: String,
+    /// The branch to ship; the caller's `<id>/work` when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch: Option<String>,
+    /// The claim to release (a record id); when absent, the caller's live claims (those
+    /// with `label`, when it is given).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claim: Option<String>,
+    /// The work item: the PATCH_SUMMARY's label, and which claims to release.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -22,12 +22,13 @@ pub struct Package {
     pub member: bool,
 }
 
-/// A dependency edge: the package it points to and whether any of its kinds is a normal
-/// (not dev, not build) dependency.
+/// A dependency edge: the package it points to, whether any of its kinds is a normal
+/// (not dev, not build) dependency, and whether all of them are dev.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Edge {
     to: String,
     normal: bool,
+    dev_only: bool,
 }
 
 /// The packages and the resolved dependency graph of a workspace.
@@ -116,12 +117,17 @@ impl Workspace {
             let id = string(node, "id")?;
             let mut out = Vec::new();
             for d in array(node, "deps")? {
-                let normal = array(d, "dep_kinds")?
+                let kinds = array(d, "dep_kinds")?;
+                let normal = kinds
                     .iter()
                     .any(|k| k.get("kind").is_none_or(Value::is_null));
+                let dev_only = kinds
+                    .iter()
+                    .all(|k| k.get("kind").and_then(Value::as_str) == Some("dev"));
                 out.push(Edge {
                     to: string(d, "pkg")?,
                     normal,
+                    dev_only,
                 });
             }
             edges.insert(id, out);
@@ -206,6 +212,39 @@ impl Workspace {
         found
     }
 
+    /// Every package `cargo tree -p <name>` shows: what member `name` reaches through any
+    /// dependency of its own (dev dependencies included, as its tests need them), then
+    /// through normal and build dependencies, with the chain that reaches it (a dev edge is
+    /// marked: `agensh-node → agensh-hub (dev) → agensh-store → rusqlite`).
+    pub fn reached_with_tests(&self, name: &str) -> BTreeMap<String, Vec<String>> {
+        let mut found = BTreeMap::new();
+        let Some(start) = self.id_of(name) else {
+            return found;
+        };
+        let mut stack = vec![(start.clone(), vec![name.to_string()])];
+        let mut seen = BTreeSet::from([start.clone()]);
+        while let Some((id, chain)) = stack.pop() {
+            for e in self.edges.get(&id).into_iter().flatten() {
+                let own = &id == start;
+                if (e.dev_only && !own) || !seen.insert(e.to.clone()) {
+                    continue;
+                }
+                let Some(p) = self.packages.get(&e.to) else {
+                    continue;
+                };
+                let mut next = chain.clone();
+                next.push(if e.dev_only {
+                    format!("{} (dev)", p.name)
+                } else {
+                    p.name.clone()
+                });
+                found.entry(p.name.clone()).or_insert_with(|| next.clone());
+                stack.push((e.to.clone(), next));
+            }
+        }
+        found
+    }
+
     /// Every package any member needs to build any target (dev dependencies included).
     fn all_needed(&self) -> BTreeSet<&String> {
         let mut seen: BTreeSet<&String> = BTreeSet::new();
@@ -247,10 +286,40 @@ pub struct CodeMap {
     /// Every crate name (`agensh-…`) the text mentions outside a path.
     pub named: BTreeSet<String>,
     pub rules: Vec<Rule>,
+    /// The rows of the "Test dependency rules" table: (crate, what it must never reach, not
+    /// even through the dev dependencies of its own tests).
+    pub test_rules: Vec<(String, BTreeSet<String>)>,
 }
 
 /// The heading of the table [`CodeMap::parse`] reads the rules from.
 pub const RULES_HEADING: &str = "## Dependency rules";
+
+/// The heading of the table [`CodeMap::parse`] reads the rules that hold for tests too.
+pub const TEST_RULES_HEADING: &str = "## Test dependency rules";
+
+/// The rows of the first table after `heading`, split into trimmed cells (header and
+/// separator rows left out), or `None` when `text` has no such heading.
+fn table_rows(text: &str, heading: &str) -> Option<Vec<Vec<String>>> {
+    let start = text.find(heading)?;
+    let rows = text[start..]
+        .lines()
+        .skip(1)
+        .skip_while(|l| !l.trim_start().starts_with('|'))
+        .take_while(|l| l.trim_start().starts_with('|'))
+        .map(|row| {
+            row.trim()
+                .trim_matches('|')
+                .split('|')
+                .map(|c| c.trim().to_string())
+                .collect::<Vec<String>>()
+        })
+        .filter(|cells| {
+            let first = cells[0].trim_matches('`');
+            first != "crate" && !first.starts_with("---")
+        })
+        .collect();
+    Some(rows)
+}
 
 fn list(cell: &str) -> BTreeSet<String> {
     cell.split(',')
@@ -299,48 +368,50 @@ impl CodeMap {
                 map.named.insert(name.trim_end_matches('-').to_string());
             }
         }
-        let Some(start) = text.find(RULES_HEADING) else {
+        let Some(table) = table_rows(text, RULES_HEADING) else {
             return Err(ParseError(format!(
                 "ARCHITECTURE.md has no \"{RULES_HEADING}\" section — add the table of which crate may depend on what"
             )));
         };
-        let table = text[start..]
-            .lines()
-            .skip(1)
-            .skip_while(|l| !l.trim_start().starts_with('|'))
-            .take_while(|l| l.trim_start().starts_with('|'));
-        for row in table {
-            let cells: Vec<&str> = row
-                .trim()
-                .trim_matches('|')
-                .split('|')
-                .map(str::trim)
-                .collect();
+        for cells in table {
             if cells.len() != 3 {
                 return Err(ParseError(format!(
-                    "rules row `{row}` has {} cells — write | crate | depends only on | never reaches |",
+                    "rules row `| {} |` has {} cells — write | crate | depends only on | never reaches |",
+                    cells.join(" | "),
                     cells.len()
                 )));
             }
-            let krate = cells[0].trim_matches('`').to_string();
-            if krate == "crate" || krate.starts_with("---") {
-                continue;
-            }
-            let only = match cells[1] {
+            let only = match cells[1].as_str() {
                 "any" => None,
                 "nothing" => Some(BTreeSet::new()),
                 other => Some(list(other)),
             };
             map.rules.push(Rule {
-                krate,
+                krate: cells[0].trim_matches('`').to_string(),
                 only,
-                never: list(cells[2]),
+                never: list(&cells[2]),
             });
         }
         if map.rules.is_empty() {
             return Err(ParseError(format!(
                 "the \"{RULES_HEADING}\" section has no table rows"
             )));
+        }
+        let Some(table) = table_rows(text, TEST_RULES_HEADING) else {
+            return Err(ParseError(format!(
+                "ARCHITECTURE.md has no \"{TEST_RULES_HEADING}\" section — add the table of what a crate must not reach even in its tests"
+            )));
+        };
+        for cells in table {
+            if cells.len() != 2 {
+                return Err(ParseError(format!(
+                    "test rules row `| {} |` has {} cells — write | crate | never reaches, tests included |",
+                    cells.join(" | "),
+                    cells.len()
+                )));
+            }
+            map.test_rules
+                .push((cells[0].trim_matches('`').to_string(), list(&cells[1])));
         }
         Ok(map)
     }
@@ -433,6 +504,23 @@ pub fn check(ws: &Workspace, map: &CodeMap, has_readme: &dyn Fn(&str) -> bool) -
             }
         }
     }
+    for (krate, never) in &map.test_rules {
+        if !members.contains(krate) {
+            out.push(Violation(format!(
+                "the test dependency rules name {krate}, which is not a crate of the workspace"
+            )));
+            continue;
+        }
+        let reached = ws.reached_with_tests(krate);
+        for banned in never {
+            if let Some(chain) = reached.get(banned) {
+                out.push(Violation(format!(
+                    "{krate} must never reach {banned}, not even in its tests, but does: {} — move the tests that need it to agensh-e2e",
+                    chain.join(" → ")
+                )));
+            }
+        }
+    }
     for m in &members {
         if !map.rules.iter().any(|r| &r.krate == m) {
             out.push(Violation(format!(
@@ -509,6 +597,10 @@ mod tests {
 | --- | --- | --- |
 | core | serde | |
 | app | any | sqlite |
+## Test dependency rules
+| crate | never reaches, tests included |
+| --- | --- |
+| core | db |
 ";
 
     fn violations(ws: &Workspace, map: &str) -> Vec<String> {
@@ -591,6 +683,58 @@ mod tests {
         assert_eq!(
             v,
             vec!["app must never reach sqlite, but does: app → core → serde → sqlite".to_string()]
+        );
+    }
+
+    #[test]
+    fn a_banned_crate_reached_through_a_dev_dependency_of_the_crates_tests_is_reported() {
+        let ws = workspace(
+            &[
+                ("core", Some("1.88"), true),
+                ("app", Some("1.88"), true),
+                ("serde", None, false),
+                ("store", None, false),
+                ("db", None, false),
+            ],
+            &[
+                ("core", "serde", None),
+                ("core", "store", Some("dev")),
+                ("store", "db", Some("build")),
+                ("app", "core", None),
+            ],
+        );
+        let v = violations(&ws, MAP);
+        assert_eq!(
+            v,
+            vec!["core must never reach db, not even in its tests, but does: core → store (dev) → db — move the tests that need it to agensh-e2e".to_string()]
+        );
+    }
+
+    #[test]
+    fn the_dev_dependencies_of_a_dependency_are_not_reached() {
+        let ws = workspace(
+            &[
+                ("core", Some("1.88"), true),
+                ("app", Some("1.88"), true),
+                ("serde", None, false),
+                ("db", None, false),
+            ],
+            &[
+                ("core", "serde", None),
+                ("serde", "db", Some("dev")),
+                ("app", "core", None),
+            ],
+        );
+        assert_eq!(violations(&ws, MAP), Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_map_without_test_rules_is_an_error_that_says_what_to_add() {
+        let map = MAP.split("## Test dependency rules").next().unwrap();
+        let err = CodeMap::parse(map).unwrap_err();
+        assert!(
+            err.0.contains("no \"## Test dependency rules\" section"),
+            "{err}"
         );
     }
 

@@ -5,7 +5,8 @@
 //! seeding it (`seed`), giving each worker a checkout that shares its objects
 //! (`checkout`), merging pull requests in place with `merge-tree` and a compare-and-swap
 //! of `main` (`merge`), enforcing who may push what (`hook`), and serving git's smart HTTP
-//! through `git http-backend` (`http`), and keeping its objects packed (`pack`).
+//! through `git http-backend` (`http`), keeping its objects packed (`pack`), and, in a
+//! worker's checkout, committing what is left and pushing it before a `ship` (`ship`).
 
 pub mod checkout;
 pub mod git;
@@ -14,6 +15,7 @@ pub mod http;
 pub mod merge;
 pub mod pack;
 pub mod seed;
+pub mod ship;
 
 use std::path::{Path, PathBuf};
 

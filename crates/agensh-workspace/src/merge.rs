@@ -110,7 +110,7 @@ impl Workspace {
                 Error::not_found(
                     "unknown_branch",
                     format!(
-                        "branch {branch} does not exist in the workspace — push it first (git push origin {branch})"
+                        "branch {branch} does not exist in the workspace — push it first, from your checkout: git push origin HEAD:{branch}"
                     ),
                 )
             })

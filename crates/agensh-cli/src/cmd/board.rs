@@ -1,15 +1,24 @@
 //! `agensh board post|read|grep|unfold|renew|release`.
 
+use agensh_client::Client;
 use agensh_domain::record::{NewRecord, Record, RecordKind};
 use agensh_domain::view::ViewEntry;
 use anyhow::Result;
 
 use crate::cli::{BoardArgs, BoardCommand, Global};
-use crate::connect::client;
+use crate::connect::connect;
 use crate::output::{json, now_ms};
 
+/// Runs the command against the organization's hub (served here for the command when none
+/// runs: see `connect::connect`).
 pub async fn run(g: &Global, a: BoardArgs) -> Result<()> {
-    let c = client(g)?;
+    let conn = connect(g).await?;
+    let result = run_on(&conn.client, a).await;
+    conn.close().await;
+    result
+}
+
+async fn run_on(c: &Client, a: BoardArgs) -> Result<()> {
     let now = now_ms();
     match a.command {
         BoardCommand::Post {

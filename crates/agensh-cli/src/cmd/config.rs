@@ -56,7 +56,8 @@ pub fn load(dir: &Path, flags: &[FlagValue]) -> Result<Config> {
     Ok(resolve(dir, flags)?.config)
 }
 
-fn resolve(dir: &Path, flags: &[FlagValue]) -> Result<Resolved> {
+/// As [`load`], with where each value came from.
+pub fn resolve(dir: &Path, flags: &[FlagValue]) -> Result<Resolved> {
     let path = dir.join(CONFIG_FILE);
     let text = std::fs::read_to_string(&path).with_context(|| {
         format!(

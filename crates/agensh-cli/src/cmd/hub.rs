@@ -12,16 +12,7 @@ pub async fn run(g: &Global, a: HubArgs) -> Result<()> {
     let dir = g.org_dir(&a.dir);
     let config = crate::cmd::config::load(&dir, &a.values())?;
     raise_open_file_limit();
-    if let Ok(info) = read_hub_info(&dir) {
-        if process_alive(info.pid) && info.pid != std::process::id() {
-            bail!(
-                "a hub is already running for {} (pid {}, {}) — stop it first, or use it",
-                dir.display(),
-                info.pid,
-                info.url
-            );
-        }
-    }
+    refuse_if_running(&dir)?;
     let listen = config.hub.listen.clone();
     let store = SqliteStore::open(&state_dir(&dir).join(STORE_FILE))?;
     let repo = state_dir(&dir).join(agensh_workspace::REPO_DIR);
@@ -47,6 +38,21 @@ pub async fn run(g: &Global, a: HubArgs) -> Result<()> {
     tracing::info!("stopping the hub");
     hub.shutdown().await;
     let _ = std::fs::remove_file(state_dir(&dir).join(agensh_hub::HUB_JSON));
+    Ok(())
+}
+
+/// Refuses to serve the organization in `dir` when another process serves it already.
+pub fn refuse_if_running(dir: &std::path::Path) -> Result<()> {
+    if let Ok(info) = read_hub_info(dir) {
+        if process_alive(info.pid) && info.pid != std::process::id() {
+            bail!(
+                "a hub is already running for {} (pid {}, {}) — stop it first, or use it",
+                dir.display(),
+                info.pid,
+                info.url
+            );
+        }
+    }
     Ok(())
 }
 

@@ -6,11 +6,16 @@
 //!
 //! Requests run concurrently (a merge with a gate may take minutes; a ping must not wait for
 //! it), except `initialize`, which is answered before the next line is read.
+//!
+//! A `tools/call` of `ship` gets the same local pre-step as through the node's MCP proxy
+//! (`agensh_node::mcp_proxy`), in the bridge's working directory (the agent's checkout):
+//! what is left is committed and pushed as the worker before the call goes to the hub.
 
 use std::io::{BufRead, Write};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use agensh_node::mcp_proxy::{ship_prestep, with_note, Prestep, SHIP};
 use agensh_protocol::framing::{decode_line, encode_line, sse_events};
 use agensh_protocol::jsonrpc::{code, ErrorObject, Message, Response};
 use agensh_protocol::rest::ErrorBody;
@@ -23,6 +28,8 @@ use crate::connect::client;
 
 struct Bridge {
     http: reqwest::Client,
+    /// The hub's base URL.
+    hub: String,
     endpoint: String,
     token: String,
     as_worker: Option<String>,
@@ -49,6 +56,7 @@ pub async fn run(g: &Global, _a: McpArgs) -> Result<()> {
             .connect_timeout(Duration::from_secs(10))
             .build()?,
         endpoint: format!("{url}/mcp"),
+        hub: url.clone(),
         token,
         as_worker: g.as_worker.clone(),
         session: Mutex::new(None),
@@ -126,10 +134,32 @@ pub async fn run(g: &Global, _a: McpArgs) -> Result<()> {
 impl Bridge {
     /// Sends one message to the hub; returns the lines to write (none for a notification).
     async fn forward(&self, line: String, message: Option<Message>) -> Vec<Vec<u8>> {
+        let ship = matches!(&message, Some(Message::Request(r))
+            if r.method == "tools/call" && r.params.as_ref().is_some_and(|p| p["name"] == SHIP));
         let id = match message {
             Some(Message::Request(r)) => Some(r.id),
             _ => None,
         };
+        let mut note = None;
+        if ship {
+            match self.prestep(&line).await {
+                Ok(Prestep::Forward) => {}
+                Ok(Prestep::Noted(n)) => note = Some(n),
+                Ok(Prestep::Answer(mut answer)) => {
+                    answer.push(b'\n');
+                    return vec![answer];
+                }
+                Err(msg) => {
+                    tracing::warn!("{msg}");
+                    if let Some(id) = &id {
+                        return vec![encode_line(&Response::error(
+                            id.clone(),
+                            ErrorObject::new(code::HUB_UNREACHABLE, msg),
+                        ))];
+                    }
+                }
+            }
+        }
         let mut req = self
             .http
             .post(&self.endpoint)
@@ -182,7 +212,12 @@ impl Bridge {
             .and_then(|v| v.to_str().ok())
             .is_some_and(|ct| ct.starts_with("text/event-stream"));
         let body = match resp.text().await {
-            Ok(b) => b,
+            Ok(b) => match &note {
+                Some(n) if status.is_success() && !sse => {
+                    String::from_utf8_lossy(&with_note(b.as_bytes(), n)).into_owned()
+                }
+                _ => b,
+            },
             Err(e) => {
                 return fail(
                     code::HUB_UNREACHABLE,
@@ -237,6 +272,28 @@ impl Bridge {
             }
         }
         lines
+    }
+
+    /// `ship`'s local pre-step in this process's working directory, as the worker the
+    /// bridge acts for (the `X-Agensh-As` one, else the token's).
+    async fn prestep(&self, line: &str) -> std::result::Result<Prestep, String> {
+        let worker = match &self.as_worker {
+            Some(w) => w.clone(),
+            None => {
+                agensh_client::Client::new(&self.hub, &self.token)
+                    .whoami()
+                    .await
+                    .map_err(|e| format!("cannot tell which worker ships: {}", e.message))?
+                    .id
+            }
+        };
+        if worker == agensh_domain::ids::ADMIN {
+            // The admin ships nothing of its own: the hub says so.
+            return Ok(Prestep::Forward);
+        }
+        let cwd = std::env::current_dir()
+            .map_err(|e| format!("cannot read the working directory to ship from: {e}"))?;
+        Ok(ship_prestep(line.as_bytes(), &worker, &cwd).await)
     }
 
     /// Ends the hub session, best effort.

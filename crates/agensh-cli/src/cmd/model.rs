@@ -107,11 +107,15 @@ fn venv_of(python: &Path) -> &Path {
 }
 
 /// One progress bar that changes shape with each step: a spinner for steps of unknown
-/// length, items for the parts, bytes while joining. Plain lines when not on a terminal.
+/// length, items, or bytes with speed and time left (downloading, joining). Plain lines
+/// when not on a terminal: each step, and bytes, speed and time left at every tenth.
 struct StepBar {
     bar: ProgressBar,
     step: String,
     tty: bool,
+    /// When the current step began, and the last tenth of it printed off a terminal.
+    began: Instant,
+    tenth: u64,
 }
 
 impl StepBar {
@@ -120,12 +124,16 @@ impl StepBar {
             bar: ProgressBar::new(0),
             step: String::new(),
             tty: std::io::stderr().is_terminal(),
+            began: Instant::now(),
+            tenth: 0,
         }
     }
 
     fn update(&mut self, p: InstallProgress) {
         if p.step != self.step {
             self.step = p.step.clone();
+            self.began = Instant::now();
+            self.tenth = 0;
             if !self.tty {
                 eprintln!("{}", p.step);
             }
@@ -147,6 +155,20 @@ impl StepBar {
         }
         self.bar.set_length(p.total);
         self.bar.set_position(p.done);
+        let tenth = (p.done * 10).checked_div(p.total).unwrap_or(0);
+        if !self.tty && p.bytes && tenth > self.tenth {
+            self.tenth = tenth;
+            let secs = self.began.elapsed().as_secs_f64().max(1e-3);
+            let per_sec = p.done as f64 / secs;
+            let left = (p.total - p.done.min(p.total)) as f64 / per_sec.max(1.0);
+            eprintln!(
+                "  {} of {} MB, {:.1} MB/s, about {:.0} s left",
+                p.done >> 20,
+                p.total >> 20,
+                per_sec / f64::from(1u32 << 20),
+                left
+            );
+        }
     }
 
     fn finish(&self) {
@@ -169,8 +191,8 @@ async fn serve(size: Size, listen: &str, parallel: u32, context: u32) -> Result<
         port,
         parallel,
         context_per_request: context,
-        threads: 0,
         log_file: Some(log.clone()),
+        ..ServeOptions::default()
     };
     eprintln!("loading the {size} model (log: {})", log.display());
     let started = Instant::now();

@@ -1,15 +1,24 @@
 //! `agensh msg send|read`.
 
+use agensh_client::Client;
 use agensh_client::MessageFilter;
 use agensh_domain::message::NewMessage;
 use anyhow::Result;
 
 use crate::cli::{Global, MsgArgs, MsgCommand};
-use crate::connect::client;
+use crate::connect::connect;
 use crate::output::{json, now_ms};
 
+/// Runs the command against the organization's hub (served here for the command when none
+/// runs: see `connect::connect`).
 pub async fn run(g: &Global, a: MsgArgs) -> Result<()> {
-    let c = client(g)?;
+    let conn = connect(g).await?;
+    let result = run_on(&conn.client, a).await;
+    conn.close().await;
+    result
+}
+
+async fn run_on(c: &Client, a: MsgArgs) -> Result<()> {
     match a.command {
         MsgCommand::Send { to, text, thread } => {
             let m = NewMessage { to, text, thread };

@@ -1,15 +1,27 @@
-//! `agensh pr open|list|view|review|comment|merge|close`.
+//! `agensh pr open|list|view|review|comment|merge|ship|close`.
 
+use agensh_client::Client;
 use agensh_domain::pr::{NewPr, Verdict};
+use agensh_protocol::rest::NewShip;
+use agensh_workspace::checkout::work_branch;
+use agensh_workspace::ship::commit_and_push;
 use anyhow::Result;
 use serde_json::Value;
 
 use crate::cli::{Global, PrArgs, PrCommand};
-use crate::connect::client;
-use crate::output::{json, now_ms};
+use crate::connect::connect;
+use crate::output::{json, now_ms, Local, Usage};
 
+/// Runs the command against the organization's hub (served here for the command when none
+/// runs: see `connect::connect`).
 pub async fn run(g: &Global, a: PrArgs) -> Result<()> {
-    let c = client(g)?;
+    let conn = connect(g).await?;
+    let result = run_on(&conn.client, g, a).await;
+    conn.close().await;
+    result
+}
+
+async fn run_on(c: &Client, g: &Global, a: PrArgs) -> Result<()> {
     let now = now_ms();
     match a.command {
         PrCommand::Open {
@@ -96,6 +108,49 @@ pub async fn run(g: &Global, a: PrArgs) -> Result<()> {
                     outln!("#{number} is merged: main ({short}) already had every commit of it");
                 } else {
                     outln!("merged #{number} into main at {short}");
+                }
+            }
+        }
+        PrCommand::Ship {
+            title,
+            summary,
+            branch,
+            claim,
+            label,
+            json: as_json,
+        } => {
+            let worker = match &g.as_worker {
+                Some(w) => w.clone(),
+                None => c.whoami().await?.id,
+            };
+            if worker == agensh_domain::ids::ADMIN {
+                return Err(Usage(
+                    "the admin ships nothing of its own — ship as a worker with --as ID or that worker's token".into(),
+                )
+                .into());
+            }
+            let branch = branch.unwrap_or_else(|| work_branch(&worker));
+            let cwd = std::env::current_dir()?;
+            let pushed = commit_and_push(&cwd, &worker, &branch, &title)
+                .await
+                .map_err(Local)?;
+            if !as_json {
+                outln!("{}", pushed.describe());
+            }
+            let shipped = c
+                .ship(&NewShip {
+                    title,
+                    summary,
+                    branch: Some(branch),
+                    claim,
+                    label,
+                })
+                .await?;
+            if as_json {
+                json(&shipped);
+            } else {
+                for step in shipped["steps"].as_array().into_iter().flatten() {
+                    outln!("{}", step.as_str().unwrap_or(""));
                 }
             }
         }

@@ -8,11 +8,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use agensh_client::Client;
-use agensh_domain::config::Config;
+use agensh_domain::config::{Config, Source};
 use agensh_domain::worker::{WorkerInfo, WorkerStatus};
 use agensh_hub::{state_dir, write_hub_info, HubInfo, STORE_FILE};
 use agensh_model::ModelServer;
-use agensh_node::adapters::builtin::{BuiltinConfig, ToolStyle};
+use agensh_node::adapters::builtin::{BuiltinConfig, Mode, ToolStyle};
 use agensh_node::node::{run_node, AgentKind, NodePlan, NodeSummary, WorkerLine};
 use agensh_node::turn::Progress;
 use agensh_node::turn::Recovery;
@@ -22,31 +22,47 @@ use anyhow::{bail, Context, Result};
 use tokio::sync::mpsc;
 
 use crate::cli::{Global, NodeArgs, RunArgs, StatusArgs};
-use crate::cmd::config::load;
-use crate::cmd::hub::{raise_open_file_limit, stop_signal};
+use crate::cmd::config::{load, resolve};
+use crate::cmd::hub::{raise_open_file_limit, refuse_if_running, stop_signal};
 use crate::connect::client;
 use crate::output::{json, now_ms};
 
-/// The agent the workers run, and the local model server when the built-in agent runs on
-/// the local model (kept alive for the run; stopped when dropped).
+/// How many workers a run or node starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Workers {
+    /// As many as the user said (a flag, the environment or agensh.toml).
+    Given(usize),
+    /// Nobody said: on the local model, as many as its measured speed carries (at most
+    /// [`AUTO_MOST_WORKERS`]); on any other agent or endpoint, this default.
+    Default(usize),
+}
+
+/// Most workers chosen for the local model when nobody set `run.workers`; its server gets
+/// this many slots, and the measured speed picks how many of them are used.
+const AUTO_MOST_WORKERS: usize = 8;
+
+/// The agent the workers run, how many workers, and the local model server when the
+/// built-in agent runs on the local model (kept alive for the run; stopped when dropped).
 async fn prepare_agent(
     config: &Config,
     dir: &Path,
-    local_workers: usize,
-) -> Result<(AgentKind, Option<ModelServer>)> {
+    workers: Workers,
+) -> Result<(AgentKind, Option<ModelServer>, usize)> {
     if matches!(config.run.agent.as_str(), "builtin" | "") {
-        let (builtin, server) = builtin_config(config, local_workers).await?;
-        return Ok((AgentKind::Builtin(builtin), server));
+        let (builtin, server, n) = builtin_config(config, workers).await?;
+        return Ok((AgentKind::Builtin(builtin), server, n));
     }
-    Ok((agent_kind(config, dir)?, None))
+    let (Workers::Given(n) | Workers::Default(n)) = workers;
+    Ok((agent_kind(config, dir)?, None, n))
 }
 
 /// The built-in agent's settings from `[model]`; on the local model, installs it the first
-/// time and starts its server with one slot per worker.
+/// time and starts its server with one slot per worker — when nobody set the worker count,
+/// measures the server and picks the count from its speed, said in one line.
 async fn builtin_config(
     config: &Config,
-    local_workers: usize,
-) -> Result<(BuiltinConfig, Option<ModelServer>)> {
+    workers: Workers,
+) -> Result<(BuiltinConfig, Option<ModelServer>, usize)> {
     let m = &config.model;
     let style: ToolStyle = m.style.parse()?;
     let mut b = BuiltinConfig {
@@ -54,6 +70,7 @@ async fn builtin_config(
         model: m.name.clone(),
         api_key: None,
         style,
+        mode: Mode::choose(&m.mode, m.is_local())?,
         context_tokens: m.context_tokens,
         max_reply_tokens: m.max_reply_tokens,
         max_steps_per_turn: m.max_steps_per_turn,
@@ -74,11 +91,36 @@ async fn builtin_config(
         if b.model.is_empty() {
             bail!("model.url is set but model.name is empty — say which model the endpoint should run (--model NAME)");
         }
-        return Ok((b, None));
+        let (Workers::Given(n) | Workers::Default(n)) = workers;
+        return Ok((b, None, n));
     }
     let size: agensh_model::Size = m.local_size.parse()?;
-    let server =
-        crate::cmd::model::start_local(size, local_workers as u32, m.context_tokens).await?;
+    let slots = match workers {
+        Workers::Given(n) => n,
+        Workers::Default(_) => AUTO_MOST_WORKERS,
+    };
+    let server = crate::cmd::model::start_local(size, slots as u32, m.context_tokens).await?;
+    eprintln!(
+        "model server: {} thread(s) (the cores this process may use), {} MiB of prompt cache, {slots} slot(s)",
+        server.threads(),
+        server.prompt_cache_mib()
+    );
+    let n = match workers {
+        Workers::Given(n) => n,
+        Workers::Default(fallback) => {
+            match agensh_model::measure(&server.base_url(), server.model_name()).await {
+                Ok(speed) => {
+                    let chosen = agensh_model::workers_for(&speed, slots);
+                    eprintln!("{} (--workers N sets it)", chosen.reason);
+                    chosen.workers
+                }
+                Err(e) => {
+                    eprintln!("{e}; running {fallback} worker(s)");
+                    fallback.min(slots)
+                }
+            }
+        }
+    };
     b.base_url = server.base_url();
     if b.model.is_empty() {
         b.model = server.model_name().to_string();
@@ -88,7 +130,7 @@ async fn builtin_config(
         // actions always parse.
         b.style = ToolStyle::Json;
     }
-    Ok((b, Some(server)))
+    Ok((b, Some(server), n))
 }
 
 fn agent_kind(config: &Config, dir: &Path) -> Result<AgentKind> {
@@ -173,9 +215,51 @@ fn stop_on_signal() -> Result<Shutdown> {
     Ok(shutdown)
 }
 
+/// The address the hub of `agensh run` listens on: `listen` when it is free. When it is in
+/// use (another organization's hub) and came from agensh.toml or the default, a free port
+/// on the same host instead, said on stderr; a taken address given by a flag or the
+/// environment is an error. Checked before the run creates anything.
+fn hub_listen(listen: &str, source: &Source) -> Result<String> {
+    let taken = match std::net::TcpListener::bind(listen) {
+        Ok(_) => return Ok(listen.to_string()),
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => e,
+        Err(e) => bail!("cannot listen on {listen}: {e} — set hub.listen in agensh.toml or pass --listen HOST:PORT (port 0 picks a free one)"),
+    };
+    let given = match source {
+        Source::Flag(flag) => Some(format!("the flag {flag}")),
+        Source::Env(var) => Some(format!("the environment variable {var}")),
+        Source::File | Source::Default => None,
+    };
+    if let Some(given) = given {
+        bail!("cannot listen on {listen} ({taken}), given by {given}: another process (another organization's hub?) listens there — pick another port, or port 0 for a free one");
+    }
+    let host = listen
+        .rsplit_once(':')
+        .map_or(listen, |(h, _)| h)
+        .trim_start_matches('[')
+        .trim_end_matches(']');
+    let free = std::net::TcpListener::bind((host, 0))
+        .and_then(|l| l.local_addr())
+        .with_context(|| format!("{listen} is in use and no other port on {host} is free"))?;
+    eprintln!("{listen} is in use (another organization's hub?); this run's hub listens on {free} instead");
+    Ok(free.to_string())
+}
+
 pub async fn run(g: &Global, a: RunArgs) -> Result<()> {
     let dir = g.org_dir(&a.dir);
-    let config = load(&dir, &a.flags.values())?;
+    let resolved = resolve(&dir, &a.flags.values())?;
+    let source = |key: &str| {
+        resolved
+            .settings
+            .iter()
+            .find(|s| s.key == key)
+            .map_or(Source::Default, |s| s.source.clone())
+    };
+    let (listen_source, workers_source) = (source("hub.listen"), source("run.workers"));
+    let config = resolved.config;
+    // Before anything is created: another run of this organization, or a taken port.
+    refuse_if_running(&dir)?;
+    let listen = hub_listen(&config.hub.listen, &listen_source)?;
     raise_open_file_limit();
     if crate::cmd::init::create_state_if_missing(&dir, &config).await? {
         eprintln!(
@@ -183,12 +267,15 @@ pub async fn run(g: &Global, a: RunArgs) -> Result<()> {
             agensh_hub::state_dir(&dir).display()
         );
     }
-    let (agent, model_server) = prepare_agent(&config, &dir, config.run.workers).await?;
+    let workers = match workers_source {
+        Source::Default => Workers::Default(config.run.workers),
+        _ => Workers::Given(config.run.workers),
+    };
+    let (agent, model_server, n) = prepare_agent(&config, &dir, workers).await?;
     let started = Instant::now();
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&state_dir(&dir).join(STORE_FILE))?);
     let repo = state_dir(&dir).join(agensh_workspace::REPO_DIR);
     let ws = agensh_workspace::Workspace::open(&repo)?;
-    let listen = config.hub.listen.clone();
     let hub =
         agensh_hub::start_with_workspace(store.clone(), Some(ws), config.clone(), &listen).await?;
     write_hub_info(
@@ -201,7 +288,6 @@ pub async fn run(g: &Global, a: RunArgs) -> Result<()> {
     )
     .context("cannot write .agensh/hub.json")?;
     let admin = Client::new(&hub.url, &hub.admin_token);
-    let n = config.run.workers;
     let mut known = admin.workers().await?;
     if known.len() < n {
         admin.add_workers(n - known.len()).await?;
@@ -212,6 +298,10 @@ pub async fn run(g: &Global, a: RunArgs) -> Result<()> {
         workers.push((w.id.clone(), admin.worker_token(&w.id).await?.token));
     }
     let plan = plan(&config, &dir, &hub.url, workers, n, agent)?;
+    let clock = RunClock {
+        started,
+        ends_at: plan.ends_at,
+    };
     eprintln!(
         "running {n} worker(s) with the {} on \"{}\" — hub {}; Ctrl-C stops",
         plan.agent.describe(),
@@ -221,7 +311,7 @@ pub async fn run(g: &Global, a: RunArgs) -> Result<()> {
     let stop = stop_on_signal()?;
     let (tx, rx) = mpsc::unbounded_channel();
     let node = tokio::spawn(run_node(plan, stop.clone(), tx));
-    let view = tokio::spawn(live_view(rx, store.clone(), a.json));
+    let view = tokio::spawn(live_view(rx, store.clone(), clock, a.json));
     let summary = node.await.context("the node stopped unexpectedly")??;
     let _ = view.await;
     let stats = store.stats().await?;
@@ -255,7 +345,8 @@ pub async fn node(g: &Global, a: NodeArgs) -> Result<()> {
             known.len()
         );
     }
-    let (agent, model_server) = prepare_agent(&config, &g.dir, a.workers).await?;
+    let (agent, model_server, _) =
+        prepare_agent(&config, &g.dir, Workers::Given(a.workers)).await?;
     let plan = plan(&config, &g.dir, admin.base(), workers, known.len(), agent)?;
     let stop = stop_on_signal()?;
     let (tx, rx) = mpsc::unbounded_channel();
@@ -282,11 +373,66 @@ pub async fn node(g: &Global, a: NodeArgs) -> Result<()> {
 
 /// Most recent changes the live view keeps for its compact form.
 const RECENT_CHANGES: usize = 64;
+/// Off a terminal, each worker's steps are printed as lines only up to this many workers.
+const STEP_LINES_UP_TO: usize = 32;
+
+/// When the run started and when it ends, for the live view's first line.
+#[derive(Debug, Clone, Copy)]
+struct RunClock {
+    started: Instant,
+    ends_at: Option<SystemTime>,
+}
+
+/// The run as a whole at one moment, the live view's first line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct RunLine {
+    elapsed: Duration,
+    /// None: the run has no time limit.
+    left: Option<Duration>,
+    merged: u64,
+    open: u64,
+    /// Unix ms now, to age each worker's step.
+    now: i64,
+}
+
+impl RunLine {
+    fn render(&self) -> String {
+        let left = self.left.map_or("no time limit".to_string(), |l| {
+            format!("{} left", clock(l))
+        });
+        format!(
+            "elapsed {} · {left} · parts merged {} (PRs open {})",
+            clock(self.elapsed),
+            self.merged,
+            self.open
+        )
+    }
+}
+
+/// `1h02m03s`, `4m05s`, `9s`.
+fn clock(d: Duration) -> String {
+    let s = d.as_secs();
+    match (s / 3600, s / 60 % 60, s % 60) {
+        (0, 0, s) => format!("{s}s"),
+        (0, m, s) => format!("{m}m{s:02}s"),
+        (h, m, s) => format!("{h}h{m:02}m{s:02}s"),
+    }
+}
+
+/// `950`, `12.3k`, `1.2M`.
+fn count(n: u64) -> String {
+    match n {
+        0..=999 => n.to_string(),
+        1_000..=999_999 => format!("{:.1}k", n as f64 / 1e3),
+        _ => format!("{:.1}M", n as f64 / 1e6),
+    }
+}
 
 /// Redraws the view (on a terminal) or prints changes (otherwise).
 async fn live_view(
     mut rx: mpsc::UnboundedReceiver<(String, Progress)>,
     store: Arc<dyn Store>,
+    run: RunClock,
     quiet: bool,
 ) {
     let mut lines: BTreeMap<String, WorkerLine> = BTreeMap::new();
@@ -300,36 +446,56 @@ async fn live_view(
             got = rx.recv() => match got {
                 None => break,
                 Some((id, p)) => {
+                    let print_steps = !tty && !quiet && lines.len() <= STEP_LINES_UP_TO;
                     let line = lines.entry(id.clone()).or_insert(WorkerLine {
-                        status: WorkerStatus::Starting, turns: 0, last_action: String::new(), usage: Default::default(),
+                        status: WorkerStatus::Starting, turns: 0, last_action: String::new(), usage: Default::default(), progress: None,
                     });
                     let change = match p {
                         Progress::Status(s) => {
                             line.status = s;
-                            format!("{id}: {}", s.as_str())
+                            line.progress = None;
+                            Some(format!("{id}: {}", s.as_str()))
+                        }
+                        Progress::Step(step) => {
+                            if print_steps {
+                                eprintln!("{id}: {} (turn tokens {})", step.step, step.tokens);
+                            }
+                            line.progress = Some(step);
+                            None
                         }
                         Progress::Turn { turns, last_action, usage } => {
                             line.turns = turns;
                             line.last_action = last_action.clone();
                             line.usage = usage;
+                            line.progress = None;
                             let change = format!("{id}: turn {turns} ended ({last_action})");
                             if !tty && !quiet {
                                 eprintln!("{change}");
                             }
-                            change
+                            Some(change)
                         }
                     };
-                    if recent.len() == RECENT_CHANGES {
-                        recent.pop_front();
+                    if let Some(change) = change {
+                        if recent.len() == RECENT_CHANGES {
+                            recent.pop_front();
+                        }
+                        recent.push_back(change);
                     }
-                    recent.push_back(change);
                 }
             },
             _ = tick.tick() => {
                 if tty {
                     let claims = store.list_workers(now_ms()).await.unwrap_or_default();
+                    let stats = store.stats().await.unwrap_or_default();
+                    let head = RunLine {
+                        elapsed: run.started.elapsed(),
+                        left: run.ends_at.map(|e| e.duration_since(SystemTime::now()).unwrap_or_default()),
+                        merged: stats.prs_merged,
+                        open: stats.prs_open,
+                        now: now_ms(),
+                    };
                     let (rows, cols) = term.size_checked().unwrap_or((24, 80));
-                    let view = render_view(&lines, &claims, &recent, rows as usize, cols as usize);
+                    let view = render_view(&head, &lines, &claims, &recent, rows as usize, cols as usize);
                     drawn = redraw(&view, drawn);
                 }
             }
@@ -352,10 +518,17 @@ fn redraw(view: &[String], drawn: usize) -> usize {
     view.len()
 }
 
-/// The live view for a terminal of `rows` × `cols`: a line per worker when they fit (one
-/// row stays free), else counts per state and the most recent changes. No line is wider
-/// than `cols`, and never more than `rows - 1` lines.
+/// A worker's tokens: those of its finished turns and those of the turn it is in.
+fn tokens_of(l: &WorkerLine) -> u64 {
+    l.usage.input_tokens + l.usage.output_tokens + l.progress.as_ref().map_or(0, |p| p.tokens)
+}
+
+/// The live view for a terminal of `rows` × `cols`: the run's line (elapsed, time left,
+/// parts merged), then a line per worker when they fit (one row stays free) — its current
+/// step and for how long, its tokens and its last speed — else counts per state and the
+/// most recent changes. No line is wider than `cols`, and never more than `rows - 1` lines.
 fn render_view(
+    head: &RunLine,
     lines: &BTreeMap<String, WorkerLine>,
     workers: &[WorkerInfo],
     recent: &VecDeque<String>,
@@ -363,7 +536,8 @@ fn render_view(
     cols: usize,
 ) -> Vec<String> {
     let room = rows.saturating_sub(1).max(1);
-    let view: Vec<String> = if lines.len() <= room {
+    let mut view = vec![head.render()];
+    if lines.len() < room {
         let claims: BTreeMap<&str, String> = workers
             .iter()
             .filter_map(|w| {
@@ -373,20 +547,29 @@ fn render_view(
                 })
             })
             .collect();
-        lines
-            .iter()
-            .map(|(id, l)| {
-                let claim = claims.get(id.as_str()).map_or("", String::as_str);
-                format!(
-                    "{id:<6} {:<8} turns {:<4} last {:<14} claim {:<28} tokens {}",
-                    l.status.as_str(),
-                    l.turns,
-                    truncate(&l.last_action, 14),
-                    truncate(claim, 28),
-                    l.usage.input_tokens + l.usage.output_tokens
-                )
-            })
-            .collect()
+        view.extend(lines.iter().map(|(id, l)| {
+            let claim = claims.get(id.as_str()).map_or("", String::as_str);
+            let (step, speed) = match &l.progress {
+                Some(p) => {
+                    let secs = (head.now - p.since).max(0) as u64 / 1000;
+                    (
+                        format!("{} {}", p.step, clock(Duration::from_secs(secs))),
+                        format!("{:.1} tok/s", p.tokens_per_sec),
+                    )
+                }
+                None if l.last_action.is_empty() => (String::new(), String::new()),
+                None => (format!("last {}", l.last_action), String::new()),
+            };
+            format!(
+                "{id:<6} {:<8} turns {:<4} {:<40} tokens {:<6} {:<10} claim {}",
+                l.status.as_str(),
+                l.turns,
+                truncate(&step, 40),
+                count(tokens_of(l)),
+                speed,
+                truncate(claim, 28)
+            )
+        }));
     } else {
         let counts: Vec<String> = WorkerStatus::ALL
             .iter()
@@ -396,24 +579,18 @@ fn render_view(
             })
             .collect();
         let turns: u64 = lines.values().map(|l| l.turns).sum();
-        let tokens: u64 = lines
-            .values()
-            .map(|l| l.usage.input_tokens + l.usage.output_tokens)
-            .sum();
+        let tokens: u64 = lines.values().map(tokens_of).sum();
         let claiming = workers.iter().filter(|w| !w.claims.is_empty()).count();
-        let mut view = vec![
-            format!(
-                "{} workers: {} · {turns} turns · {claiming} with a claim · tokens {tokens}",
-                lines.len(),
-                counts.join(", ")
-            ),
-            "most recent changes:".to_string(),
-        ];
+        view.push(format!(
+            "{} workers: {} · {turns} turns · {claiming} with a claim · tokens {tokens}",
+            lines.len(),
+            counts.join(", ")
+        ));
+        view.push("most recent changes:".to_string());
         let shown = room.saturating_sub(view.len());
         let skip = recent.len().saturating_sub(shown);
         view.extend(recent.iter().skip(skip).map(|c| format!("  {c}")));
-        view
-    };
+    }
     view.into_iter()
         .take(room)
         .map(|l| truncate(&l, cols.max(1)))
@@ -470,15 +647,24 @@ fn print_summary(
 }
 
 pub async fn status(g: &Global, a: StatusArgs) -> Result<()> {
-    let c = client(g)?;
-    let workers = c.workers().await?;
-    let stats = c.stats().await?;
+    let conn = crate::connect::connect(g).await?;
+    let c = &conn.client;
+    let (workers, stats) = (c.workers().await, c.stats().await);
+    conn.close().await;
+    let (workers, stats) = (workers?, stats?);
     if a.json {
         json(&serde_json::json!({ "workers": workers, "stats": stats }));
         return Ok(());
     }
     let now = now_ms();
-    outln!("{:<8} {:<9} {:<12} CLAIM", "WORKER", "STATUS", "ACTIVE");
+    outln!(
+        "{:<8} {:<9} {:<12} {:<44} {:<18} CLAIM",
+        "WORKER",
+        "STATUS",
+        "ACTIVE",
+        "STEP",
+        "TURN TOKENS"
+    );
     for w in &workers {
         let active = w
             .last_activity
@@ -489,11 +675,24 @@ pub async fn status(g: &Global, a: StatusArgs) -> Result<()> {
             .last()
             .map(|r| format!("{} {}", r.id, r.label.as_deref().unwrap_or(&r.text)))
             .unwrap_or_default();
+        let (step, tokens) = match &w.progress {
+            Some(p) => (
+                format!(
+                    "{} for {}",
+                    p.step,
+                    clock(Duration::from_millis((now - p.since).max(0) as u64))
+                ),
+                format!("{} {:.1} tok/s", count(p.tokens), p.tokens_per_sec),
+            ),
+            None => ("-".into(), "-".into()),
+        };
         outln!(
-            "{:<8} {:<9} {:<12} {}",
+            "{:<8} {:<9} {:<12} {:<44} {:<18} {}",
             w.id,
             w.status.as_str(),
             active,
+            truncate(&step, 44),
+            tokens,
             claim
         );
     }
@@ -521,10 +720,23 @@ mod tests {
                     turns: 2,
                     last_action: "board_write".into(),
                     usage: Default::default(),
+                    progress: None,
                 };
                 (format!("w{:04}", i + 1), line)
             })
             .collect()
+    }
+
+    const NOW: i64 = 1_700_000_000_000;
+
+    fn head() -> RunLine {
+        RunLine {
+            elapsed: Duration::from_secs(250),
+            left: Some(Duration::from_secs(950)),
+            merged: 1,
+            open: 2,
+            now: NOW,
+        }
     }
 
     #[test]
@@ -533,15 +745,15 @@ mod tests {
         let recent: VecDeque<String> = (0..RECENT_CHANGES)
             .map(|i| format!("w{:04}: turn 2 ended (board_write)", i + 1))
             .collect();
-        let view = render_view(&lines, &[], &recent, 40, 100);
+        let view = render_view(&head(), &lines, &[], &recent, 40, 100);
         assert_eq!(view.len(), 39, "{view:#?}");
         assert!(
-            view[0].starts_with("1024 workers: 342 starting, 341 busy, 341 idle, 0 stalled"),
+            view[1].starts_with("1024 workers: 342 starting, 341 busy, 341 idle, 0 stalled"),
             "{}",
-            view[0]
+            view[1]
         );
-        assert!(view[0].contains("2048 turns"), "{}", view[0]);
-        assert_eq!(view[1], "most recent changes:");
+        assert!(view[1].contains("2048 turns"), "{}", view[1]);
+        assert_eq!(view[2], "most recent changes:");
         assert_eq!(
             view[38],
             format!("  w{:04}: turn 2 ended (board_write)", RECENT_CHANGES)
@@ -552,23 +764,91 @@ mod tests {
     #[test]
     fn workers_that_fit_get_a_line_each() {
         let lines = workers(5);
-        let view = render_view(&lines, &[], &VecDeque::new(), 40, 200);
-        assert_eq!(view.len(), 5);
+        let view = render_view(&head(), &lines, &[], &VecDeque::new(), 40, 200);
+        assert_eq!(view.len(), 6);
         assert!(
-            view[0].starts_with("w0001  starting turns 2"),
+            view[1].starts_with("w0001  starting turns 2"),
             "{}",
-            view[0]
+            view[1]
         );
-        assert_eq!(render_view(&lines, &[], &VecDeque::new(), 6, 200).len(), 5);
-        assert_eq!(render_view(&lines, &[], &VecDeque::new(), 5, 200)[0], {
-            "5 workers: 2 starting, 2 busy, 1 idle, 0 stalled, 0 stopped, 0 dead · 10 turns · 0 with a claim · tokens 0"
-        });
+        assert_eq!(
+            render_view(&head(), &lines, &[], &VecDeque::new(), 7, 200).len(),
+            6
+        );
+        assert_eq!(
+            render_view(&head(), &lines, &[], &VecDeque::new(), 6, 200)[1],
+            {
+                "5 workers: 2 starting, 2 busy, 1 idle, 0 stalled, 0 stopped, 0 dead · 10 turns · 0 with a claim · tokens 0"
+            }
+        );
     }
 
     #[test]
     fn a_narrow_terminal_cuts_lines() {
-        let view = render_view(&workers(3), &[], &VecDeque::new(), 40, 20);
+        let view = render_view(&head(), &workers(3), &[], &VecDeque::new(), 40, 20);
         assert!(view.iter().all(|l| l.chars().count() == 20), "{view:#?}");
-        assert!(view[0].ends_with('…'));
+        assert!(view[1].ends_with('…'));
+    }
+
+    #[test]
+    fn the_first_line_has_the_time_and_the_parts_merged() {
+        let view = render_view(&head(), &workers(2), &[], &VecDeque::new(), 40, 200);
+        assert_eq!(
+            view[0],
+            "elapsed 4m10s · 15m50s left · parts merged 1 (PRs open 2)"
+        );
+        let endless = RunLine {
+            left: None,
+            elapsed: Duration::from_secs(3_725),
+            ..head()
+        };
+        assert_eq!(
+            render_view(&endless, &workers(2), &[], &VecDeque::new(), 40, 200)[0],
+            "elapsed 1h02m05s · no time limit · parts merged 1 (PRs open 2)"
+        );
+    }
+
+    #[test]
+    fn a_busy_worker_shows_its_step_for_how_long_its_tokens_and_speed() {
+        let mut lines = workers(2);
+        let busy = lines.get_mut("w0002").unwrap();
+        busy.usage.input_tokens = 10_000;
+        busy.usage.output_tokens = 300;
+        busy.progress = Some(agensh_domain::worker::WorkerProgress {
+            step: "model request 3 (1204 tokens in)".into(),
+            since: NOW - 42_000,
+            tokens: 2_000,
+            tokens_per_sec: 9.54,
+        });
+        let view = render_view(&head(), &lines, &[], &VecDeque::new(), 40, 200);
+        let line = &view[2];
+        assert!(
+            line.starts_with("w0002  busy     turns 2    model request 3 (1204 tokens in) 42s"),
+            "{line}"
+        );
+        assert!(line.contains("tokens 12.3k  9.5 tok/s"), "{line}");
+        // A worker between turns shows what it did last.
+        assert!(view[1].contains("last board_write"), "{}", view[1]);
+        // The compact form counts the tokens of the turns in progress too.
+        let compact = render_view(&head(), &lines, &[], &VecDeque::new(), 3, 200);
+        assert!(compact[1].ends_with("tokens 12300"), "{}", compact[1]);
+    }
+
+    #[test]
+    fn a_taken_default_port_is_traded_for_a_free_one_and_a_given_one_refused() {
+        let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = taken.local_addr().unwrap().to_string();
+        let got = hub_listen(&addr, &Source::Default).unwrap();
+        assert_ne!(got, addr);
+        assert!(got.starts_with("127.0.0.1:"), "{got}");
+        std::net::TcpListener::bind(&got).expect("the port it took is free");
+        assert_ne!(hub_listen(&addr, &Source::File).unwrap(), addr);
+        let e = hub_listen(&addr, &Source::Flag("--listen".into()))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(&addr) && e.contains("the flag --listen"), "{e}");
+        // A free address is kept as it is.
+        drop(taken);
+        assert_eq!(hub_listen(&addr, &Source::Default).unwrap(), addr);
     }
 }

@@ -1,16 +1,25 @@
 //! `agensh workers add|list|token`.
 
+use agensh_client::Client;
 use agensh_workspace::checkout::{self, Created};
 use agensh_workspace::Workspace;
 use anyhow::Result;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::cli::{Global, WorkersArgs, WorkersCommand};
-use crate::connect::client;
+use crate::connect::connect;
 use crate::output::{json, now_ms, Usage};
 
+/// Runs the command against the organization's hub (served here for the command when none
+/// runs: see `connect::connect`).
 pub async fn run(g: &Global, a: WorkersArgs) -> Result<()> {
-    let c = client(g)?;
+    let conn = connect(g).await?;
+    let result = run_on(&conn.client, g, a).await;
+    conn.close().await;
+    result
+}
+
+async fn run_on(c: &Client, g: &Global, a: WorkersArgs) -> Result<()> {
     match a.command {
         WorkersCommand::Add {
             count,

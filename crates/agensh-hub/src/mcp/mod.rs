@@ -225,7 +225,7 @@ fn initialize(caller: &Caller, id: Id, params: &Value) -> Response {
         "agensh organization tools. You are {who}. \
          The loop: gather context (board_read, board_grep, inbox, workers) → claim a sub-task (claim; settle overlaps by msg_dm) \
          → act, sharing useful findings early (board_write FACT/OBSERVED, FAIL for approaches that did not work) \
-         → verify → merge (push your branch, pr_open, pr_merge, then board_write PATCH_SUMMARY and release your claim) → repeat. \
+         → verify → ship (one call: commits and pushes your branch, opens its PR, merges it through the gate, posts the PATCH_SUMMARY, releases your claim) → repeat. \
          Keep records short. Urgent news — direct messages, reviews of your PRs, your PRs that failed to merge, new records by peers — \
          arrives in a `notices:` block appended to the result of any tool call: read it and react."
     );

@@ -5,6 +5,7 @@ pub mod events;
 pub mod git;
 pub mod messages;
 pub mod prs;
+pub mod ship;
 pub mod workers;
 
 use axum::extract::DefaultBodyLimit;
@@ -46,4 +47,5 @@ pub fn api(body_limit: usize) -> Router<AppState> {
         .route("/prs/{n}/comments", post(prs::comment))
         .route("/prs/{n}/merge", post(prs::merge))
         .route("/prs/{n}/close", post(prs::close))
+        .route("/ship", post(ship::ship))
 }

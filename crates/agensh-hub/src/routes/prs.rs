@@ -21,7 +21,8 @@ use crate::state::AppState;
 /// Most PRs one list returns ([`page::PRS`]).
 pub const LIST_LIMIT: usize = page::PRS.max;
 
-fn workspace(s: &AppState) -> ApiResult<&Workspace> {
+/// The hub's workspace, or a refusal when it serves none.
+pub(crate) fn workspace(s: &AppState) -> ApiResult<&Workspace> {
     s.workspace.as_ref().ok_or_else(|| {
         ApiError(Error::not_found(
             "no_workspace",
@@ -58,7 +59,12 @@ pub async fn open(
 /// Opens a PR from one of `caller`'s branches: REST and MCP both.
 pub async fn open_pr(s: &AppState, caller: &Caller, pr: NewPr) -> ApiResult<PullRequest> {
     pr.validate(&caller.id)?;
-    workspace(s)?.branch_head(&pr.branch).await?;
+    match workspace(s)?.branch_head(&pr.branch).await {
+        Err(e) if e.kind == ErrorKind::NotFound => {
+            return Err(super::ship::not_pushed(&pr.branch).into())
+        }
+        other => other?,
+    };
     Ok(s.store.open_pr(&caller.id, pr, s.now()).await?)
 }
 

@@ -41,7 +41,12 @@ pub async fn list(State(s): State<AppState>, _caller: Caller) -> ApiResult<Json<
 /// Every worker with status, live claims and up-to-date last activity, in id order.
 pub async fn list_workers(s: &AppState) -> ApiResult<Vec<WorkerInfo>> {
     s.flush_activity().await;
-    Ok(s.store.list_workers(s.now()).await?)
+    let mut workers = s.store.list_workers(s.now()).await?;
+    let progress = s.progress.lock().expect("progress lock");
+    for w in &mut workers {
+        w.progress = progress.get(&w.id).cloned();
+    }
+    Ok(workers)
 }
 
 pub async fn token(
@@ -93,13 +98,21 @@ pub async fn set_statuses(
             .iter()
             .map(|w| (w.id.as_str(), w.token.as_deref())),
     )?;
-    let statuses = body
-        .workers
-        .into_iter()
-        .map(|w| Ok((w.id, WorkerStatus::parse(&w.status)?)))
-        .collect::<Result<Vec<_>, Error>>()?;
+    let mut statuses = Vec::with_capacity(body.workers.len());
+    let mut progress = Vec::with_capacity(body.workers.len());
+    for w in body.workers {
+        statuses.push((w.id.clone(), WorkerStatus::parse(&w.status)?));
+        progress.push((w.id, w.progress));
+    }
     let n = statuses.len();
     s.store.set_worker_statuses(statuses).await?;
+    let mut known = s.progress.lock().expect("progress lock");
+    for (id, p) in progress {
+        match p {
+            Some(p) => known.insert(id, p),
+            None => known.remove(&id),
+        };
+    }
     Ok(Json(Updated { updated: n }))
 }
 

@@ -30,6 +30,22 @@ class _Health(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
+    def do_POST(self):
+        # A chat completion with llama.cpp's timings, and the request recorded.
+        n = int(self.headers.get("Content-Length", "0"))
+        request = json.loads(self.rfile.read(n))
+        body = json.dumps({
+            "choices": [{"message": {"role": "assistant", "content": "ok"}}],
+            "usage": {"prompt_tokens": 300, "completion_tokens": request.get("max_tokens", 1)},
+            "timings": {"prompt_per_second": 61.5, "predicted_per_second": 9.8},
+            "request": request,
+        }).encode()
+        self.send_response(200 if self.path == "/v1/chat/completions" else 404)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
     def log_message(self, *args):
         pass
 
@@ -49,6 +65,9 @@ class Server:
             "hostnames": p.hostnames,
             "port": p.port,
             "alias": sorted(p.model_alias),
+            "cache_prompt": p.cache_prompt,
+            "cache_ram_mib": p.cache_ram_mib,
+            "n_cache_reuse": p.n_cache_reuse,
             "pid": os.getpid(),
         }
         with open(os.path.join(os.path.dirname(path), "params.json"), "w") as f:

@@ -83,8 +83,8 @@ struct Running {
     /// The process group (the agent's pid), killed as a whole on stop.
     group: ProcessGroup,
     conn: Arc<Conn>,
-    /// The params of each `session/update`.
-    updates: mpsc::UnboundedReceiver<Value>,
+    /// Each `session/update`, typed; `None` for one the schema does not know.
+    updates: mpsc::UnboundedReceiver<Option<SessionUpdate>>,
     reader: JoinHandle<()>,
     session_id: String,
     /// A prompt was sent and its answer not read (a turn running or abandoned).
@@ -93,6 +93,8 @@ struct Running {
     cost_seen: f64,
     stderr_log: PathBuf,
     what: String,
+    /// Where each tool call the agent starts is reported as the turn's current step.
+    heartbeat: super::Heartbeat,
 }
 
 /// The JSON-RPC connection: writes to stdin, answers routed by id.
@@ -211,6 +213,7 @@ impl AcpAgent {
             cost_seen: 0.0,
             stderr_log,
             what,
+            heartbeat: ctx.heartbeat.clone(),
         })
     }
 }
@@ -265,13 +268,17 @@ impl Agent for AcpAgent {
         let result = loop {
             tokio::select! {
                 biased;
-                Some(update) = r.updates.recv() => turn.update(&update, &mut r.cost_seen),
+                Some(update) = r.updates.recv() => {
+                    if let Some(step) = turn.update(update, &mut r.cost_seen) {
+                        r.heartbeat.step(step);
+                    }
+                }
                 a = &mut answer => break a.unwrap_or(Err(RpcError::Closed)),
             }
         };
         // Notifications the agent sent before its answer are queued already.
         while let Ok(update) = r.updates.try_recv() {
-            turn.update(&update, &mut r.cost_seen);
+            turn.update(update, &mut r.cost_seen);
         }
         r.in_turn = false;
         let result = match result {
@@ -279,13 +286,13 @@ impl Agent for AcpAgent {
             Err(RpcError::Closed) => return Err(r.exited("a turn").await),
             Err(e) => return Err(r.refused("session/prompt", e)),
         };
-        let stop_reason = stop_reason_of(&result);
-        let mut usage = usage_of(&result);
+        let answer = acp::read_prompt_answer(result);
+        let mut usage = usage_of(&answer.response);
         if usage.cost_usd == 0.0 && r.cost_seen > cost_before {
             usage.cost_usd = r.cost_seen - cost_before;
         }
         Ok(TurnOutcome {
-            stop_reason,
+            stop_reason: answer.stop_reason,
             usage,
             events: turn.events,
             model_ms: 0,
@@ -604,7 +611,7 @@ impl Conn {
 async fn read_loop(
     stdout: ChildStdout,
     conn: Arc<Conn>,
-    updates: mpsc::UnboundedSender<Value>,
+    updates: mpsc::UnboundedSender<Option<SessionUpdate>>,
     heartbeat: super::Heartbeat,
 ) {
     let mut lines = BufReader::new(stdout).lines();
@@ -626,7 +633,7 @@ async fn read_loop(
             Message::Request(Request { method, params, .. })
             | Message::Notification(Notification { method, params }) => {
                 if method == method::SESSION_UPDATE {
-                    let _ = updates.send(params.unwrap_or(Value::Null));
+                    let _ = updates.send(typed_update(params.as_ref()));
                 }
             }
             Message::Response(r) => {
@@ -685,18 +692,17 @@ pub fn permission_answer(request: &RequestPermissionRequest) -> RequestPermissio
     RequestPermissionResponse::new(outcome)
 }
 
-/// The stop reason of a `session/prompt` answer; one the schema does not know is kept as
-/// the agent wrote it, and a missing one is `end_turn`.
-fn stop_reason_of(result: &Value) -> String {
-    match serde_json::from_value::<PromptResponse>(result.clone()) {
-        Ok(p) => acp::wire_name(&p.stop_reason),
+/// A `session/update`'s update in the schema's structure; `None` (logged) for one the schema
+/// does not know, which the turn skips.
+fn typed_update(params: Option<&Value>) -> Option<SessionUpdate> {
+    match acp::read_update(params) {
+        Ok(n) => Some(n.update),
         Err(e) => {
-            tracing::debug!("a session/prompt answer the protocol schema does not know: {e}");
-            result
-                .get("stopReason")
-                .and_then(Value::as_str)
-                .unwrap_or("end_turn")
-                .to_string()
+            tracing::debug!(
+                "skipping a session/update the protocol schema does not know ({e}): {:.200}",
+                params.map(|p| p.to_string()).unwrap_or_default()
+            );
+            None
         }
     }
 }
@@ -712,30 +718,26 @@ struct TurnLog {
 }
 
 impl TurnLog {
-    fn update(&mut self, params: &Value, cost_seen: &mut f64) {
-        let update = match acp::read_update(Some(params)) {
-            Ok(n) => n.update,
-            Err(e) => {
-                tracing::debug!(
-                    "skipping a session/update the protocol schema does not know ({e}): {:.200}",
-                    params.to_string()
-                );
-                self.open_message = false;
-                return;
-            }
+    /// Notes one update (`None`: one the schema does not know, which only ends the message
+    /// being received); returns the title of a tool call it starts, the turn's new current
+    /// step.
+    fn update(&mut self, update: Option<SessionUpdate>, cost_seen: &mut f64) -> Option<String> {
+        let Some(update) = update else {
+            self.open_message = false;
+            return None;
         };
         match update {
             SessionUpdate::AgentMessageChunk(chunk) => {
                 let ContentBlock::Text(t) = chunk.content else {
-                    return;
+                    return None;
                 };
                 if t.text.is_empty() {
-                    return;
+                    return None;
                 }
                 if self.open_message {
                     if let Some(TurnEvent::Message { text }) = self.events.last_mut() {
                         text.push_str(&t.text);
-                        return;
+                        return None;
                     }
                 }
                 self.events.push(TurnEvent::Message { text: t.text });
@@ -746,9 +748,10 @@ impl TurnLog {
                 self.calls
                     .insert(call.tool_call_id.0.to_string(), self.events.len());
                 self.events.push(TurnEvent::ToolCall {
-                    name: call.title,
+                    name: call.title.clone(),
                     status: acp::wire_name(&call.status),
                 });
+                return Some(call.title);
             }
             SessionUpdate::ToolCallUpdate(u) => {
                 self.open_message = false;
@@ -784,34 +787,44 @@ impl TurnLog {
             }
             _ => self.open_message = false,
         }
+        None
     }
 }
 
-/// Token usage in a `session/prompt` answer: `usage` (the ACP draft), else `_meta.usage`;
-/// camelCase or snake_case field names. Zeros when the agent reports none.
-fn usage_of(result: &Value) -> Usage {
-    let u = result
-        .get("usage")
-        .filter(|v| v.is_object())
-        .or_else(|| result.pointer("/_meta/usage").filter(|v| v.is_object()));
-    let Some(u) = u else {
-        return Usage::default();
-    };
-    let num = |names: &[&str]| {
+/// Token usage in a `session/prompt` answer: `usage` (the ACP draft, typed), else
+/// `_meta.usage`, which agents shape as they like (camelCase or snake_case names, a cost as
+/// a number or `cost.amount`), read loosely. Zeros when the agent reports none.
+fn usage_of(answer: &PromptResponse) -> Usage {
+    let meta = answer
+        .meta
+        .as_ref()
+        .and_then(|m| m.get("usage"))
+        .filter(|v| v.is_object());
+    let from_meta = |names: &[&str]| {
         names
             .iter()
-            .find_map(|n| u.get(*n).and_then(Value::as_u64))
+            .find_map(|n| meta.and_then(|u| u.get(*n)).and_then(Value::as_u64))
             .unwrap_or(0)
     };
-    let cost = ["costUsd", "cost_usd", "totalCostUsd", "total_cost_usd"]
-        .iter()
-        .find_map(|n| u.get(*n).and_then(Value::as_f64))
-        .or_else(|| u.pointer("/cost/amount").and_then(Value::as_f64))
+    let cost_usd = meta
+        .and_then(|u| {
+            ["costUsd", "cost_usd", "totalCostUsd", "total_cost_usd"]
+                .iter()
+                .find_map(|n| u.get(*n).and_then(Value::as_f64))
+                .or_else(|| u.pointer("/cost/amount").and_then(Value::as_f64))
+        })
         .unwrap_or(0.0);
-    Usage {
-        input_tokens: num(&["inputTokens", "input_tokens"]),
-        output_tokens: num(&["outputTokens", "output_tokens"]),
-        cost_usd: cost,
+    match &answer.usage {
+        Some(u) => Usage {
+            input_tokens: u.input_tokens,
+            output_tokens: u.output_tokens,
+            cost_usd,
+        },
+        None => Usage {
+            input_tokens: from_meta(&["inputTokens", "input_tokens"]),
+            output_tokens: from_meta(&["outputTokens", "output_tokens"]),
+            cost_usd,
+        },
     }
 }
 
@@ -878,12 +891,13 @@ mod tests {
         let mut log = TurnLog::default();
         let mut cost = 0.0;
         let chunk = |t: &str| json!({ "sessionId": "s", "update": { "sessionUpdate": "agent_message_chunk", "content": { "type": "text", "text": t } } });
-        log.update(&chunk("a"), &mut cost);
-        log.update(
+        log.update(typed_update(Some(&chunk("a"))), &mut cost);
+        let unknown = typed_update(Some(
             &json!({ "sessionId": "s", "update": { "sessionUpdate": "a_future_kind", "x": 1 } }),
-            &mut cost,
-        );
-        log.update(&chunk("b"), &mut cost);
+        ));
+        assert!(unknown.is_none());
+        log.update(unknown, &mut cost);
+        log.update(typed_update(Some(&chunk("b"))), &mut cost);
         assert_eq!(
             log.events,
             vec![
@@ -891,16 +905,6 @@ mod tests {
                 TurnEvent::Message { text: "b".into() },
             ]
         );
-    }
-
-    #[test]
-    fn stop_reasons_unknown_to_the_schema_are_kept() {
-        assert_eq!(
-            stop_reason_of(&json!({ "stopReason": "max_tokens" })),
-            "max_tokens"
-        );
-        assert_eq!(stop_reason_of(&json!({ "stopReason": "paused" })), "paused");
-        assert_eq!(stop_reason_of(&json!({})), "end_turn");
     }
 
     #[test]
@@ -916,7 +920,7 @@ mod tests {
             json!({ "sessionUpdate": "agent_message_chunk", "content": { "type": "text", "text": "done" } }),
             json!({ "sessionUpdate": "usage_update", "used": 10, "size": 100, "cost": { "amount": 0.25, "currency": "USD" } }),
         ] {
-            log.update(&up(u), &mut cost);
+            log.update(typed_update(Some(&up(u))), &mut cost);
         }
         assert_eq!(
             log.events,
@@ -937,18 +941,34 @@ mod tests {
     }
 
     #[test]
+    fn a_tool_call_that_starts_is_the_turns_step() {
+        let mut log = TurnLog::default();
+        let mut cost = 0.0;
+        let up = |u: Value| json!({ "sessionId": "s", "update": u });
+        let started = log.update(
+            typed_update(Some(&up(json!({ "sessionUpdate": "tool_call", "toolCallId": "c1", "title": "run: make test", "status": "in_progress" })))),
+            &mut cost,
+        );
+        assert_eq!(started.as_deref(), Some("run: make test"));
+        let chunk = json!({ "sessionUpdate": "agent_message_chunk", "content": { "type": "text", "text": "ok" } });
+        assert_eq!(log.update(typed_update(Some(&up(chunk))), &mut cost), None);
+    }
+
+    #[test]
     fn usage_is_read_from_the_draft_field_or_meta() {
-        let u = usage_of(
-            &json!({ "stopReason": "end_turn", "usage": { "inputTokens": 12, "outputTokens": 3, "totalTokens": 15 } }),
+        let usage = |v: Value| usage_of(&acp::read_prompt_answer(v).response);
+        let u = usage(
+            json!({ "stopReason": "end_turn", "usage": { "inputTokens": 12, "outputTokens": 3, "totalTokens": 15 } }),
         );
         assert_eq!((u.input_tokens, u.output_tokens), (12, 3));
-        let u = usage_of(
-            &json!({ "stopReason": "end_turn", "_meta": { "usage": { "input_tokens": 5, "output_tokens": 6, "cost_usd": 0.5 } } }),
+        let u = usage(
+            json!({ "stopReason": "end_turn", "_meta": { "usage": { "input_tokens": 5, "output_tokens": 6, "cost_usd": 0.5 } } }),
         );
         assert_eq!((u.input_tokens, u.output_tokens, u.cost_usd), (5, 6, 0.5));
-        assert_eq!(
-            usage_of(&json!({ "stopReason": "end_turn" })),
-            Usage::default()
+        let u = usage(
+            json!({ "stopReason": "paused", "usage": { "inputTokens": 4, "outputTokens": 1, "totalTokens": 5 }, "_meta": { "usage": { "cost": { "amount": 0.125 } } } }),
         );
+        assert_eq!((u.input_tokens, u.output_tokens, u.cost_usd), (4, 1, 0.125));
+        assert_eq!(usage(json!({ "stopReason": "end_turn" })), Usage::default());
     }
 }

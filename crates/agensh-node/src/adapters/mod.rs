@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+use agensh_domain::worker::WorkerProgress;
 use agensh_domain::Result;
 use serde::{Deserialize, Serialize};
 
@@ -20,40 +21,105 @@ pub struct AgentContext {
     pub hub_url: String,
     /// The worker's token (for MCP and git over HTTP).
     pub token: String,
+    /// The node's MCP proxy (`http://127.0.0.1:PORT/mcp`), when the node runs one; the
+    /// agent's organization tools go through it.
+    pub mcp_proxy: Option<String>,
     /// Where the adapter may keep files of its own (session state, agent logs).
     pub state_dir: PathBuf,
-    /// Beaten by the adapter whenever the agent shows a sign of life.
+    /// Beaten by the adapter whenever the agent shows a sign of life or begins a step.
     pub heartbeat: Heartbeat,
 }
 
 /// When an agent last showed a sign of life (for the ACP adapter: a line on its output),
-/// shared between its adapter and the turn loop, which restarts an agent silent for longer
-/// than `run.hang_timeout_secs` in the middle of a turn. Agents that are
-/// [`Agent::self_bounded`] need not beat it.
-#[derive(Debug, Clone, Default)]
-pub struct Heartbeat(std::sync::Arc<std::sync::atomic::AtomicI64>);
+/// and what it is doing in its turn (a model request, a tool call), shared between its
+/// adapter and the turn loop. The loop restarts an agent silent for longer than
+/// `run.hang_timeout_secs` in the middle of a turn (agents that are
+/// [`Agent::self_bounded`] need not beat it), and sends each step to the live view and the
+/// hub ([`Heartbeat::watch`]).
+#[derive(Debug, Clone)]
+pub struct Heartbeat {
+    last: std::sync::Arc<std::sync::atomic::AtomicI64>,
+    progress: std::sync::Arc<tokio::sync::watch::Sender<Option<WorkerProgress>>>,
+}
+
+impl Default for Heartbeat {
+    fn default() -> Self {
+        Heartbeat {
+            last: Default::default(),
+            progress: std::sync::Arc::new(tokio::sync::watch::channel(None).0),
+        }
+    }
+}
+
+fn now_ms() -> i64 {
+    agensh_domain::time::unix_ms(std::time::SystemTime::now())
+}
 
 impl Heartbeat {
     /// The agent is alive now.
     pub fn beat(&self) {
-        self.0.store(
-            agensh_domain::time::unix_ms(std::time::SystemTime::now()),
-            std::sync::atomic::Ordering::Relaxed,
-        );
+        self.last
+            .store(now_ms(), std::sync::atomic::Ordering::Relaxed);
     }
 
     /// How long since the last beat (since the epoch when there was none).
     pub fn silent_for(&self) -> std::time::Duration {
-        let last = self.0.load(std::sync::atomic::Ordering::Relaxed);
-        let now = agensh_domain::time::unix_ms(std::time::SystemTime::now());
-        std::time::Duration::from_millis(now.saturating_sub(last).max(0) as u64)
+        let last = self.last.load(std::sync::atomic::Ordering::Relaxed);
+        std::time::Duration::from_millis(now_ms().saturating_sub(last).max(0) as u64)
+    }
+
+    /// The agent began `step` (e.g. `model request 3 (1,204 tokens in)`, `run: make test`):
+    /// a sign of life, and what the live view shows until the next step.
+    pub fn step(&self, step: impl Into<String>) {
+        self.beat();
+        let step = step.into();
+        self.progress.send_modify(|p| {
+            let (tokens, tokens_per_sec) = p
+                .as_ref()
+                .map_or((0, 0.0), |p| (p.tokens, p.tokens_per_sec));
+            *p = Some(WorkerProgress {
+                step,
+                since: now_ms(),
+                tokens,
+                tokens_per_sec,
+            });
+        });
+    }
+
+    /// The turn has used `tokens` so far, and the last model reply came at `tokens_per_sec`.
+    pub fn tokens(&self, tokens: u64, tokens_per_sec: f64) {
+        self.beat();
+        self.progress.send_modify(|p| {
+            let p = p.get_or_insert_with(|| WorkerProgress {
+                step: "model request".into(),
+                since: now_ms(),
+                tokens: 0,
+                tokens_per_sec: 0.0,
+            });
+            p.tokens = tokens;
+            p.tokens_per_sec = tokens_per_sec;
+        });
+    }
+
+    /// Forgets the step (a turn begins or ended).
+    pub fn clear(&self) {
+        self.progress.send_replace(None);
+    }
+
+    /// A receiver that sees each change of the step.
+    pub fn watch(&self) -> tokio::sync::watch::Receiver<Option<WorkerProgress>> {
+        self.progress.subscribe()
     }
 }
 
 impl AgentContext {
-    /// The hub's MCP endpoint.
+    /// The MCP endpoint the agent's organization tools use: the node's proxy when there is
+    /// one (it does `ship`'s commit and push in the checkout), else the hub's `/mcp`.
     pub fn mcp_url(&self) -> String {
-        format!("{}/mcp", self.hub_url.trim_end_matches('/'))
+        match &self.mcp_proxy {
+            Some(url) => url.clone(),
+            None => format!("{}/mcp", self.hub_url.trim_end_matches('/')),
+        }
     }
 }
 

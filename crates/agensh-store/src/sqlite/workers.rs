@@ -111,6 +111,7 @@ pub fn list(conn: &Connection, now: i64) -> Result<Vec<WorkerInfo>> {
         out.push(WorkerInfo {
             claims: claims.remove(&id).unwrap_or_default(),
             status: WorkerStatus::parse(&status)?,
+            progress: None,
             id,
             last_activity,
             created_at,

@@ -26,6 +26,7 @@ mod pr_review;
 mod pr_view;
 mod release;
 mod renew;
+mod ship;
 mod workers;
 
 use std::future::Future;
@@ -44,7 +45,7 @@ use crate::auth::Caller;
 use crate::state::AppState;
 
 /// Every tool, in the order `tools/list` gives them.
-static TOOLS: [&Tool; 18] = [
+static TOOLS: [&Tool; 19] = [
     &board_read::TOOL,
     &board_write::TOOL,
     &board_grep::TOOL,
@@ -56,6 +57,7 @@ static TOOLS: [&Tool; 18] = [
     &msg_dm::TOOL,
     &inbox::TOOL,
     &workers::TOOL,
+    &ship::TOOL,
     &pr_open::TOOL,
     &pr_list::TOOL,
     &pr_view::TOOL,

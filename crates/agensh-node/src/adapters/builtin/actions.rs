@@ -97,6 +97,74 @@ pub fn workspace_specs() -> Vec<ToolSpec> {
     ]
 }
 
+/// The workspace tools of small mode: a part needs no listing (its files come with the
+/// claim, and `run` can `ls`).
+pub const SMALL_WORKSPACE_TOOLS: &[&str] = &["write_file", "run", "read_file", "edit_file"];
+/// The organization tools of small mode, in the order the prompt lists them: take a part,
+/// ship it (commit, push, PR, merge through the gate, PATCH_SUMMARY, release), let it go,
+/// and post what did not work. No messages, no reviews, no board reading: each is a turn a
+/// small model spends on talk instead of code.
+pub const SMALL_ORG_TOOLS: &[&str] = &["claim", "ship", "release", "board_write"];
+/// When the hub offers no `ship`: the pull-request tools it stands for.
+pub const SMALL_FALLBACK_TOOLS: &[&str] = &["pr_open", "pr_merge"];
+/// Arguments small mode leaves out of organization tools: long and rarely needed.
+const SMALL_DROPPED: &[&str] = &["detail", "lease_secs"];
+
+/// The board kinds small mode posts: FAIL, and PATCH_SUMMARY only when there is no `ship`
+/// to post it. Everything else a small model posts is chatter.
+pub fn small_board_kinds(ship: bool) -> &'static [&'static str] {
+    if ship {
+        &["FAIL"]
+    } else {
+        &["FAIL", "PATCH_SUMMARY"]
+    }
+}
+
+/// The tools of small mode out of `specs`: [`SMALL_WORKSPACE_TOOLS`] and
+/// [`SMALL_ORG_TOOLS`] (or [`SMALL_FALLBACK_TOOLS`] without `ship`), the organization tools
+/// with one-sentence descriptions, without [`SMALL_DROPPED`] arguments, and `board_write`
+/// limited to [`small_board_kinds`].
+pub fn small_specs(specs: Vec<ToolSpec>) -> Vec<ToolSpec> {
+    let ship = specs.iter().any(|s| s.org && s.name == "ship");
+    let org_order: Vec<&str> = SMALL_ORG_TOOLS
+        .iter()
+        .chain(if ship { &[][..] } else { SMALL_FALLBACK_TOOLS })
+        .copied()
+        .collect();
+    let mut out: Vec<ToolSpec> = specs
+        .iter()
+        .filter(|s| !s.org && SMALL_WORKSPACE_TOOLS.contains(&s.name.as_str()))
+        .cloned()
+        .collect();
+    for name in org_order {
+        let Some(spec) = specs.iter().find(|s| s.org && s.name == name) else {
+            continue;
+        };
+        let mut schema = sanitize(&spec.schema);
+        if let Some(props) = schema.get_mut("properties").and_then(Value::as_object_mut) {
+            props.retain(|k, _| !SMALL_DROPPED.contains(&k.as_str()));
+            if name == "board_write" {
+                if let Some(kind) = props.get_mut("kind") {
+                    *kind = json!({ "type": "string", "enum": small_board_kinds(ship) });
+                }
+            }
+        }
+        let description = if name == "board_write" {
+            "Post a FAIL record: an approach that did not work, so peers do not repeat it."
+                .to_string()
+        } else {
+            first_sentence(&spec.description, 100)
+        };
+        out.push(ToolSpec {
+            name: spec.name.clone(),
+            description,
+            schema,
+            org: true,
+        });
+    }
+    out
+}
+
 /// An organization tool from the hub's `tools/list`.
 pub fn org_spec(t: &agensh_client::mcp::ToolInfo) -> ToolSpec {
     let schema = if t.input_schema.is_object() {
@@ -559,6 +627,74 @@ mod tests {
             short[0]["function"]["parameters"],
             json!({ "type": "object", "properties": { "text": { "type": "string" } }, "required": ["text"] })
         );
+    }
+
+    fn org(name: &str, properties: Value) -> ToolSpec {
+        ToolSpec {
+            name: name.into(),
+            description: format!("{name} does it. More words."),
+            schema: json!({ "type": "object", "properties": properties, "required": ["text"] }),
+            org: true,
+        }
+    }
+
+    #[test]
+    fn small_mode_keeps_the_few_tools_a_part_needs() {
+        let mut specs = workspace_specs();
+        for n in [
+            "board_read",
+            "board_write",
+            "msg_dm",
+            "claim",
+            "release",
+            "pr_open",
+            "pr_merge",
+        ] {
+            specs.push(org(n, json!({ "text": {}, "detail": {}, "lease_secs": {}, "kind": { "enum": ["FACT", "OBSERVED", "FAIL", "PATCH_SUMMARY"] } })));
+        }
+        let names = |v: &[ToolSpec]| v.iter().map(|s| s.name.clone()).collect::<Vec<_>>();
+        let small = small_specs(specs.clone());
+        assert_eq!(
+            names(&small),
+            [
+                "write_file",
+                "run",
+                "read_file",
+                "edit_file",
+                "claim",
+                "release",
+                "board_write",
+                "pr_open",
+                "pr_merge"
+            ]
+        );
+        let claim = small.iter().find(|s| s.name == "claim").unwrap();
+        assert_eq!(claim.description, "claim does it.");
+        let props = claim.schema["properties"].as_object().unwrap();
+        assert!(!props.contains_key("detail") && !props.contains_key("lease_secs"));
+        let board = small.iter().find(|s| s.name == "board_write").unwrap();
+        assert_eq!(
+            board.schema["properties"]["kind"]["enum"],
+            json!(["FAIL", "PATCH_SUMMARY"])
+        );
+        // With ship, the pull-request tools go and the board takes only FAIL.
+        specs.push(org("ship", json!({ "text": {} })));
+        let small = small_specs(specs);
+        assert_eq!(
+            names(&small),
+            [
+                "write_file",
+                "run",
+                "read_file",
+                "edit_file",
+                "claim",
+                "ship",
+                "release",
+                "board_write"
+            ]
+        );
+        let board = small.iter().find(|s| s.name == "board_write").unwrap();
+        assert_eq!(board.schema["properties"]["kind"]["enum"], json!(["FAIL"]));
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //! outputs are cut to head and tail before they enter it ([`cut_text`]), the prompt size is
 //! estimated before each request (the endpoint's last `prompt_tokens` plus about one token
 //! per 3.5 characters of what was added since), and when it nears the window the middle
-//! of the conversation is replaced by a recap: one line per action and its result. The
+//! of the conversation is replaced by a recap: one sentence per action and how it ended
+//! ([`recap_line`]), never a format a model could copy into a file. The
 //! system prompt, the session's first prompt (the goal), the current turn's prompt and the
 //! last few exchanges stay.
 //!
@@ -58,6 +59,108 @@ pub fn one_line(text: &str, max: usize) -> String {
     let mut s: String = flat.chars().take(max.saturating_sub(1)).collect();
     s.push('…');
     s
+}
+
+/// Longest command quoted in a recap line; a longer one is named by its first word.
+const RECAP_COMMAND: usize = 80;
+/// Longest argument quoted in a recap line; a longer one is named by its size, in words.
+const RECAP_ARG: usize = 40;
+
+/// The recap line of one tool call, in prose: what was done and how it ended. It quotes
+/// nothing a model could paste back as content — no file text, no size placeholder like
+/// `<250 chars>`, no `read_file` header.
+pub fn recap_line(tool: &str, args: &Value, ok: bool, result: &str) -> String {
+    let s = |k: &str| args.get(k).and_then(Value::as_str).unwrap_or("").trim();
+    let lines = |t: &str| match t.lines().count() {
+        1 => "1 line".to_string(),
+        n => format!("{n} lines"),
+    };
+    let first = first_line(result);
+    let failed = |what: String| {
+        format!(
+            "You tried to {what}; it failed: {}",
+            one_line(first.trim_start_matches("error: "), 100)
+        )
+    };
+    match (tool, ok) {
+        ("write_file", true) => format!("You wrote {} ({}).", s("path"), lines(s("content"))),
+        ("write_file", false) => failed(format!("write {}", s("path"))),
+        ("edit_file", true) => format!(
+            "You edited {}, replacing {} with {}.",
+            s("path"),
+            lines(s("old")),
+            lines(s("new"))
+        ),
+        ("edit_file", false) => failed(format!("edit {}", s("path"))),
+        ("read_file", true) => match first.split_once(": ") {
+            Some((_, range)) => format!("You read {} ({range}).", s("path")),
+            None => format!("You read {}.", s("path")),
+        },
+        ("read_file", false) => failed(format!("read {}", s("path"))),
+        ("list_files", _) => {
+            let dir = match s("path") {
+                "" | "." => "your checkout".to_string(),
+                d => d.to_string(),
+            };
+            format!("You listed the files in {dir}.")
+        }
+        ("run", _) => {
+            let command = s("command");
+            let command = if command.chars().count() <= RECAP_COMMAND && !command.contains('\n') {
+                format!("the command {command}")
+            } else {
+                let word = command.split_whitespace().next().unwrap_or("sh");
+                format!("a long command starting with {word}")
+            };
+            let last = result
+                .lines()
+                .skip(1)
+                .map(str::trim)
+                .filter(|l| !l.is_empty() && !l.starts_with("[…"))
+                .last();
+            match last {
+                Some(l) => format!(
+                    "You ran {command}: {first}; its last line: {}",
+                    one_line(l, 100)
+                ),
+                None => format!("You ran {command}: {first}."),
+            }
+        }
+        (_, ok) => {
+            let mut parts = Vec::new();
+            if let Some(o) = args.as_object() {
+                for (k, v) in o {
+                    let text = match v {
+                        Value::String(t) => t.clone(),
+                        other => other.to_string(),
+                    };
+                    if text.chars().count() <= RECAP_ARG && !text.contains('\n') {
+                        parts.push(format!("{k} {text}"));
+                    } else {
+                        parts.push(format!("a {k} of {} characters", text.chars().count()));
+                    }
+                }
+            }
+            let with = if parts.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", parts.join(", "))
+            };
+            if ok {
+                format!("You called {tool}{with}: {}", one_line(first, 100))
+            } else {
+                failed(format!("call {tool}{with}"))
+            }
+        }
+    }
+}
+
+/// The first non-empty line of `text`, trimmed.
+fn first_line(text: &str) -> &str {
+    text.lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("")
 }
 
 /// What a message is, for compaction.
@@ -329,7 +432,7 @@ mod tests {
         );
         h.push_result(
             json!({ "role": "user", "content": format!("result of run:\nexit code: 0\n{i}{}", "x".repeat(500)) }),
-            format!("run(echo {i}) → exit code: 0"),
+            recap_line("run", &json!({ "command": format!("echo {i}") }), true, "exit code: 0"),
         );
     }
 
@@ -356,8 +459,14 @@ mod tests {
             "{p}"
         );
         assert!(p.contains(RECAP_HEADING));
-        assert!(p.contains("- run(echo 0) → exit code: 0"), "{p}");
-        assert!(p.contains("- run(echo 7) → exit code: 0"), "{p}");
+        assert!(
+            p.contains("- You ran the command echo 0: exit code: 0."),
+            "{p}"
+        );
+        assert!(
+            p.contains("- You ran the command echo 7: exit code: 0."),
+            "{p}"
+        );
         assert!(!p.contains("echo 8"), "{p}");
         assert_eq!(m[2]["role"], "assistant");
         assert!(m[5]["content"].as_str().unwrap().contains("\n9x"));
@@ -367,10 +476,75 @@ mod tests {
         let m = h.messages();
         assert_eq!(m.len(), 4);
         let p = m[1]["content"].as_str().unwrap();
-        assert_eq!(p.matches("run(echo 7)").count(), 1, "{p}");
-        assert!(p.contains("run(echo 9)"));
+        assert_eq!(p.matches("command echo 7:").count(), 1, "{p}");
+        assert!(p.contains("command echo 9:"));
         assert!(m[3]["content"].as_str().unwrap().contains("characters cut"));
         assert!(!h.compact(1, Some(100)), "nothing left to compact");
+    }
+
+    #[test]
+    fn recap_lines_are_prose_without_placeholders_or_file_text() {
+        let body = "def f():\n    return 1\n";
+        let line = recap_line(
+            "write_file",
+            &json!({ "path": "a.py", "content": body }),
+            true,
+            "wrote 24 bytes (2 lines) to a.py",
+        );
+        assert_eq!(line, "You wrote a.py (2 lines).");
+        let line = recap_line(
+            "read_file",
+            &json!({ "path": "a.py" }),
+            true,
+            "a.py: lines 1-2 of 2\ndef f():\n    return 1",
+        );
+        assert_eq!(line, "You read a.py (lines 1-2 of 2).");
+        let line = recap_line(
+            "edit_file",
+            &json!({ "path": "a.py", "old": "1", "new": "2\n3" }),
+            true,
+            "edited a.py",
+        );
+        assert_eq!(line, "You edited a.py, replacing 1 line with 2 lines.");
+        let line = recap_line(
+            "run",
+            &json!({ "command": "python3 t.py" }),
+            false,
+            "exit code: 1\nTraceback\nAssertionError: 2 != 3\n",
+        );
+        assert_eq!(
+            line,
+            "You ran the command python3 t.py: exit code: 1; its last line: AssertionError: 2 != 3"
+        );
+        let long = format!("python3 -c '{}'", "x".repeat(200));
+        let line = recap_line(
+            "run",
+            &json!({ "command": long }),
+            true,
+            "exit code: 0\n(no output)",
+        );
+        assert_eq!(line, "You ran a long command starting with python3: exit code: 0; its last line: (no output)");
+        let line = recap_line(
+            "board_write",
+            &json!({ "kind": "FAIL", "text": "t", "detail": "d".repeat(300) }),
+            true,
+            "posted G1 FAIL t",
+        );
+        assert_eq!(line, "You called board_write (kind FAIL, text t, a detail of 300 characters): posted G1 FAIL t");
+        let line = recap_line(
+            "edit_file",
+            &json!({ "path": "a.py", "old": "x", "new": "y" }),
+            false,
+            "error: old text not found in \"a.py\"; read_file it",
+        );
+        assert_eq!(
+            line,
+            "You tried to edit a.py; it failed: old text not found in \"a.py\"; read_file it"
+        );
+        assert!(
+            super::super::content::placeholder(&line, true).is_none(),
+            "{line}"
+        );
     }
 
     #[test]

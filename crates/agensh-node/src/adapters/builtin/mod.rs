@@ -14,8 +14,10 @@
 
 pub mod actions;
 pub mod chat;
+pub mod content;
 pub mod history;
 pub mod log;
+pub mod loops;
 pub mod prompt;
 pub mod workspace;
 
@@ -31,6 +33,7 @@ use self::actions::{Action, ToolSpec};
 use self::chat::{ChatError, Endpoint, Reply};
 use self::history::{cut_text, one_line, History};
 use self::log::{Log, LOG_FILE};
+use self::loops::{Loops, Verdict};
 use self::workspace::{Output, Workspace};
 use super::{Agent, AgentContext, TurnEvent, TurnOutcome, Usage};
 
@@ -74,6 +77,43 @@ impl std::fmt::Display for ToolStyle {
     }
 }
 
+/// How much the agent is shown: everything, or what a small local model can use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Mode {
+    /// Every tool, the full system prompt and worker prompt.
+    #[default]
+    Full,
+    /// Small mode: a short system prompt and worker prompt, the few tools a part needs
+    /// ([`actions::small_specs`]), the claimed part's files shown with the claim, and only
+    /// FAIL records on the board (`ship` posts the PATCH_SUMMARY).
+    Small,
+}
+
+impl Mode {
+    /// The mode for the setting `model.mode` (`auto`, `small` or `full`); `auto` is small
+    /// on the local model agensh serves itself (`local`) and full on any other endpoint.
+    pub fn choose(setting: &str, local: bool) -> Result<Mode> {
+        match setting.trim().to_ascii_lowercase().as_str() {
+            "auto" | "" => Ok(if local { Mode::Small } else { Mode::Full }),
+            "small" => Ok(Mode::Small),
+            "full" => Ok(Mode::Full),
+            other => Err(Error::invalid(
+                "unknown_mode",
+                format!("unknown model mode {other:?}: use auto (small on the local model), small or full"),
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Mode::Full => "full",
+            Mode::Small => "small",
+        })
+    }
+}
+
 /// The endpoint, the model and the limits of the built-in agent.
 #[derive(Clone)]
 pub struct BuiltinConfig {
@@ -83,6 +123,7 @@ pub struct BuiltinConfig {
     /// Sent as a bearer token; never logged.
     pub api_key: Option<String>,
     pub style: ToolStyle,
+    pub mode: Mode,
     /// The model's context window in tokens; the conversation is compacted near it.
     pub context_tokens: u32,
     pub max_reply_tokens: u32,
@@ -103,6 +144,7 @@ impl Default for BuiltinConfig {
             model: "default".into(),
             api_key: None,
             style: ToolStyle::Auto,
+            mode: Mode::Full,
             context_tokens: 8192,
             max_reply_tokens: 1024,
             max_steps_per_turn: 24,
@@ -121,6 +163,7 @@ impl std::fmt::Debug for BuiltinConfig {
             .field("model", &self.model)
             .field("api_key", &self.api_key.as_ref().map(|_| "<set>"))
             .field("style", &self.style)
+            .field("mode", &self.mode)
             .field("context_tokens", &self.context_tokens)
             .field("max_reply_tokens", &self.max_reply_tokens)
             .field("max_steps_per_turn", &self.max_steps_per_turn)
@@ -149,6 +192,10 @@ struct Session {
     json: bool,
     /// Auto style, and no reply seen yet: a prose first reply switches to JSON.
     auto_pending: bool,
+    /// Small mode ([`Mode::Small`]).
+    small: bool,
+    /// The hub offers `ship`.
+    ship: bool,
     history: History,
     endpoint: Endpoint,
     log: Log,
@@ -158,16 +205,13 @@ struct Session {
     schema: Value,
     /// Milliseconds spent in tools during the current turn.
     tools_ms: u64,
-    /// The last action (tool, arguments, result) and how many times in a row it was
-    /// repeated with the same result: small models loop.
-    last_action: Option<(String, String)>,
-    repeats: u32,
+    /// Repeats and cycles of actions: small models loop.
+    loops: Loops,
+    /// The last action repeated itself or a cycle too often: the turn ends after this step.
+    looping: bool,
+    /// Where each model request and tool call is reported as the turn's current step.
+    pulse: crate::adapters::Heartbeat,
 }
-
-/// After this many identical repeats of an action with the same result, the result says so.
-const REPEAT_WARN: u32 = 2;
-/// After this many, the turn ends (stop reason `repeating`): the next prompt brings news.
-const REPEAT_END: u32 = 4;
 
 impl BuiltinAgent {
     pub fn new(cfg: BuiltinConfig) -> Self {
@@ -227,8 +271,13 @@ impl Agent for BuiltinAgent {
             }
             specs.push(actions::org_spec(&t));
         }
+        let small = cfg.mode == Mode::Small;
+        if small {
+            specs = actions::small_specs(specs);
+        }
+        let ship = specs.iter().any(|s| s.org && s.name == "ship");
         let json = cfg.style == ToolStyle::Json;
-        let system = prompt::system_prompt(&ctx.worker, &specs, json);
+        let system = system_prompt(&ctx.worker, &specs, json, small);
         // Full tool definitions unless they would take more than a quarter of the window.
         let mut tools = actions::openai_tools(&specs, false);
         let mut short_tools = false;
@@ -244,6 +293,7 @@ impl Agent for BuiltinAgent {
             "endpoint": cfg.base_url,
             "model": cfg.model,
             "style": cfg.style.to_string(),
+            "mode": cfg.mode.to_string(),
             "context_tokens": cfg.context_tokens,
             "tools": specs.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(),
             "system_prompt_chars": system.chars().count(),
@@ -260,14 +310,17 @@ impl Agent for BuiltinAgent {
             specs,
             json,
             auto_pending: cfg.style == ToolStyle::Auto,
+            small,
+            ship,
             log,
             ws,
             tools,
             tools_chars,
             schema,
             tools_ms: 0,
-            last_action: None,
-            repeats: 0,
+            loops: Loops::default(),
+            looping: false,
+            pulse: ctx.heartbeat.clone(),
         });
         Ok(())
     }
@@ -297,6 +350,15 @@ impl Agent for BuiltinAgent {
         if let Some(g) = self.groups.take() {
             workspace::kill_groups(&g);
         }
+    }
+}
+
+/// The system prompt for the mode.
+fn system_prompt(worker: &str, specs: &[ToolSpec], json: bool, small: bool) -> String {
+    if small {
+        prompt::small_system_prompt(worker, specs, json)
+    } else {
+        prompt::system_prompt(worker, specs, json)
     }
 }
 
@@ -339,6 +401,18 @@ async fn commit_leftovers(checkout: &std::path::Path, worker: &str) -> Option<St
 impl Session {
     async fn turn(&mut self, cfg: &BuiltinConfig, prompt: &str) -> Result<TurnOutcome> {
         let started = Instant::now();
+        let shortened = self
+            .small
+            .then(|| prompt::small_worker_prompt(prompt, &self.worker, self.ship))
+            .flatten();
+        if let Some(short) = &shortened {
+            self.log.write(json!({
+                "event": "small_worker_prompt",
+                "prompt_chars": prompt.chars().count(),
+                "small_chars": short.chars().count(),
+            }));
+        }
+        let prompt = shortened.as_deref().unwrap_or(prompt);
         self.history.begin_turn(prompt);
         self.log.write(json!({
             "event": "turn_start",
@@ -367,6 +441,10 @@ impl Session {
                 "chars": self.history.chars(),
                 "estimated_tokens": estimate,
             }));
+            self.pulse.step(format!(
+                "model request {} ({estimate} tokens in)",
+                steps + 1
+            ));
             let asked = Instant::now();
             let reply = match self.endpoint.complete(&body).await {
                 Ok(r) => r,
@@ -406,6 +484,9 @@ impl Session {
             model_ms += asked.elapsed().as_millis() as u64;
             usage.input_tokens += reply.prompt_tokens.unwrap_or(0);
             usage.output_tokens += reply.completion_tokens;
+            let per_sec = reply.completion_tokens as f64 / asked.elapsed().as_secs_f64().max(1e-3);
+            self.pulse
+                .tokens(usage.input_tokens + usage.output_tokens, per_sec);
             self.history.set_baseline(reply.prompt_tokens, sent);
             self.log.write(json!({
                 "event": "reply",
@@ -462,9 +543,17 @@ impl Session {
         self.auto_pending = false;
         self.json = true;
         self.history
-            .set_system(prompt::system_prompt(&self.worker, &self.specs, true));
+            .set_system(system_prompt(&self.worker, &self.specs, true, self.small));
         self.log
             .write(json!({ "event": "style_switch", "to": "json", "why": why }));
+    }
+
+    /// Whether small mode's board takes the record `args` would post.
+    fn board_takes(&self, args: &Value) -> bool {
+        let kind = args.get("kind").and_then(Value::as_str).unwrap_or("");
+        actions::small_board_kinds(self.ship)
+            .iter()
+            .any(|k| k.eq_ignore_ascii_case(kind.trim()))
     }
 
     /// Characters the request adds besides the messages.
@@ -641,15 +730,14 @@ impl Session {
         }
     }
 
-    /// Ends the turn when the agent has repeated itself too often.
+    /// Ends the turn when the agent has repeated itself, or a cycle of actions, too often.
     fn stuck(&mut self) -> Option<String> {
-        if self.repeats < REPEAT_END {
+        if !self.looping {
             return None;
         }
-        self.log
-            .write(json!({ "event": "repeating", "repeats": self.repeats + 1 }));
-        self.repeats = 0;
-        self.last_action = None;
+        self.log.write(json!({ "event": "repeating" }));
+        self.looping = false;
+        self.loops.reset();
         Some("repeating".to_string())
     }
 
@@ -661,7 +749,8 @@ impl Session {
         args: std::result::Result<Value, String>,
     ) -> (Output, String) {
         let started = Instant::now();
-        let brief = args.as_ref().map(args_brief).unwrap_or_default();
+        let given = args.clone().unwrap_or(Value::Null);
+        self.pulse.step(step_of(name, &given));
         let key = match &args {
             Ok(v) => format!("{name} {v}"),
             Err(e) => format!("{name} {e}"),
@@ -676,19 +765,32 @@ impl Session {
             text: cut_text(&out.text, cfg.output_cap),
             ok: out.ok,
         };
-        let same = self
-            .last_action
-            .as_ref()
-            .is_some_and(|(k, r)| *k == key && *r == out.text);
-        self.repeats = if same { self.repeats + 1 } else { 0 };
-        self.last_action = Some((key, out.text.clone()));
-        if self.repeats >= REPEAT_WARN {
-            out.text.push_str(&format!(
-                "\n\nnote: this is the {} time in a row you did exactly this and got exactly this; doing it again will not change the result — do something different (fix what the result says, read a file, or take another task)",
-                ordinal(self.repeats + 1)
-            ));
+        if self.small && name == "claim" && out.ok && !out.text.contains("OVERLAP") {
+            let paths: Vec<String> = given
+                .get("paths")
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_string)
+                        .collect()
+                })
+                .unwrap_or_default();
+            let files = self.ws.part_files(&paths, cfg.output_cap);
+            if !files.is_empty() {
+                out.text.push_str("\n\n");
+                out.text.push_str(&files);
+            }
         }
-        let line = format!("{name}({brief}) → {}", result_brief(&out.text));
+        let line = history::recap_line(name, &given, out.ok, &out.text);
+        match self.loops.push(name, key, &out.text) {
+            Verdict::Fine => {}
+            Verdict::Warn(note) => out.text.push_str(&format!("\n\n{note}")),
+            Verdict::End(note) => {
+                out.text.push_str(&format!("\n\n{note}"));
+                self.looping = true;
+            }
+        }
         let ms = started.elapsed().as_millis() as u64;
         self.tools_ms += ms;
         self.log.write(json!({
@@ -774,6 +876,17 @@ impl Session {
                     .unwrap_or(cfg.command_timeout);
                 self.ws.run(command, timeout).await
             }
+            "board_write" if self.small && !self.board_takes(&args) => {
+                Output::error(format!(
+                    "in small mode the board takes only {} records; nothing was posted. {} — go on with your part",
+                    actions::small_board_kinds(self.ship).join(" and "),
+                    if self.ship {
+                        "Post a FAIL when an approach did not work; ship posts the PATCH_SUMMARY"
+                    } else {
+                        "Post a FAIL when an approach did not work, a PATCH_SUMMARY after a merge"
+                    }
+                ))
+            }
             _ if self.specs.iter().any(|s| s.org && s.name == name) => {
                 let Some(mcp) = &self.mcp else {
                     return Output::error("the organization tools are not connected");
@@ -816,39 +929,19 @@ fn tool_event(name: &str, out: &Output) -> TurnEvent {
     }
 }
 
-/// The arguments of a call in a few words, for a recap: long texts by their size.
-fn args_brief(args: &Value) -> String {
-    let Some(o) = args.as_object() else {
-        return String::new();
-    };
-    const LONG: &[&str] = &["content", "old", "new", "detail", "body"];
-    let mut short = Vec::new();
-    let mut long = Vec::new();
-    for (k, v) in o {
-        match v {
-            Value::String(s) if LONG.contains(&k.as_str()) => {
-                long.push(format!("{k}=<{} chars>", s.chars().count()))
-            }
-            Value::String(s) => short.push(format!("{k}={}", one_line(s, 40))),
-            other => short.push(format!("{k}={}", one_line(&other.to_string(), 40))),
-        }
-    }
-    short.append(&mut long);
-    short.join(", ")
-}
-
-/// The first two non-empty lines of a result, for a recap.
-fn result_brief(text: &str) -> String {
-    let lines: Vec<&str> = text
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .take(2)
-        .collect();
-    one_line(&lines.join(" | "), 100)
-}
-
 /// Tool-call arguments as the model wrote them; empty means none.
+/// A tool call as the live view shows it (for people, never for the model): the tool and
+/// what it works on — the path, the command, the label or the title.
+fn step_of(name: &str, args: &Value) -> String {
+    ["path", "command", "label", "title"]
+        .iter()
+        .find_map(|k| args.get(*k).and_then(Value::as_str))
+        .map_or_else(
+            || name.to_string(),
+            |what| format!("{name}: {}", one_line(what, 60)),
+        )
+}
+
 fn parse_arguments(text: &str) -> std::result::Result<Value, String> {
     if text.trim().is_empty() {
         return Ok(json!({}));
@@ -890,17 +983,6 @@ fn opt_u64_arg(args: &Value, key: &str) -> std::result::Result<Option<u64>, Stri
     }
 }
 
-/// "3rd", "4th", … for the repeat note.
-fn ordinal(n: u32) -> String {
-    let suffix = match (n % 10, n % 100) {
-        (1, r) if r != 11 => "st",
-        (2, r) if r != 12 => "nd",
-        (3, r) if r != 13 => "rd",
-        _ => "th",
-    };
-    format!("{n}{suffix}")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -920,6 +1002,22 @@ mod tests {
         let e = "grammar".parse::<ToolStyle>().unwrap_err();
         assert!(e.message.contains("auto, tools"), "{}", e.message);
         assert_eq!(ToolStyle::Json.to_string(), "json");
+    }
+
+    #[test]
+    fn the_mode_is_small_on_the_local_model_unless_set() {
+        assert_eq!(Mode::choose("auto", true).unwrap(), Mode::Small);
+        assert_eq!(Mode::choose("auto", false).unwrap(), Mode::Full);
+        assert_eq!(Mode::choose("full", true).unwrap(), Mode::Full);
+        assert_eq!(Mode::choose("Small", false).unwrap(), Mode::Small);
+        let e = Mode::choose("tiny", true).unwrap_err();
+        assert!(
+            e.message
+                .contains("auto (small on the local model), small or full"),
+            "{}",
+            e.message
+        );
+        assert_eq!(BuiltinConfig::default().mode, Mode::Full);
     }
 
     #[test]

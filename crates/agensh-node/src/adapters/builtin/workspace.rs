@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use agensh_process::{GroupChild, Priority, ProcessGroup};
 use tokio::io::AsyncReadExt;
 
+use super::content;
 use super::history::cut_text;
 
 /// Entries `list_files` shows at most.
@@ -271,12 +272,26 @@ impl Workspace {
         Output::ok(out)
     }
 
-    /// Creates or replaces a file (and its parent directories).
+    /// Creates or replaces a file (and its parent directories). Framing the model pasted
+    /// around the content is left out ([`content::clean`]); a placeholder instead of the
+    /// content, or the file's current content again, is refused.
     pub fn write_file(&self, path: &str, content: &str) -> Output {
         let file = match self.resolve(path, true) {
             Ok(f) => f,
             Err(e) => return Output::error(e),
         };
+        if let Some(what) = content::placeholder(content, true) {
+            return Output::error(format!(
+                "the content for {path:?} contains {what}, not the file's text; nothing was written. Write the complete text of the file (read_file shows what it holds now)"
+            ));
+        }
+        let cleaned = content::clean(path, content);
+        let content = cleaned.text.as_str();
+        if std::fs::read(&file).is_ok_and(|now| now == content.as_bytes()) {
+            return Output::error(format!(
+                "{path:?} already holds exactly this content; nothing changed. If a check still fails, the code needs a different change: read the failure with run, then write something else"
+            ));
+        }
         if file == self.root || file.is_dir() {
             return Output::error(format!(
                 "{path:?} is a directory; give a file path like {path}/name.txt"
@@ -289,16 +304,19 @@ impl Workspace {
         }
         match std::fs::write(&file, content) {
             Ok(()) => Output::ok(format!(
-                "wrote {} bytes ({} lines) to {}",
+                "wrote {} bytes ({} lines) to {}{}",
                 content.len(),
                 content.lines().count(),
-                self.shown(&file)
+                self.shown(&file),
+                cleaned.note()
             )),
             Err(e) => Output::error(format!("cannot write {path:?}: {e}")),
         }
     }
 
-    /// Replaces the one occurrence of `old` in a file with `new`.
+    /// Replaces the one occurrence of `old` in a file with `new`, both without framing the
+    /// model pasted around them; an edit that would change nothing, or a placeholder, is
+    /// refused.
     pub fn edit_file(&self, path: &str, old: &str, new: &str) -> Output {
         let file = match self.resolve(path, true) {
             Ok(f) => f,
@@ -308,6 +326,28 @@ impl Workspace {
             return Output::error(
                 "old is empty; give the exact text to replace (or use write_file for a new file)",
             );
+        }
+        if let Some(what) = content::placeholder(new, true) {
+            return Output::error(format!(
+                "new contains {what}, not real text; nothing was changed. Give the exact replacement text"
+            ));
+        }
+        if let Some(what) = content::placeholder(old, false) {
+            return Output::error(format!(
+                "old contains {what}, which is not in any file; nothing was changed. Copy old exactly from the file (read_file shows it)"
+            ));
+        }
+        let cleaned_new = content::clean(path, new);
+        let cleaned_old = content::clean(path, old);
+        let (old, mut new) = (cleaned_old.text.as_str(), cleaned_new.text.as_str());
+        // A fence's last newline belongs to the fence, not to a fragment that has none.
+        if !cleaned_new.removed.is_empty() && !old.ends_with('\n') {
+            new = new.strip_suffix('\n').unwrap_or(new);
+        }
+        if old == new {
+            return Output::error(format!(
+                "old and new are the same text, so this edit changes nothing ({path:?} is unchanged). To fix a failure, change the code: read the error with run, then give a new text that differs from old"
+            ));
         }
         let text = match std::fs::read(&file) {
             Ok(b) => match String::from_utf8(b) {
@@ -334,8 +374,9 @@ impl Workspace {
                 let edited = format!("{}{new}{}", &text[..at], &text[at + old.len()..]);
                 match std::fs::write(&file, edited) {
                     Ok(()) => Output::ok(format!(
-                        "edited {}: replaced 1 occurrence at line {line}",
-                        self.shown(&file)
+                        "edited {}: replaced 1 occurrence at line {line}{}",
+                        self.shown(&file),
+                        cleaned_new.note()
                     )),
                     Err(e) => Output::error(format!("cannot write {path:?}: {e}")),
                 }
@@ -346,9 +387,106 @@ impl Workspace {
         }
     }
 
+    /// The current text of a claimed part's files, to put in front of the model: each of
+    /// `paths` (a directory: the files under it) and the tests of each claimed file (named
+    /// `test_<stem>.*` or `<stem>_test.*`), each as `read_file` shows it, at most `budget`
+    /// characters in all. Files that do not fit or do not exist yet are named, with what
+    /// to do about them.
+    pub fn part_files(&self, paths: &[String], budget: usize) -> String {
+        let mut listed = Vec::new();
+        let mut more = 0;
+        walk(&self.root, &self.root, &mut listed, &mut more);
+        let files_in = |rel: &str| -> Vec<String> {
+            let prefix = format!("{}/", rel.trim_end_matches('/'));
+            listed
+                .iter()
+                .filter(|l| {
+                    l.starts_with(&prefix)
+                        && !l.ends_with('/')
+                        && !l.ends_with('@')
+                        && !l.ends_with(" (not listed)")
+                })
+                .cloned()
+                .collect()
+        };
+        let mut files: Vec<String> = Vec::new();
+        let mut missing = Vec::new();
+        for p in paths {
+            let Ok(full) = self.resolve(p, false) else {
+                continue;
+            };
+            let rel = self.shown(&full);
+            if full.is_file() {
+                files.push(rel);
+            } else if full.is_dir() {
+                files.extend(files_in(&rel));
+            } else {
+                missing.push(rel);
+            }
+        }
+        let stems: Vec<String> = files
+            .iter()
+            .chain(&missing)
+            .filter_map(|f| Path::new(f).file_stem())
+            .map(|s| s.to_string_lossy().to_string())
+            .collect();
+        for rel in &listed {
+            let name = Path::new(rel)
+                .file_name()
+                .map(|n| n.to_string_lossy().to_string())
+                .unwrap_or_default();
+            let test = stems.iter().any(|stem| {
+                name.starts_with(&format!("test_{stem}."))
+                    || name.starts_with(&format!("{stem}_test."))
+            });
+            if test && !rel.ends_with('/') && !files.contains(rel) {
+                files.push(rel.clone());
+            }
+        }
+        files.dedup();
+        let mut shown = Vec::new();
+        let mut left_out = Vec::new();
+        let mut used = 0;
+        for f in &files {
+            let r = self.read_file(f, None, None);
+            if !r.ok {
+                continue;
+            }
+            if used + r.text.len() > budget {
+                left_out.push(f.as_str());
+                continue;
+            }
+            used += r.text.len();
+            shown.push(r.text);
+        }
+        let mut out = String::new();
+        if !shown.is_empty() {
+            out.push_str("The files of your part as they are now:\n\n");
+            out.push_str(&shown.join("\n\n"));
+        }
+        for m in &missing {
+            out.push_str(&format!(
+                "\n\n{m} does not exist yet: create it with write_file."
+            ));
+        }
+        if !left_out.is_empty() {
+            out.push_str(&format!(
+                "\n\nNot shown here, too long: {} — read them with read_file.",
+                left_out.join(", ")
+            ));
+        }
+        out.trim_start().to_string()
+    }
+
     /// Runs `command` with `sh -c` in the checkout, in its own process group; stdout and
-    /// stderr combined. On timeout the whole group is killed with SIGKILL.
+    /// stderr combined. On timeout the whole group is killed with SIGKILL. A command with a
+    /// placeholder in it is refused.
     pub async fn run(&self, command: &str, timeout: Duration) -> Output {
+        if let Some(what) = content::placeholder(command, false) {
+            return Output::error(format!(
+                "the command contains {what}, not real text; it was not run. Write out the whole command"
+            ));
+        }
         let started = Instant::now();
         let (tx, mut rx) = match tokio::net::unix::pipe::pipe() {
             Ok(p) => p,
@@ -680,6 +818,104 @@ mod tests {
         );
         let l = ws.list_files(None);
         assert_eq!(l.text, "a.txt\nb.txt\nd/\nd/e/\nd/e/f.txt");
+    }
+
+    #[test]
+    fn a_parts_files_and_their_tests_are_shown() {
+        let (_tmp, ws) = ws();
+        std::fs::create_dir_all(ws.root().join("pkg")).unwrap();
+        std::fs::create_dir_all(ws.root().join("tests")).unwrap();
+        std::fs::write(ws.root().join("pkg/caesar.py"), "def shift(s):\n    pass\n").unwrap();
+        std::fs::write(ws.root().join("tests/test_caesar.py"), "assert True\n").unwrap();
+        std::fs::write(ws.root().join("tests/test_roman.py"), "other\n").unwrap();
+        let text = ws.part_files(&["pkg/caesar.py".into(), "pkg/new.py".into()], 2000);
+        assert_eq!(
+            text,
+            "The files of your part as they are now:\n\n\
+             pkg/caesar.py: lines 1-2 of 2\ndef shift(s):\n    pass\n\n\
+             tests/test_caesar.py: lines 1-1 of 1\nassert True\n\n\
+             pkg/new.py does not exist yet: create it with write_file."
+        );
+        let text = ws.part_files(&["pkg".into()], 60);
+        assert!(text.contains("pkg/caesar.py: lines 1-2 of 2"), "{text}");
+        assert!(
+            text.ends_with(
+                "Not shown here, too long: tests/test_caesar.py — read them with read_file."
+            ),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn an_edit_that_changes_nothing_is_refused() {
+        let (_tmp, ws) = ws();
+        let e = ws.edit_file("a.txt", "two", "two");
+        assert!(!e.ok, "{}", e.text);
+        assert!(e.text.contains("changes nothing"), "{}", e.text);
+        assert!(
+            e.text.contains("give a new text that differs"),
+            "{}",
+            e.text
+        );
+        let w = ws.write_file("a.txt", "one\ntwo\nthree\n");
+        assert!(
+            !w.ok && w.text.contains("already holds exactly this content"),
+            "{}",
+            w.text
+        );
+        assert_eq!(
+            std::fs::read_to_string(ws.root().join("a.txt")).unwrap(),
+            "one\ntwo\nthree\n"
+        );
+    }
+
+    #[test]
+    fn placeholders_are_refused_as_content_and_in_commands() {
+        let (_tmp, ws) = ws();
+        let w = ws.write_file("p.py", "<250 chars>");
+        assert!(!w.ok, "{}", w.text);
+        assert!(w.text.contains("the placeholder <250 chars>"), "{}", w.text);
+        assert!(w.text.contains("Write the complete text"), "{}", w.text);
+        assert!(!ws.root().join("p.py").exists());
+        let e = ws.edit_file("a.txt", "two", "<12 chars>");
+        assert!(!e.ok && e.text.contains("not real text"), "{}", e.text);
+        assert_eq!(
+            std::fs::read_to_string(ws.root().join("a.txt")).unwrap(),
+            "one\ntwo\nthree\n"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_command_with_a_placeholder_is_not_run() {
+        let (_tmp, ws) = ws();
+        let o = ws
+            .run("echo <40 chars> > ran.txt", Duration::from_secs(10))
+            .await;
+        assert!(!o.ok && o.text.contains("it was not run"), "{}", o.text);
+        assert!(!ws.root().join("ran.txt").exists());
+    }
+
+    #[test]
+    fn a_pasted_header_and_fence_are_left_out_of_what_is_written() {
+        let (_tmp, ws) = ws();
+        let w = ws.write_file("c.py", "c.py: lines 1-1 of 1\n```python\nx = 1\n```\n");
+        assert!(w.ok, "{}", w.text);
+        assert!(
+            w.text
+                .contains("left out the read_file header line and the ``` fence lines"),
+            "{}",
+            w.text
+        );
+        assert_eq!(
+            std::fs::read_to_string(ws.root().join("c.py")).unwrap(),
+            "x = 1\n"
+        );
+        let e = ws.edit_file("c.py", "x = 1", "```\nx = 2\n```");
+        assert!(e.ok, "{}", e.text);
+        assert_eq!(
+            std::fs::read_to_string(ws.root().join("c.py")).unwrap(),
+            "x = 2\n"
+        );
     }
 
     #[tokio::test]

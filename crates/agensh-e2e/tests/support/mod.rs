@@ -81,6 +81,11 @@ pub struct Org {
 impl Org {
     /// A hub over a workspace seeded with `README.md` and `PARTS.md`, with `n` workers.
     pub async fn start(n: usize) -> Org {
+        Org::start_with(n, Config::with_goal("test")).await
+    }
+
+    /// [`Org::start`] with the hub's configuration `config` (a merge gate, say).
+    pub async fn start_with(n: usize, config: Config) -> Org {
         let tmp = tempfile::tempdir().unwrap();
         let state = tmp.path().join("org").join(".agensh");
         std::fs::create_dir_all(&state).unwrap();
@@ -99,7 +104,7 @@ impl Org {
         let hub = agensh_hub::start_with_workspace(
             Arc::new(store),
             Some(ws.clone()),
-            Config::with_goal("test"),
+            config,
             "127.0.0.1:0",
         )
         .await
@@ -152,6 +157,7 @@ impl Org {
             checkout,
             hub_url: self.hub.url.clone(),
             token: self.token(id).to_string(),
+            mcp_proxy: None,
             state_dir: self.dir().join(".agensh").join("logs").join(id),
             heartbeat: Default::default(),
         }

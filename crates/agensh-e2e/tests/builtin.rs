@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use agensh_domain::message::NewMessage;
 use agensh_node::adapters::builtin::history::RECAP_HEADING;
 use agensh_node::adapters::builtin::log::LOG_FILE;
-use agensh_node::adapters::builtin::{BuiltinAgent, BuiltinConfig, ToolStyle};
+use agensh_node::adapters::builtin::{BuiltinAgent, BuiltinConfig, Mode, ToolStyle};
 use agensh_node::adapters::{Agent, AgentContext, TurnEvent};
 use serde_json::{json, Value};
 use support::replay::{Replay, Reply};
@@ -641,14 +641,14 @@ async fn a_long_turn_is_compacted_to_fit_the_window() {
     let mut t = setup(1, ToolStyle::Json, |c| {
         c.context_tokens = window;
         c.max_reply_tokens = 256;
-        c.max_steps_per_turn = 40;
+        c.max_steps_per_turn = 60;
     })
     .await;
     let body: String = (0..25)
         .map(|i| format!("line {i} of some file text\n"))
         .collect();
     let mut replies = Vec::new();
-    for i in 0..15 {
+    for i in 0..25 {
         let path = format!("f{i}.txt");
         replies.push(Reply::action(
             "write_file",
@@ -658,21 +658,21 @@ async fn a_long_turn_is_compacted_to_fit_the_window() {
     }
     replies.push(Reply::action(
         "end_turn",
-        json!({ "summary": "wrote 15 files" }),
+        json!({ "summary": "wrote 25 files" }),
     ));
     t.replay.push(replies);
     let out = t
         .agent
-        .turn("Write fifteen files and read each back.")
+        .turn("Write twenty-five files and read each back.")
         .await
         .unwrap();
     assert_eq!(out.stop_reason, "end_turn");
     assert_eq!(t.replay.empty_answers(), 0);
     assert_eq!(t.replay.left(), 0);
-    assert!(t.ctx.checkout.join("f14.txt").exists());
+    assert!(t.ctx.checkout.join("f24.txt").exists());
 
     let reqs = t.replay.requests();
-    assert_eq!(reqs.len(), 31);
+    assert_eq!(reqs.len(), 51);
     let chars = |r: &Value| -> usize {
         r["messages"]
             .as_array()
@@ -689,7 +689,7 @@ async fn a_long_turn_is_compacted_to_fit_the_window() {
     let last = reqs.last().unwrap();
     let prompt = content(&last["messages"][1]);
     assert!(
-        prompt.starts_with("Write fifteen files and read each back."),
+        prompt.starts_with("Write twenty-five files and read each back."),
         "{prompt}"
     );
     assert!(prompt.contains(RECAP_HEADING), "{prompt}");
@@ -698,11 +698,11 @@ async fn a_long_turn_is_compacted_to_fit_the_window() {
     let recap = &prompt[prompt.find(RECAP_HEADING).unwrap()..];
     let recapped: Vec<&str> = recap
         .lines()
-        .filter_map(|l| l.strip_prefix("- read_file(path="))
+        .filter_map(|l| l.strip_prefix("- You read "))
         .collect();
     assert!(recapped.len() >= 2, "{prompt}");
     // What the recap covers is no longer in the conversation itself.
-    let newest = recapped.last().unwrap().split(')').next().unwrap();
+    let newest = recapped.last().unwrap().split(' ').next().unwrap();
     let rest: String = last["messages"].as_array().unwrap()[2..]
         .iter()
         .map(|m| content(m).to_string())
@@ -716,12 +716,14 @@ async fn a_long_turn_is_compacted_to_fit_the_window() {
         .map(|r| content(&r["messages"][1]).to_string())
         .find(|p| p.contains(RECAP_HEADING))
         .unwrap();
+    // In prose: no size placeholder, no read_file header a model could paste into a file.
+    assert!(first.contains("- You wrote f0.txt (25 lines)."), "{first}");
     assert!(
-        first.contains("- write_file(path=f0.txt, content=<"),
+        first.contains("- You read f0.txt (lines 1-25 of 25)."),
         "{first}"
     );
     assert!(
-        first.contains("- read_file(path=f0.txt) → f0.txt: lines 1-25 of 25"),
+        !first.contains(" chars>") && !first.contains("f0.txt: lines"),
         "{first}"
     );
     assert!(log_lines(&t.ctx).iter().any(|l| l["event"] == "compact"));
@@ -919,4 +921,310 @@ async fn a_request_that_times_out_is_asked_once_more_then_fails_the_turn() {
     let e = t.agent.turn("Go again.").await.unwrap_err();
     assert!(e.message.contains("twice"), "{}", e.message);
     assert_eq!(t.replay.left(), 1, "no third try");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edit_that_changes_nothing_is_refused_as_such() {
+    let mut t = setup(1, ToolStyle::Json, |_| {}).await;
+    t.replay.push([
+        Reply::action(
+            "edit_file",
+            json!({ "path": "README.md", "old": "hello", "new": "hello" }),
+        ),
+        Reply::action("end_turn", json!({ "summary": "done" })),
+    ]);
+    let out = t.agent.turn("Fix README.").await.unwrap();
+    assert_eq!(
+        statuses(&out.events),
+        [("edit_file".to_string(), "error".to_string())]
+    );
+    let r = content(&last_message(&t.replay.requests(), 1)).to_string();
+    assert!(r.contains("this edit changes nothing"), "{r}");
+    assert!(!r.contains("replaced 1 occurrence"), "{r}");
+    assert!(r.contains("give a new text that differs from old"), "{r}");
+    assert_eq!(
+        std::fs::read_to_string(t.ctx.checkout.join("README.md")).unwrap(),
+        "hello\n"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_placeholder_is_refused_as_file_content_and_as_a_command() {
+    let mut t = setup(1, ToolStyle::Tools, |_| {}).await;
+    t.replay.push([
+        Reply::tools(&[
+            (
+                "write_file",
+                json!({ "path": "caesar.py", "content": "<250 chars>" }),
+            ),
+            (
+                "edit_file",
+                json!({ "path": "README.md", "old": "hello", "new": "<12 chars>" }),
+            ),
+            (
+                "run",
+                json!({ "command": "python3 -c '<40 chars>' > ran.txt" }),
+            ),
+        ]),
+        Reply::text("Stopped."),
+    ]);
+    let out = t.agent.turn("Write caesar.py.").await.unwrap();
+    assert!(statuses(&out.events).iter().all(|(_, s)| s == "error"));
+    let texts: Vec<String> = tool_messages(&t.replay.requests(), 1)
+        .iter()
+        .map(|m| content(m).to_string())
+        .collect();
+    assert!(
+        texts[0].contains("contains the placeholder <250 chars>, not the file's text; nothing was written. Write the complete text"),
+        "{}",
+        texts[0]
+    );
+    assert!(texts[1].contains("not real text"), "{}", texts[1]);
+    assert!(texts[2].contains("it was not run"), "{}", texts[2]);
+    assert!(!t.ctx.checkout.join("caesar.py").exists());
+    assert!(!t.ctx.checkout.join("ran.txt").exists());
+    assert_eq!(
+        std::fs::read_to_string(t.ctx.checkout.join("README.md")).unwrap(),
+        "hello\n"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pasted_read_header_and_code_fence_are_left_out_of_the_file() {
+    let mut t = setup(1, ToolStyle::Json, |_| {}).await;
+    t.replay.push([
+        Reply::action(
+            "write_file",
+            json!({ "path": "caesar.py", "content": "result of read_file:\ncaesar.py: lines 1-2 of 2\n```python\ndef shift(s):\n    return s\n```\n" }),
+        ),
+        Reply::action("end_turn", json!({ "summary": "wrote caesar.py" })),
+    ]);
+    t.agent.turn("Write caesar.py.").await.unwrap();
+    assert_eq!(
+        std::fs::read_to_string(t.ctx.checkout.join("caesar.py")).unwrap(),
+        "def shift(s):\n    return s\n"
+    );
+    let r = content(&last_message(&t.replay.requests(), 1)).to_string();
+    assert!(r.contains("wrote 27 bytes (2 lines) to caesar.py (left out the \"result of\" line and the read_file header line and the ``` fence lines: they are not part of the file"), "{r}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cycle_of_actions_is_pointed_out_and_then_ends_the_turn() {
+    let mut t = setup(1, ToolStyle::Json, |_| {}).await;
+    // Each edit adds a "!" and answers the same; each run fails the same: a cycle that
+    // the check for exact repeats never sees.
+    let edit = || {
+        Reply::action(
+            "edit_file",
+            json!({ "path": "README.md", "old": "hello", "new": "hello!" }),
+        )
+    };
+    let run = || Reply::action("run", json!({ "command": "false" }));
+    t.replay
+        .push([edit(), run(), edit(), run(), edit(), run(), edit(), run()]);
+    let out = t.agent.turn("Make the check pass.").await.unwrap();
+    assert_eq!(out.stop_reason, "repeating");
+    let reqs = t.replay.requests();
+    assert_eq!(reqs.len(), 6, "the turn ends after the third round");
+    assert_eq!(t.replay.left(), 2);
+    assert!(!content(&last_message(&reqs, 3)).contains("note:"));
+    let fourth = content(&last_message(&reqs, 4)).to_string();
+    assert!(
+        fourth.contains("the same 2 actions (edit_file, then run) done 2 times over"),
+        "{fourth}"
+    );
+    assert!(fourth.contains("make a different change"), "{fourth}");
+    assert!(log_lines(&t.ctx).iter().any(|l| l["event"] == "repeating"));
+}
+
+/// The launch prompt a worker of a four-worker organization gets.
+fn launch_prompt(worker: &str) -> String {
+    agensh_domain::prompt::WorkerPrompt {
+        worker_id: worker,
+        worker_count: 4,
+        goal: "Make every test pass. Six independent parts, one module each; the tests of each are in tests/. Never edit the tests.",
+        checkout: &format!("/org/workers/{worker}"),
+        branch: &format!("{worker}/work"),
+        deadline: "The run ends at 2030-01-01T00:20:00Z (UTC).",
+        pack: &[],
+    }
+    .render()
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn small_mode_shortens_the_prompts_shows_the_claimed_files_and_keeps_chatter_off_the_board() {
+    let mut t = setup(2, ToolStyle::Json, |c| c.mode = Mode::Small).await;
+    t.replay.push([
+        Reply::action(
+            "claim",
+            json!({ "text": "the readme", "label": "readme", "paths": ["README.md", "NEW.md"] }),
+        ),
+        Reply::action(
+            "board_write",
+            json!({ "kind": "OBSERVED", "text": "starting on the readme now" }),
+        ),
+        Reply::action(
+            "board_write",
+            json!({ "kind": "FAIL", "text": "sed -i on README breaks the line ending", "label": "readme" }),
+        ),
+        Reply::action("end_turn", json!({ "summary": "claimed" })),
+    ]);
+    let me = t.org.id(0);
+    t.agent.turn(&launch_prompt(&me)).await.unwrap();
+    let reqs = t.replay.requests();
+    // The few tools a part needs.
+    let names = branch_names(&reqs[0]);
+    for n in [
+        "write_file",
+        "run",
+        "read_file",
+        "edit_file",
+        "claim",
+        "release",
+        "board_write",
+        "end_turn",
+    ] {
+        assert!(names.contains(&n.to_string()), "no {n}: {names:?}");
+    }
+    for n in ["list_files", "board_read", "msg_dm", "pr_review", "workers"] {
+        assert!(!names.contains(&n.to_string()), "{n} offered: {names:?}");
+    }
+    assert!(
+        names.contains(&"ship".to_string())
+            || (names.contains(&"pr_open".to_string()) && names.contains(&"pr_merge".to_string())),
+        "no way to merge: {names:?}"
+    );
+    // A short system prompt and worker prompt.
+    let system = content(&reqs[0]["messages"][0]);
+    assert!(system.len() < 1600, "{} characters: {system}", system.len());
+    let prompt = content(&reqs[0]["messages"][1]);
+    assert!(prompt.contains("Never edit the tests."), "{prompt}");
+    assert!(prompt.contains("# Steps"), "{prompt}");
+    assert!(
+        prompt.contains("The run ends at 2030-01-01T00:20:00Z"),
+        "{prompt}"
+    );
+    assert!(!prompt.contains("Board records"), "{prompt}");
+    // The claimed files come with the claim.
+    let claimed = content(&last_message(&reqs, 1)).to_string();
+    assert!(
+        claimed.contains(
+            "The files of your part as they are now:\n\nREADME.md: lines 1-1 of 1\nhello"
+        ),
+        "{claimed}"
+    );
+    assert!(
+        claimed.contains("NEW.md does not exist yet: create it with write_file."),
+        "{claimed}"
+    );
+    // Chatter is refused with what to do; a FAIL is posted.
+    let refused = content(&last_message(&reqs, 2)).to_string();
+    assert!(
+        refused.contains("in small mode the board takes only FAIL"),
+        "{refused}"
+    );
+    assert!(refused.contains("go on with your part"), "{refused}");
+    let records: Vec<String> = t
+        .org
+        .client(&t.org.id(1))
+        .recent(None)
+        .await
+        .unwrap()
+        .iter()
+        .map(|e| e.record.text.clone())
+        .collect();
+    assert!(
+        records.iter().any(|r| r.contains("breaks the line ending")),
+        "{records:?}"
+    );
+    assert!(
+        !records.iter().any(|r| r.contains("starting on")),
+        "{records:?}"
+    );
+    let start = log_lines(&t.ctx)
+        .into_iter()
+        .find(|l| l["event"] == "start")
+        .unwrap();
+    assert_eq!(start["mode"], "small");
+}
+
+/// The prompt of one request in tokens, estimated as the agent does (about 3.5 characters
+/// a token and 4 per message): its messages, and the tool definitions when it sends them.
+/// (A JSON schema becomes the server's grammar, not prompt text.)
+fn prompt_tokens(req: &Value) -> u64 {
+    let msgs = req["messages"].as_array().unwrap();
+    let chars: usize = msgs
+        .iter()
+        .map(|m| {
+            content(m).chars().count()
+                + m.get("tool_calls")
+                    .map_or(0, |c| c.to_string().chars().count())
+        })
+        .sum::<usize>()
+        + req
+            .get("tools")
+            .map_or(0, |t| t.to_string().chars().count());
+    (chars as f64 / 3.5).ceil() as u64 + 4 * msgs.len() as u64
+}
+
+/// The same part, done by the same scripted replies, in full and small mode on JSON style
+/// (what the local model runs): prompt tokens per request. Prints the figures quoted in
+/// docs/PERFORMANCE.md: `cargo test -p agensh-e2e --test builtin prompt_tokens -- --nocapture`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prompt_tokens_per_request_in_full_and_small_mode() {
+    let mut figures = Vec::new();
+    for mode in [Mode::Full, Mode::Small] {
+        let mut t = setup(1, ToolStyle::Json, |c| c.mode = mode).await;
+        t.replay.push([
+            Reply::action(
+                "claim",
+                json!({ "text": "the readme", "label": "readme", "paths": ["README.md"] }),
+            ),
+            Reply::action("read_file", json!({ "path": "README.md" })),
+            Reply::action(
+                "edit_file",
+                json!({ "path": "README.md", "old": "hello", "new": "goodbye" }),
+            ),
+            Reply::action("run", json!({ "command": "grep -c goodbye README.md" })),
+            Reply::action("end_turn", json!({ "summary": "README says goodbye" })),
+        ]);
+        let me = t.org.id(0);
+        t.agent.turn(&launch_prompt(&me)).await.unwrap();
+        let tokens: Vec<u64> = t.replay.requests().iter().map(prompt_tokens).collect();
+        assert_eq!(tokens.len(), 5);
+        let mean = tokens.iter().sum::<u64>() / tokens.len() as u64;
+        eprintln!("{mode} mode: prompt tokens per request {tokens:?}, mean {mean}");
+        figures.push(mean);
+    }
+    let (full, small) = (figures[0], figures[1]);
+    eprintln!(
+        "small mode sends {}% of full mode's prompt tokens per request",
+        small * 100 / full
+    );
+    assert!(small * 2 < full, "small {small} vs full {full}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_model_request_and_tool_call_is_reported_as_the_turns_step() {
+    let mut t = setup(1, ToolStyle::Json, |_| {}).await;
+    let gate = Arc::new(tokio::sync::Notify::new());
+    t.replay.push([
+        Reply::action("run", json!({ "command": "true" })).usage(1_000, 40),
+        Reply::action("end_turn", json!({ "summary": "done" })).held(gate.clone()),
+    ]);
+    let steps = t.ctx.heartbeat.watch();
+    let (out, ()) = tokio::join!(t.agent.turn("Run true."), async {
+        // The second request waits: by then the first reply's tokens and the command
+        // were reported, and the step is the second request.
+        t.replay.wait_requests(2).await;
+        let now = steps.borrow().clone().expect("a step was reported");
+        assert!(now.step.starts_with("model request 2 ("), "{now:?}");
+        assert!(now.step.ends_with(" tokens in)"), "{now:?}");
+        assert_eq!(now.tokens, 1_040);
+        assert!(now.tokens_per_sec > 0.0, "{now:?}");
+        gate.notify_one();
+    });
+    assert_eq!(out.unwrap().stop_reason, "end_turn");
+    assert!(t.ctx.heartbeat.silent_for() < Duration::from_secs(60));
 }
