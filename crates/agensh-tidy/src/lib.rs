@@ -189,27 +189,7 @@ impl Workspace {
     /// Every package member `name` reaches through normal dependencies, with the chain
     /// that reaches it (`agensh-client → agensh-store → rusqlite`).
     pub fn reached(&self, name: &str) -> BTreeMap<String, Vec<String>> {
-        let mut found = BTreeMap::new();
-        let Some(start) = self.id_of(name) else {
-            return found;
-        };
-        let mut stack = vec![(start.clone(), vec![name.to_string()])];
-        let mut seen = BTreeSet::from([start.clone()]);
-        while let Some((id, chain)) = stack.pop() {
-            for e in self.edges.get(&id).into_iter().flatten() {
-                if !e.normal || !seen.insert(e.to.clone()) {
-                    continue;
-                }
-                let Some(p) = self.packages.get(&e.to) else {
-                    continue;
-                };
-                let mut next = chain.clone();
-                next.push(p.name.clone());
-                found.entry(p.name.clone()).or_insert_with(|| next.clone());
-                stack.push((e.to.clone(), next));
-            }
-        }
-        found
+        self.walk(name, |e, _own| e.normal)
     }
 
     /// Every package `cargo tree -p <name>` shows: what member `name` reaches through any
@@ -217,6 +197,17 @@ impl Workspace {
     /// through normal and build dependencies, with the chain that reaches it (a dev edge is
     /// marked: `agensh-node → agensh-hub (dev) → agensh-store → rusqlite`).
     pub fn reached_with_tests(&self, name: &str) -> BTreeMap<String, Vec<String>> {
+        self.walk(name, |e, own| own || !e.dev_only)
+    }
+
+    /// Every package reached from member `name` along the edges `follow` takes (given the
+    /// edge and whether it leaves `name` itself), each with the first chain found to it; a
+    /// dev-only edge in a chain is marked `(dev)`.
+    fn walk(
+        &self,
+        name: &str,
+        follow: impl Fn(&Edge, bool) -> bool,
+    ) -> BTreeMap<String, Vec<String>> {
         let mut found = BTreeMap::new();
         let Some(start) = self.id_of(name) else {
             return found;
@@ -225,8 +216,7 @@ impl Workspace {
         let mut seen = BTreeSet::from([start.clone()]);
         while let Some((id, chain)) = stack.pop() {
             for e in self.edges.get(&id).into_iter().flatten() {
-                let own = &id == start;
-                if (e.dev_only && !own) || !seen.insert(e.to.clone()) {
+                if !follow(e, &id == start) || !seen.insert(e.to.clone()) {
                     continue;
                 }
                 let Some(p) = self.packages.get(&e.to) else {
