@@ -10,11 +10,11 @@ use std::path::Path;
 use std::sync::Arc;
 
 use agensh_client::Client;
-use agensh_hub::{read_hub_info, state_dir, RunningHub, STORE_FILE};
-use agensh_store::SqliteStore;
-use anyhow::{anyhow, Context, Result};
+use agensh_hub::{state_dir, RunningHub, STORE_FILE};
+use anyhow::{anyhow, Result};
 
 use crate::cli::Global;
+use crate::cmd::hub::running_hub;
 
 /// A client for the hub the global options point at.
 pub fn client(g: &Global) -> Result<Client> {
@@ -69,7 +69,7 @@ pub async fn connect(g: &Global) -> Result<Connection> {
             local: None,
         });
     }
-    let hub = serve_here(&g.dir, &store_file).await?;
+    let hub = serve_here(&g.dir).await?;
     eprintln!(
         "note: no hub is running for {}; serving its state in this process for this command",
         g.dir.display()
@@ -81,24 +81,9 @@ pub async fn connect(g: &Global) -> Result<Connection> {
     })
 }
 
-/// What `.agensh/hub.json` says, when the hub it names still runs (a hub that was killed
-/// leaves the file behind).
-fn running_hub(dir: &Path) -> Option<agensh_hub::HubInfo> {
-    read_hub_info(dir)
-        .ok()
-        .filter(|i| Path::new(&format!("/proc/{}", i.pid)).exists())
-}
-
-/// A hub over the organization's store and workspace on a free port of 127.0.0.1.
-async fn serve_here(dir: &Path, store_file: &Path) -> Result<RunningHub> {
+/// A hub over the organization's state on a free port of 127.0.0.1.
+async fn serve_here(dir: &Path) -> Result<RunningHub> {
     let config = crate::cmd::config::load(dir, &[])?;
-    let store = SqliteStore::open(store_file)
-        .with_context(|| format!("cannot open {}", store_file.display()))?;
-    let repo = state_dir(dir).join(agensh_workspace::REPO_DIR);
-    let workspace = if repo.exists() {
-        Some(agensh_workspace::Workspace::open(&repo)?)
-    } else {
-        None
-    };
+    let (store, workspace) = crate::cmd::hub::open_state(dir)?;
     Ok(agensh_hub::start_with_workspace(Arc::new(store), workspace, config, "127.0.0.1:0").await?)
 }

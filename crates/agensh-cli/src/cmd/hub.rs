@@ -1,5 +1,6 @@
 //! `agensh hub DIR`: serves the organization until Ctrl-C or SIGTERM.
 
+use std::path::Path;
 use std::sync::Arc;
 
 use agensh_hub::{read_hub_info, state_dir, write_hub_info, HubInfo, STORE_FILE};
@@ -14,17 +15,7 @@ pub async fn run(g: &Global, a: HubArgs) -> Result<()> {
     raise_open_file_limit();
     refuse_if_running(&dir)?;
     let listen = config.hub.listen.clone();
-    let store = SqliteStore::open(&state_dir(&dir).join(STORE_FILE))?;
-    let repo = state_dir(&dir).join(agensh_workspace::REPO_DIR);
-    let workspace = if repo.exists() {
-        Some(agensh_workspace::Workspace::open(&repo)?)
-    } else {
-        tracing::warn!(
-            "{} has no git workspace (made by an older agensh init): pull requests and git over HTTP are off",
-            dir.display()
-        );
-        None
-    };
+    let (store, workspace) = open_state(&dir)?;
     let hub = agensh_hub::start_with_workspace(Arc::new(store), workspace, config, &listen).await?;
     let info = HubInfo {
         url: hub.url.clone(),
@@ -41,10 +32,35 @@ pub async fn run(g: &Global, a: HubArgs) -> Result<()> {
     Ok(())
 }
 
+/// The organization's store and git workspace (none, with a warning, for an organization
+/// made by an older `agensh init`).
+pub fn open_state(dir: &Path) -> Result<(SqliteStore, Option<agensh_workspace::Workspace>)> {
+    let file = state_dir(dir).join(STORE_FILE);
+    let store =
+        SqliteStore::open(&file).with_context(|| format!("cannot open {}", file.display()))?;
+    let repo = state_dir(dir).join(agensh_workspace::REPO_DIR);
+    let workspace = if repo.exists() {
+        Some(agensh_workspace::Workspace::open(&repo)?)
+    } else {
+        tracing::warn!(
+            "{} has no git workspace (made by an older agensh init): pull requests and git over HTTP are off",
+            dir.display()
+        );
+        None
+    };
+    Ok((store, workspace))
+}
+
+/// What `.agensh/hub.json` of `dir` says, when the hub it names still runs (a hub that was
+/// killed leaves the file behind).
+pub fn running_hub(dir: &Path) -> Option<HubInfo> {
+    read_hub_info(dir).ok().filter(|i| process_alive(i.pid))
+}
+
 /// Refuses to serve the organization in `dir` when another process serves it already.
-pub fn refuse_if_running(dir: &std::path::Path) -> Result<()> {
-    if let Ok(info) = read_hub_info(dir) {
-        if process_alive(info.pid) && info.pid != std::process::id() {
+pub fn refuse_if_running(dir: &Path) -> Result<()> {
+    if let Some(info) = running_hub(dir) {
+        if info.pid != std::process::id() {
             bail!(
                 "a hub is already running for {} (pid {}, {}) — stop it first, or use it",
                 dir.display(),
