@@ -37,6 +37,19 @@ impl Pushed {
     }
 }
 
+/// Whether a merge, rebase or cherry-pick is half done in the checkout whose git directory
+/// is `git_dir`: then its changes are the user's to resolve, not to commit.
+pub fn operation_in_progress(git_dir: &Path) -> bool {
+    [
+        "MERGE_HEAD",
+        "rebase-merge",
+        "rebase-apply",
+        "CHERRY_PICK_HEAD",
+    ]
+    .iter()
+    .any(|f| git_dir.join(f).exists())
+}
+
 /// The first 12 characters of a commit id.
 fn short(sha: &str) -> &str {
     &sha[..sha.len().min(12)]
@@ -67,16 +80,7 @@ pub async fn commit_and_push(
                 ),
             )
         })?;
-    let git_dir = Path::new(&git_dir);
-    if [
-        "MERGE_HEAD",
-        "rebase-merge",
-        "rebase-apply",
-        "CHERRY_PICK_HEAD",
-    ]
-    .iter()
-    .any(|f| git_dir.join(f).exists())
-    {
+    if operation_in_progress(Path::new(&git_dir)) {
         return Err(Error::conflict(
             "merge_in_checkout",
             "a merge or rebase is half done in your checkout — resolve the conflicts git status lists, git add the files, git commit, then ship again",

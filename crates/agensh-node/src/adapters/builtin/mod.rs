@@ -373,16 +373,7 @@ async fn commit_leftovers(checkout: &std::path::Path, worker: &str) -> Option<St
         Ok(_) => {}
         Err(e) => return Some(format!("could not read git status: {}", e.message)),
     }
-    let git_dir = checkout.join(".git");
-    if [
-        "MERGE_HEAD",
-        "rebase-merge",
-        "rebase-apply",
-        "CHERRY_PICK_HEAD",
-    ]
-    .iter()
-    .any(|f| git_dir.join(f).exists())
-    {
+    if agensh_workspace::ship::operation_in_progress(&checkout.join(".git")) {
         return Some("left changes uncommitted: a merge or rebase is in progress".into());
     }
     if let Err(e) = git.run(["add", "-A"]).await {
