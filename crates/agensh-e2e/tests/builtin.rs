@@ -1053,7 +1053,7 @@ fn launch_prompt(worker: &str) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn small_mode_shortens_the_prompts_shows_the_claimed_files_and_keeps_chatter_off_the_board() {
+async fn small_mode_shortens_the_prompts_names_the_claimed_files_and_keeps_chatter_off_the_board() {
     let mut t = setup(2, ToolStyle::Json, |c| c.mode = Mode::Small).await;
     t.replay.push([
         Reply::action(
@@ -1079,7 +1079,6 @@ async fn small_mode_shortens_the_prompts_shows_the_claimed_files_and_keeps_chatt
         "write_file",
         "run",
         "read_file",
-        "edit_file",
         "claim",
         "release",
         "board_write",
@@ -1087,7 +1086,14 @@ async fn small_mode_shortens_the_prompts_shows_the_claimed_files_and_keeps_chatt
     ] {
         assert!(names.contains(&n.to_string()), "no {n}: {names:?}");
     }
-    for n in ["list_files", "board_read", "msg_dm", "pr_review", "workers"] {
+    for n in [
+        "list_files",
+        "edit_file",
+        "board_read",
+        "msg_dm",
+        "pr_review",
+        "workers",
+    ] {
         assert!(!names.contains(&n.to_string()), "{n} offered: {names:?}");
     }
     assert!(
@@ -1106,16 +1112,12 @@ async fn small_mode_shortens_the_prompts_shows_the_claimed_files_and_keeps_chatt
         "{prompt}"
     );
     assert!(!prompt.contains("Board records"), "{prompt}");
-    // The claimed files come with the claim.
+    // The claimed files are named with the claim, and the next step.
     let claimed = content(&last_message(&reqs, 1)).to_string();
     assert!(
         claimed.contains(
-            "The files of your part as they are now:\n\nREADME.md: lines 1-1 of 1\nhello"
+            "Your part's files: README.md (1 line).\nNot there yet: NEW.md.\nNext: write_file with path README.md;"
         ),
-        "{claimed}"
-    );
-    assert!(
-        claimed.contains("NEW.md does not exist yet: create it with write_file."),
         "{claimed}"
     );
     // Chatter is refused with what to do; a FAIL is posted.
@@ -1182,17 +1184,31 @@ async fn prompt_tokens_per_request_in_full_and_small_mode() {
                 json!({ "text": "the readme", "label": "readme", "paths": ["README.md"] }),
             ),
             Reply::action("read_file", json!({ "path": "README.md" })),
-            Reply::action(
-                "edit_file",
-                json!({ "path": "README.md", "old": "hello", "new": "goodbye" }),
-            ),
+        ]);
+        // Full mode writes the file inside its action; small mode names the file and sends
+        // its text in a code block, a request of its own.
+        if mode == Mode::Full {
+            t.replay.push([Reply::action(
+                "write_file",
+                json!({ "path": "README.md", "content": "goodbye\n" }),
+            )]);
+        } else {
+            t.replay.push([
+                Reply::action("write_file", json!({ "path": "README.md" })),
+                Reply::text("```markdown\ngoodbye\n```"),
+            ]);
+        }
+        t.replay.push([
             Reply::action("run", json!({ "command": "grep -c goodbye README.md" })),
             Reply::action("end_turn", json!({ "summary": "README says goodbye" })),
         ]);
         let me = t.org.id(0);
         t.agent.turn(&launch_prompt(&me)).await.unwrap();
+        assert_eq!(t.org.on_main("README.md").await.trim(), "hello");
+        let written = std::fs::read_to_string(t.ctx.checkout.join("README.md")).unwrap();
+        assert_eq!(written, "goodbye\n", "{mode} mode");
         let tokens: Vec<u64> = t.replay.requests().iter().map(prompt_tokens).collect();
-        assert_eq!(tokens.len(), 5);
+        assert_eq!(tokens.len(), if mode == Mode::Full { 5 } else { 6 });
         let mean = tokens.iter().sum::<u64>() / tokens.len() as u64;
         eprintln!("{mode} mode: prompt tokens per request {tokens:?}, mean {mean}");
         figures.push(mean);
@@ -1227,4 +1243,201 @@ async fn each_model_request_and_tool_call_is_reported_as_the_turns_step() {
     });
     assert_eq!(out.unwrap().stop_reason, "end_turn");
     assert!(t.ctx.heartbeat.silent_for() < Duration::from_secs(60));
+}
+
+/// Writes a part's stub and its test into the worker's checkout.
+fn leap_part(ctx: &AgentContext) {
+    std::fs::create_dir_all(ctx.checkout.join("kit")).unwrap();
+    std::fs::create_dir_all(ctx.checkout.join("tests")).unwrap();
+    std::fs::write(ctx.checkout.join("kit/leap.py"), "def leap(y):\n    pass\n").unwrap();
+    std::fs::write(
+        ctx.checkout.join("tests/test_leap.py"),
+        "import unittest\nfrom kit.leap import leap\n\n\nclass TestLeap(unittest.TestCase):\n    def test_2000(self):\n        self.assertTrue(leap(2000))\n",
+    )
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn small_mode_takes_a_files_text_from_a_code_block_asked_for_on_its_own() {
+    let mut t = setup(1, ToolStyle::Json, |c| c.mode = Mode::Small).await;
+    leap_part(&t.ctx);
+    let first = "def leap(y):\n    return y % 4 == 0\n";
+    let fixed = "def leap(y):\n    return y % 4 == 0 and (y % 100 != 0 or y % 400 == 0)\n";
+    t.replay.push([
+        Reply::action("write_file", json!({ "path": "kit/leap.py" })),
+        Reply::text(&format!("Here it is:\n```python\n{first}```\nIt checks y % 4.")).usage(600, 30),
+        Reply::action(
+            "run",
+            json!({ "command": "echo 'AssertionError: 1900 is not a leap year'; exit 1" }),
+        ),
+        Reply::action("write_file", json!({ "path": "kit/leap.py" })),
+        Reply::text(&format!("```python\nimport unittest\nclass TestLeap(unittest.TestCase): pass\n```\n```python\n{fixed}```")).usage(700, 40),
+        Reply::action("run", json!({ "command": "python3 -m unittest tests/test_leap" })),
+        Reply::action("write_file", json!({ "path": "kit/leap.py" })),
+        Reply::text("The file is fine as it is."),
+        Reply::action("end_turn", json!({ "summary": "leap done" })),
+    ]);
+    let out = t.agent.turn("Implement kit/leap.py.").await.unwrap();
+    let reqs = t.replay.requests();
+    assert_eq!(reqs.len(), 9);
+    // The code request: no tools and no schema, the tests first, then the file.
+    let code = &reqs[1];
+    assert!(code.get("response_format").is_none() && code.get("tools").is_none());
+    let msgs = code["messages"].as_array().unwrap();
+    assert_eq!(msgs.len(), 2);
+    assert!(content(&msgs[0]).contains("Answer with the whole file in one code block"));
+    let asked = content(&msgs[1]);
+    assert!(
+        asked.starts_with("The tests, tests/test_leap.py:\n```python\nimport unittest\nfrom kit.leap import leap\n"),
+        "{asked}"
+    );
+    assert!(
+        asked.ends_with(
+            "```\n\nThe file to complete, kit/leap.py:\n```python\ndef leap(y):\n    pass\n```"
+        ),
+        "{asked}"
+    );
+    assert!(!asked.contains("failed"), "{asked}");
+    // What the block held was written, and the answer says what to do next.
+    let written = content(&last_message(&reqs, 2)).to_string();
+    assert!(
+        written.contains("wrote") && written.contains("Next, run its tests"),
+        "{written}"
+    );
+    // The fix request shows the file as it is and the failed check; the block of tests in
+    // the answer is passed over for the file's own.
+    let again = content(&reqs[4]["messages"][1]);
+    assert!(again.contains(&format!("```python\n{first}```")), "{again}");
+    assert!(
+        again.contains("The last check failed like this; fix the file so it passes:\n```\nexit code: 1\nAssertionError: 1900 is not a leap year"),
+        "{again}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(t.ctx.checkout.join("kit/leap.py")).unwrap(),
+        fixed
+    );
+    // A test module written as a path is run by its dotted name; passing tests point to ship.
+    let ran = content(&last_message(&reqs, 6)).to_string();
+    assert!(ran.starts_with("result of run:\nexit code: 0"), "{ran}");
+    assert!(
+        ran.contains("(ran as: python3 -m unittest tests.test_leap"),
+        "{ran}"
+    );
+    assert!(ran.contains("call ship now"), "{ran}");
+    // An answer with no code block writes nothing and says so.
+    let none = content(&last_message(&reqs, 8)).to_string();
+    assert!(
+        none.contains("no code block, so nothing was written to kit/leap.py"),
+        "{none}"
+    );
+    // The code requests' tokens count in the turn's.
+    assert!(out.usage.input_tokens >= 1_300, "{:?}", out.usage);
+    assert!(out.usage.output_tokens >= 70, "{:?}", out.usage);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn small_mode_lets_a_claim_that_collides_go_and_says_to_take_another_part() {
+    let mut t = setup(2, ToolStyle::Json, |c| c.mode = Mode::Small).await;
+    let other = t.org.id(1);
+    let held = t
+        .org
+        .client(&other)
+        .post_record(&agensh_domain::record::NewRecord {
+            label: Some("leap".into()),
+            paths: vec!["kit/leap.py".into()],
+            ..agensh_domain::record::NewRecord::new(
+                agensh_domain::record::RecordKind::Claim,
+                "leap years",
+            )
+        })
+        .await
+        .unwrap();
+    t.replay.push([
+        Reply::action(
+            "claim",
+            json!({ "text": "leap", "label": "leap", "paths": ["kit/leap.py"] }),
+        ),
+        Reply::action(
+            "claim",
+            json!({ "text": "digits", "label": "digits", "paths": ["kit/digits.py"] }),
+        ),
+        Reply::action("end_turn", json!({ "summary": "claimed digits" })),
+    ]);
+    let out = t.agent.turn("Take a part.").await.unwrap();
+    assert_eq!(
+        statuses(&out.events)[..2],
+        [
+            ("claim".to_string(), "error".to_string()),
+            ("claim".to_string(), "ok".to_string())
+        ]
+    );
+    let reqs = t.replay.requests();
+    let yielded = content(&last_message(&reqs, 1)).to_string();
+    assert!(
+        yielded.contains("another worker already holds this part, so your claim"),
+        "{yielded}"
+    );
+    assert!(
+        yielded.contains(&format!("{} held by {other}", held.record.id)),
+        "{yielded}"
+    );
+    assert!(yielded.contains("Claim a different part"), "{yielded}");
+    // Only the other worker's claim on leap is live, and ours on digits (newest first).
+    let me = t.org.id(0);
+    let live: Vec<(String, Option<String>)> = t
+        .org
+        .client(&me)
+        .recent(None)
+        .await
+        .unwrap()
+        .iter()
+        .filter(|e| e.record.kind == agensh_domain::record::RecordKind::Claim)
+        .map(|e| (e.record.author.clone(), e.record.label.clone()))
+        .collect();
+    assert_eq!(
+        live,
+        [
+            (me.clone(), Some("digits".to_string())),
+            (other.clone(), Some("leap".to_string()))
+        ],
+        "{live:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn small_mode_posts_a_long_fail_cut_to_its_limit_with_the_whole_text_in_detail() {
+    let mut t = setup(1, ToolStyle::Json, |c| c.mode = Mode::Small).await;
+    let long = "ImportError: Failed to import test module: tests/test_primes Traceback (most recent call last): File loader.py, line 162, in loadTestsFromName";
+    t.replay.push([
+        Reply::action(
+            "board_write",
+            json!({ "kind": "FAIL", "text": long, "label": "primes" }),
+        ),
+        Reply::action("end_turn", json!({ "summary": "noted" })),
+    ]);
+    let out = t.agent.turn("Note what failed.").await.unwrap();
+    assert_eq!(
+        statuses(&out.events),
+        [("board_write".to_string(), "ok".to_string())]
+    );
+    let me = t.org.id(0);
+    let fail = t
+        .org
+        .client(&me)
+        .recent(None)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|e| e.record.kind == agensh_domain::record::RecordKind::Fail)
+        .expect("the FAIL was posted");
+    assert!(
+        fail.record
+            .text
+            .starts_with("ImportError: Failed to import"),
+        "{:?}",
+        fail.record
+    );
+    assert!(fail.record.text.chars().count() <= 100);
+    let unfolded = t.org.client(&me).unfold(&fail.record.id).await.unwrap();
+    assert_eq!(unfolded.record.detail.as_deref(), Some(long));
 }

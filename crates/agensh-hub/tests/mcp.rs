@@ -370,6 +370,27 @@ async fn a_claim_reports_overlapping_live_claims_and_who_holds_them() {
     assert_eq!(ok_text(&r), "released G2: parser error messages");
     let r = call(&b, "release", json!({"id": "G2"})).await;
     assert!(texts(&r)[0].contains("claim_released"), "{:?}", texts(&r));
+    // Releasing a record that is not a claim names the claims one holds.
+    let r = call(
+        &b,
+        "board_write",
+        json!({"kind": "FAIL", "text": "regex parser too slow"}),
+    )
+    .await;
+    let fail = ok_text(&r).split_whitespace().nth(1).unwrap().to_string();
+    let r = call(&a, "release", json!({"id": fail})).await;
+    let refused = &texts(&r)[0];
+    assert!(refused.contains("not_a_claim"), "{refused}");
+    assert!(
+        refused.contains("pass the id of one of your claims (your live claims: G1 (parser))"),
+        "{refused}"
+    );
+    let r = call(&b, "release", json!({"id": fail})).await;
+    assert!(
+        texts(&r)[0].contains("(you hold no live claim)"),
+        "{:?}",
+        texts(&r)
+    );
 }
 
 #[tokio::test]

@@ -273,13 +273,23 @@ fn own_live_claim(conn: &Connection, worker: &str, seq: i64, now: i64) -> Result
     let lease = match (&r.kind, &r.lease) {
         (RecordKind::Claim, Some(l)) => l.clone(),
         _ => {
+            let mine: Vec<String> = live_claims(conn, now)?
+                .into_iter()
+                .filter(|c| c.author == worker)
+                .map(|c| format!("{} ({})", c.id, c.label.as_deref().unwrap_or(&c.text)))
+                .collect();
+            let yours = if mine.is_empty() {
+                "you hold no live claim".to_string()
+            } else {
+                format!("your live claims: {}", mine.join(", "))
+            };
             return Err(Error::invalid(
                 "not_a_claim",
                 format!(
-                    "{} is a {}, not a CLAIM — pass the id of one of your claims",
+                    "{} is a {}, not a CLAIM — pass the id of one of your claims ({yours})",
                     r.id, r.kind
                 ),
-            ))
+            ));
         }
     };
     if r.author != worker {

@@ -98,8 +98,11 @@ pub fn workspace_specs() -> Vec<ToolSpec> {
 }
 
 /// The workspace tools of small mode: a part needs no listing (its files come with the
-/// claim, and `run` can `ls`).
-pub const SMALL_WORKSPACE_TOOLS: &[&str] = &["write_file", "run", "read_file", "edit_file"];
+/// claim, and `run` can `ls`), and no `edit_file`: a small model's edits changed nothing or
+/// piled copies of a line up (issue 11's runs), while it writes a small file whole well.
+/// Its `write_file` takes only a path: the text comes in a code block of its own
+/// ([`super::code`]).
+pub const SMALL_WORKSPACE_TOOLS: &[&str] = &["write_file", "run", "read_file"];
 /// The organization tools of small mode, in the order the prompt lists them: take a part,
 /// ship it (commit, push, PR, merge through the gate, PATCH_SUMMARY, release), let it go,
 /// and post what did not work. No messages, no reviews, no board reading: each is a turn a
@@ -120,6 +123,38 @@ pub fn small_board_kinds(ship: bool) -> &'static [&'static str] {
     }
 }
 
+/// A record small mode posts, made to fit: a text over its kind's limit is cut to it at a
+/// word and kept whole in `detail` (small mode offers no `detail`, and a small model does
+/// not shorten on request: it sent the same traceback again).
+pub fn small_record(mut args: Value) -> Value {
+    let kind = args.get("kind").and_then(Value::as_str).unwrap_or("");
+    let Ok(kind) = agensh_domain::record::RecordKind::parse(kind.trim()) else {
+        return args;
+    };
+    let limit = kind.text_limit();
+    let Some(text) = args.get("text").and_then(Value::as_str).map(str::to_string) else {
+        return args;
+    };
+    if text.chars().count() <= limit {
+        return args;
+    }
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut short: String = flat.chars().take(limit - 1).collect();
+    if let Some(at) = short.rfind(' ').filter(|&at| at > limit / 2) {
+        short.truncate(at);
+    }
+    short.push('…');
+    args["text"] = Value::String(short);
+    if args.get("detail").and_then(Value::as_str).is_none() {
+        let detail: String = text
+            .chars()
+            .take(agensh_domain::record::DETAIL_LIMIT)
+            .collect();
+        args["detail"] = Value::String(detail);
+    }
+    args
+}
+
 /// The tools of small mode out of `specs`: [`SMALL_WORKSPACE_TOOLS`] and
 /// [`SMALL_ORG_TOOLS`] (or [`SMALL_FALLBACK_TOOLS`] without `ship`), the organization tools
 /// with one-sentence descriptions, without [`SMALL_DROPPED`] arguments, and `board_write`
@@ -135,6 +170,15 @@ pub fn small_specs(specs: Vec<ToolSpec>) -> Vec<ToolSpec> {
         .iter()
         .filter(|s| !s.org && SMALL_WORKSPACE_TOOLS.contains(&s.name.as_str()))
         .cloned()
+        .map(|mut s| {
+            if s.name == "write_file" {
+                s.description =
+                    "Write a whole file: you are then asked for its text, as a code block."
+                        .to_string();
+                s.schema = object(json!({ "path": string("the file") }), &["path"]);
+            }
+            s
+        })
         .collect();
     for name in org_order {
         let Some(spec) = specs.iter().find(|s| s.org && s.name == name) else {
@@ -485,6 +529,33 @@ pub fn parse_action(content: &str, known: &dyn Fn(&str) -> bool) -> Result<Actio
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_long_record_of_small_mode_is_cut_at_a_word_and_kept_whole_in_detail() {
+        let long = "ImportError: Failed to import test module: tests/test_primes Traceback (most recent call last): File loader.py, line 162";
+        let r = small_record(json!({ "kind": "FAIL", "text": long, "label": "primes" }));
+        let text = r["text"].as_str().unwrap();
+        assert!(
+            text.chars().count() <= agensh_domain::record::TEXT_LIMIT,
+            "{text}"
+        );
+        assert!(
+            text.ends_with('…') && text.starts_with("ImportError: Failed"),
+            "{text}"
+        );
+        assert_eq!(r["detail"], long);
+        assert_eq!(r["label"], "primes");
+        let short = json!({ "kind": "FAIL", "text": "sed broke it" });
+        assert_eq!(small_record(short.clone()), short);
+    }
+
+    #[test]
+    fn small_mode_writes_whole_files_from_a_path() {
+        let specs = small_specs(workspace_specs());
+        assert_eq!(specs[0].name, "write_file");
+        assert_eq!(specs[0].schema["required"], json!(["path"]));
+        assert!(specs[0].schema["properties"].get("content").is_none());
+    }
+
     use super::*;
 
     #[test]
@@ -660,7 +731,6 @@ mod tests {
                 "write_file",
                 "run",
                 "read_file",
-                "edit_file",
                 "claim",
                 "release",
                 "board_write",
@@ -686,7 +756,6 @@ mod tests {
                 "write_file",
                 "run",
                 "read_file",
-                "edit_file",
                 "claim",
                 "ship",
                 "release",

@@ -188,8 +188,63 @@ fn size_marker(text: &str) -> Option<&str> {
     None
 }
 
+/// A `python -m unittest` command whose test modules are written as file paths without
+/// `.py` (`tests/test_primes`), which Python cannot import, with the dotted module names
+/// instead (`tests.test_primes`); `None` when there is nothing to change. Small models
+/// write the path form, read the hint that says so, and post it as a FAIL instead of
+/// running the command again.
+pub fn unittest_dotted(command: &str) -> Option<String> {
+    if command.contains('\n') {
+        return None;
+    }
+    let words: Vec<&str> = command.split(' ').collect();
+    let at = words.windows(2).position(|w| w == ["-m", "unittest"])?;
+    let mut changed = false;
+    let fixed: Vec<String> = words
+        .iter()
+        .enumerate()
+        .map(|(i, w)| {
+            let module_like = i > at + 1
+                && w.contains('/')
+                && !w.starts_with('-')
+                && !w.ends_with(".py")
+                && !w.ends_with('/')
+                && w.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '/' | '.'));
+            if module_like {
+                changed = true;
+                w.trim_start_matches("./").replace('/', ".")
+            } else {
+                w.to_string()
+            }
+        })
+        .collect();
+    changed.then(|| fixed.join(" "))
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn unittest_modules_written_as_paths_get_dots() {
+        assert_eq!(
+            unittest_dotted("python3 -m unittest tests/test_primes").as_deref(),
+            Some("python3 -m unittest tests.test_primes")
+        );
+        assert_eq!(
+            unittest_dotted("cd . && python3 -m unittest -v ./tests/test_a tests/test_b")
+                .as_deref(),
+            Some("cd . && python3 -m unittest -v tests.test_a tests.test_b")
+        );
+        for fine in [
+            "python3 -m unittest tests.test_primes",
+            "python3 -m unittest tests/test_primes.py",
+            "python3 -m unittest discover -s tests/",
+            "ls tests/test_primes",
+        ] {
+            assert_eq!(unittest_dotted(fine), None, "{fine}");
+        }
+    }
+
     use super::*;
 
     #[test]

@@ -83,6 +83,7 @@ pub fn recap_line(tool: &str, args: &Value, ok: bool, result: &str) -> String {
         )
     };
     match (tool, ok) {
+        ("write_file", true) if s("content").is_empty() => format!("You wrote {}.", s("path")),
         ("write_file", true) => format!("You wrote {} ({}).", s("path"), lines(s("content"))),
         ("write_file", false) => failed(format!("write {}", s("path"))),
         ("edit_file", true) => format!(

@@ -14,6 +14,7 @@
 
 pub mod actions;
 pub mod chat;
+pub mod code;
 pub mod content;
 pub mod history;
 pub mod log;
@@ -211,6 +212,12 @@ struct Session {
     looping: bool,
     /// Where each model request and tool call is reported as the turn's current step.
     pulse: crate::adapters::Heartbeat,
+    /// The output of the last `run` when it failed, for small mode's code request.
+    last_failure: Option<String>,
+    /// Tokens and time of requests made inside a tool (small mode's code request), added
+    /// to the turn's after the step.
+    side_usage: Usage,
+    side_ms: u64,
 }
 
 impl BuiltinAgent {
@@ -321,6 +328,9 @@ impl Agent for BuiltinAgent {
             loops: Loops::default(),
             looping: false,
             pulse: ctx.heartbeat.clone(),
+            last_failure: None,
+            side_usage: Usage::default(),
+            side_ms: 0,
         });
         Ok(())
     }
@@ -501,6 +511,8 @@ impl Session {
                 self.auto_pending = false;
                 self.tools_step(cfg, reply, &mut events).await
             };
+            usage += std::mem::take(&mut self.side_usage);
+            model_ms += std::mem::take(&mut self.side_ms);
             if let Some(reason) = done {
                 break reason;
             }
@@ -756,7 +768,9 @@ impl Session {
             text: cut_text(&out.text, cfg.output_cap),
             ok: out.ok,
         };
-        if self.small && name == "claim" && out.ok && !out.text.contains("OVERLAP") {
+        if self.small && name == "claim" && out.ok && out.text.contains("OVERLAP") {
+            out = self.yield_claim(out).await;
+        } else if self.small && name == "claim" && out.ok {
             let paths: Vec<String> = given
                 .get("paths")
                 .and_then(Value::as_array)
@@ -767,11 +781,16 @@ impl Session {
                         .collect()
                 })
                 .unwrap_or_default();
-            let files = self.ws.part_files(&paths, cfg.output_cap);
+            let files = self.ws.part_files(&paths);
             if !files.is_empty() {
                 out.text.push_str("\n\n");
                 out.text.push_str(&files);
             }
+        }
+        match name {
+            "run" => self.last_failure = (!out.ok).then(|| out.text.clone()),
+            "write_file" if out.ok => self.last_failure = None,
+            _ => {}
         }
         let line = history::recap_line(name, &given, out.ok, &out.text);
         match self.loops.push(name, key, &out.text) {
@@ -849,6 +868,9 @@ impl Session {
             }
             "write_file" => {
                 let path = arg!(str "path");
+                if self.small && args.get("content").is_none_or(Value::is_null) {
+                    return self.write_from_code(cfg, path).await;
+                }
                 let content = arg!(str "content");
                 self.ws.write_file(path, content)
             }
@@ -865,7 +887,26 @@ impl Session {
                     .filter(|&s| s > 0)
                     .map(|s| Duration::from_secs(s.min(workspace::MAX_COMMAND_SECS)))
                     .unwrap_or(cfg.command_timeout);
-                self.ws.run(command, timeout).await
+                let mut out = match content::unittest_dotted(command).filter(|_| self.small) {
+                    Some(dotted) => {
+                        let mut out = self.ws.run(&dotted, timeout).await;
+                        out.text.push_str(&format!(
+                            "\n\n(ran as: {dotted} — unittest takes module names with dots)"
+                        ));
+                        out
+                    }
+                    None => self.ws.run(command, timeout).await,
+                };
+                if self.small && self.ship && out.ok {
+                    out.text.push_str(
+                        "\n\nIf these are your part's tests and they pass, call ship now.",
+                    );
+                }
+                out
+            }
+            "board_write" if self.small && self.board_takes(&args) => {
+                let args = actions::small_record(args);
+                self.call_org(name, args).await
             }
             "board_write" if self.small && !self.board_takes(&args) => {
                 Output::error(format!(
@@ -879,28 +920,7 @@ impl Session {
                 ))
             }
             _ if self.specs.iter().any(|s| s.org && s.name == name) => {
-                let Some(mcp) = &self.mcp else {
-                    return Output::error("the organization tools are not connected");
-                };
-                match mcp.call_tool(name, args).await {
-                    Ok(r) => {
-                        let mut text = r.text;
-                        if let Some(n) = r.notices {
-                            if !text.is_empty() {
-                                text.push_str("\n\n");
-                            }
-                            text.push_str(&n);
-                        }
-                        if text.is_empty() {
-                            text = "(no output)".into();
-                        }
-                        Output { text, ok: !r.is_error }
-                    }
-                    Err(e) => Output::error(format!(
-                        "the organization tool {name} could not be called: {} — try again later or work on without it",
-                        e.message
-                    )),
-                }
+                self.call_org(name, args).await
             }
             _ => {
                 let names: Vec<&str> = self.specs.iter().map(|s| s.name.as_str()).collect();
@@ -909,6 +929,146 @@ impl Session {
                     names.join(", ")
                 ))
             }
+        }
+    }
+}
+
+impl Session {
+    /// Calls an organization tool over MCP; its answer with the notices that came with it.
+    async fn call_org(&self, name: &str, args: Value) -> Output {
+        let Some(mcp) = &self.mcp else {
+            return Output::error("the organization tools are not connected");
+        };
+        match mcp.call_tool(name, args).await {
+            Ok(r) => {
+                let mut text = r.text;
+                if let Some(n) = r.notices {
+                    if !text.is_empty() {
+                        text.push_str("\n\n");
+                    }
+                    text.push_str(&n);
+                }
+                if text.is_empty() {
+                    text = "(no output)".into();
+                }
+                Output { text, ok: !r.is_error }
+            }
+            Err(e) => Output::error(format!(
+                "the organization tool {name} could not be called: {} — try again later or work on without it",
+                e.message
+            )),
+        }
+    }
+
+    /// Small mode: a claim that collides with another worker's live claim is released at
+    /// once, and the answer says to take a different part. The later claim yields, so two
+    /// workers who chose the same part at the same time do not both work on it.
+    async fn yield_claim(&mut self, claimed: Output) -> Output {
+        let id = claimed
+            .text
+            .lines()
+            .next()
+            .and_then(|l| l.strip_prefix("claimed "))
+            .and_then(|l| l.split_whitespace().next())
+            .unwrap_or("")
+            .to_string();
+        let holders: Vec<&str> = claimed
+            .text
+            .lines()
+            .skip_while(|l| !l.starts_with("OVERLAP"))
+            .filter_map(|l| l.strip_prefix("- "))
+            .collect();
+        let released = if id.is_empty() {
+            Output::error("the claim's id is not in its answer")
+        } else {
+            self.call_org("release", json!({ "id": id })).await
+        };
+        self.log.write(json!({
+            "event": "claim_yielded",
+            "claim": id,
+            "released": released.ok,
+            "overlaps": holders,
+        }));
+        if !released.ok {
+            return claimed;
+        }
+        Output::error(format!(
+            "another worker already holds this part, so your claim {id} was released:\n{}\nClaim a different part: another label and other files.",
+            holders
+                .iter()
+                .map(|h| format!("- {h}"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        ))
+    }
+
+    /// Small mode's `write_file` without content: asks the model for the file's whole text
+    /// in a request of its own ([`code`]) and writes what its code block holds.
+    async fn write_from_code(&mut self, cfg: &BuiltinConfig, path: &str) -> Output {
+        let src = match self.ws.code_sources(path, cfg.output_cap) {
+            Ok(s) => s,
+            Err(e) => return Output::error(e),
+        };
+        let user = code::request(
+            path,
+            src.current.as_deref(),
+            &src.tests,
+            self.last_failure.as_deref(),
+        );
+        let body = json!({
+            "model": cfg.model,
+            "messages": [
+                { "role": "system", "content": code::SYSTEM },
+                { "role": "user", "content": user },
+            ],
+            "max_tokens": cfg.max_reply_tokens,
+            "temperature": cfg.temperature,
+            "stream": false,
+        });
+        self.pulse
+            .step(format!("model request: the code of {}", one_line(path, 60)));
+        let asked = Instant::now();
+        let reply = match self.endpoint.complete(&body).await {
+            Ok(r) => r,
+            Err(ChatError::ContextFull(msg)) => {
+                return Output::error(format!(
+                    "the request for the text of {path} does not fit the model's context ({msg}); nothing was written — make the file smaller or split it in two"
+                ))
+            }
+            Err(ChatError::Failed(e)) => {
+                return Output::error(format!(
+                    "the request for the text of {path} failed: {}; nothing was written — call write_file again",
+                    e.message
+                ))
+            }
+        };
+        let ms = asked.elapsed().as_millis() as u64;
+        self.side_ms += ms;
+        self.side_usage.input_tokens += reply.prompt_tokens.unwrap_or(0);
+        self.side_usage.output_tokens += reply.completion_tokens;
+        self.log.write(json!({
+            "event": "code_reply",
+            "path": path,
+            "ms": ms,
+            "request_chars": user.chars().count(),
+            "content": reply.content,
+            "finish_reason": reply.finish_reason,
+            "prompt_tokens": reply.prompt_tokens,
+            "completion_tokens": reply.completion_tokens,
+        }));
+        match code::extract(&reply.content, path, reply.finish_reason == "length") {
+            Ok(text) => {
+                let mut out = self.ws.write_file(path, &text);
+                if out.ok {
+                    out.text
+                        .push_str("; it holds the code block you sent. Next, run its tests");
+                    if let Some(command) = code::test_command(&src.tests) {
+                        out.text.push_str(&format!(": {command}"));
+                    }
+                }
+                out
+            }
+            Err(e) => Output::error(e),
         }
     }
 }

@@ -133,8 +133,8 @@ pub fn small_worker_prompt(prompt: &str, worker: &str, ship: bool) -> Option<Str
         "{before}You are worker {worker} in a team of coding agents. Each of you takes one part of the goal at a time.\n\n\
          # The goal\n\n{goal}\n\n\
          # Steps\n\n\
-         1. claim one part nobody holds: claim with text, label and paths (the files you will change). The answer shows those files as they are now. If it reports an overlap, claim another part.\n\
-         2. Write the part's code with write_file or edit_file. Do not change tests unless the goal asks for it.\n\
+         1. claim one part nobody holds: claim with text, label and paths (the files you will change). The answer names those files and their tests. If another worker holds the part, claim another one.\n\
+         2. Write the part's code with write_file: give the path, then send the whole file in a code block. Do not change tests unless the goal asks for it.\n\
          3. Check it with run (the part's test).\n\
          {finish} If you cannot make it pass, post a FAIL with board_write saying what you tried, and release your claim.\n\
          5. Then claim the next part.\n{extra}{time}"

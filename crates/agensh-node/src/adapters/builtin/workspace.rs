@@ -387,12 +387,13 @@ impl Workspace {
         }
     }
 
-    /// The current text of a claimed part's files, to put in front of the model: each of
-    /// `paths` (a directory: the files under it) and the tests of each claimed file (named
-    /// `test_<stem>.*` or `<stem>_test.*`), each as `read_file` shows it, at most `budget`
-    /// characters in all. Files that do not fit or do not exist yet are named, with what
-    /// to do about them.
-    pub fn part_files(&self, paths: &[String], budget: usize) -> String {
+    /// A claimed part's files, named for the model: each of `paths` (a directory: the
+    /// files under it) and the tests of each (named `test_<stem>.*` or `<stem>_test.*`),
+    /// with their sizes, which do not exist yet, and the next step. Their text is not put
+    /// into the conversation here: small mode's code request shows it when the model
+    /// writes a file ([`Self::code_sources`]), so the conversation stays short and its
+    /// cached prompt valid.
+    pub fn part_files(&self, paths: &[String]) -> String {
         let mut listed = Vec::new();
         let mut more = 0;
         walk(&self.root, &self.root, &mut listed, &mut more);
@@ -430,52 +431,76 @@ impl Workspace {
             .filter_map(|f| Path::new(f).file_stem())
             .map(|s| s.to_string_lossy().to_string())
             .collect();
-        for rel in &listed {
-            let name = Path::new(rel)
-                .file_name()
-                .map(|n| n.to_string_lossy().to_string())
-                .unwrap_or_default();
-            let test = stems.iter().any(|stem| {
-                name.starts_with(&format!("test_{stem}."))
-                    || name.starts_with(&format!("{stem}_test."))
-            });
-            if test && !rel.ends_with('/') && !files.contains(rel) {
-                files.push(rel.clone());
-            }
+        let tests: Vec<String> = tests_of(&listed, &stems)
+            .into_iter()
+            .filter(|t| !files.contains(t))
+            .collect();
+        let sized = |rel: &String| match std::fs::read_to_string(self.root.join(rel)) {
+            Ok(t) if t.lines().count() == 1 => format!("{rel} (1 line)"),
+            Ok(t) => format!("{rel} ({} lines)", t.lines().count()),
+            Err(_) => rel.clone(),
+        };
+        let mut out = Vec::new();
+        if !files.is_empty() {
+            let named: Vec<String> = files.iter().map(sized).collect();
+            out.push(format!("Your part's files: {}.", named.join(", ")));
         }
-        files.dedup();
-        let mut shown = Vec::new();
-        let mut left_out = Vec::new();
+        if !tests.is_empty() {
+            let named: Vec<String> = tests.iter().map(sized).collect();
+            out.push(format!("Their tests: {}.", named.join(", ")));
+        }
+        if !missing.is_empty() {
+            out.push(format!("Not there yet: {}.", missing.join(", ")));
+        }
+        if let Some(first) = files.iter().chain(&missing).next() {
+            out.push(format!(
+                "Next: write_file with path {first}; you are then shown the file and its tests and send its whole text."
+            ));
+        }
+        out.join("\n")
+    }
+
+    /// What the code request of small mode shows for `path` ([`super::code::request`]):
+    /// the file's text now (`None` when it does not exist) and its tests (named
+    /// `test_<stem>.*` or `<stem>_test.*`, anywhere in the checkout), each path with its text,
+    /// at most `budget` characters of tests in all.
+    pub fn code_sources(
+        &self,
+        path: &str,
+        budget: usize,
+    ) -> std::result::Result<CodeSources, String> {
+        let file = self.resolve(path, true)?;
+        let current = match std::fs::read(&file) {
+            Ok(bytes) => Some(String::from_utf8(bytes).map_err(|_| {
+                format!("{path:?} is not a text file; write_file replaces text files only")
+            })?),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(format!("cannot read {path:?}: {e}")),
+        };
+        let mut listed = Vec::new();
+        let mut more = 0;
+        walk(&self.root, &self.root, &mut listed, &mut more);
+        let stem = Path::new(path)
+            .file_stem()
+            .map(|s| s.to_string_lossy().to_string())
+            .unwrap_or_default();
+        let shown = self.shown(&file);
+        let mut tests = Vec::new();
         let mut used = 0;
-        for f in &files {
-            let r = self.read_file(f, None, None);
-            if !r.ok {
+        for rel in tests_of(&listed, &[stem]) {
+            if rel == shown {
                 continue;
             }
-            if used + r.text.len() > budget {
-                left_out.push(f.as_str());
+            let Ok(text) = std::fs::read_to_string(self.root.join(&rel)) else {
+                continue;
+            };
+            if used + text.len() > budget {
                 continue;
             }
-            used += r.text.len();
-            shown.push(r.text);
+            used += text.len();
+            tests.push((rel, text));
         }
-        let mut out = String::new();
-        if !shown.is_empty() {
-            out.push_str("The files of your part as they are now:\n\n");
-            out.push_str(&shown.join("\n\n"));
-        }
-        for m in &missing {
-            out.push_str(&format!(
-                "\n\n{m} does not exist yet: create it with write_file."
-            ));
-        }
-        if !left_out.is_empty() {
-            out.push_str(&format!(
-                "\n\nNot shown here, too long: {} — read them with read_file.",
-                left_out.join(", ")
-            ));
-        }
-        out.trim_start().to_string()
+        Ok(CodeSources { current, tests })
     }
 
     /// Runs `command` with `sh -c` in the checkout, in its own process group; stdout and
@@ -576,8 +601,10 @@ impl Workspace {
             "builtin run took {} ms: {command:.100}",
             started.elapsed().as_millis()
         );
+        let hint = if ok { None } else { module_path_hint(body) };
+        let hint = hint.map_or(String::new(), |h| format!("\n\n{h}"));
         Output {
-            text: format!("{head}\n{body}{more}"),
+            text: format!("{head}\n{body}{more}{hint}"),
             ok,
         }
     }
@@ -623,6 +650,23 @@ impl Drop for GroupGuard {
             self.group.kill();
         }
     }
+}
+
+/// A hint for Python's `No module named 'tests/test_x'`: a module named by its file path
+/// (`python3 -m unittest tests/test_x`), which small models write; the dotted name works.
+fn module_path_hint(output: &str) -> Option<String> {
+    let rest = output.split("No module named '").nth(1)?;
+    let name = rest.split('\'').next()?;
+    if !name.contains('/') {
+        return None;
+    }
+    let dotted = name
+        .trim_start_matches("./")
+        .trim_end_matches(".py")
+        .replace('/', ".");
+    Some(format!(
+        "hint: {name:?} is a file path, not a module name; name the module with dots: {dotted} (e.g. python3 -m unittest {dotted})"
+    ))
 }
 
 fn describe_status(s: std::process::ExitStatus) -> String {
@@ -691,6 +735,35 @@ impl Capture {
 }
 
 /// Depth-first listing under `dir`, paths relative to `root`.
+/// A file to write whole and its tests ([`Workspace::code_sources`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CodeSources {
+    /// Its text now; `None` when it does not exist yet.
+    pub current: Option<String>,
+    /// Its tests: each path and text.
+    pub tests: Vec<(String, String)>,
+}
+
+/// The files of a `walk` listing that are the tests of a file with one of `stems`: named
+/// `test_<stem>.*` or `<stem>_test.*`.
+fn tests_of(listed: &[String], stems: &[String]) -> Vec<String> {
+    listed
+        .iter()
+        .filter(|rel| !rel.ends_with('/'))
+        .filter(|rel| {
+            let name = Path::new(rel.as_str())
+                .file_name()
+                .map(|n| n.to_string_lossy().to_string())
+                .unwrap_or_default();
+            stems.iter().any(|stem| {
+                name.starts_with(&format!("test_{stem}."))
+                    || name.starts_with(&format!("{stem}_test."))
+            })
+        })
+        .cloned()
+        .collect()
+}
+
 fn walk(dir: &Path, root: &Path, lines: &mut Vec<String>, more: &mut usize) {
     let Ok(rd) = std::fs::read_dir(dir) else {
         return;
@@ -821,29 +894,29 @@ mod tests {
     }
 
     #[test]
-    fn a_parts_files_and_their_tests_are_shown() {
+    fn a_parts_files_and_their_tests_are_named_with_the_next_step() {
         let (_tmp, ws) = ws();
         std::fs::create_dir_all(ws.root().join("pkg")).unwrap();
         std::fs::create_dir_all(ws.root().join("tests")).unwrap();
         std::fs::write(ws.root().join("pkg/caesar.py"), "def shift(s):\n    pass\n").unwrap();
         std::fs::write(ws.root().join("tests/test_caesar.py"), "assert True\n").unwrap();
         std::fs::write(ws.root().join("tests/test_roman.py"), "other\n").unwrap();
-        let text = ws.part_files(&["pkg/caesar.py".into(), "pkg/new.py".into()], 2000);
+        let text = ws.part_files(&["pkg/caesar.py".into(), "pkg/new.py".into()]);
         assert_eq!(
             text,
-            "The files of your part as they are now:\n\n\
-             pkg/caesar.py: lines 1-2 of 2\ndef shift(s):\n    pass\n\n\
-             tests/test_caesar.py: lines 1-1 of 1\nassert True\n\n\
-             pkg/new.py does not exist yet: create it with write_file."
+            "Your part's files: pkg/caesar.py (2 lines).\n\
+             Their tests: tests/test_caesar.py (1 line).\n\
+             Not there yet: pkg/new.py.\n\
+             Next: write_file with path pkg/caesar.py; you are then shown the file and its tests and send its whole text."
         );
-        let text = ws.part_files(&["pkg".into()], 60);
-        assert!(text.contains("pkg/caesar.py: lines 1-2 of 2"), "{text}");
+        let text = ws.part_files(&["pkg".into()]);
         assert!(
-            text.ends_with(
-                "Not shown here, too long: tests/test_caesar.py — read them with read_file."
+            text.starts_with(
+                "Your part's files: pkg/caesar.py (2 lines).\nTheir tests: tests/test_caesar.py"
             ),
             "{text}"
         );
+        assert_eq!(ws.part_files(&["../elsewhere".into()]), "");
     }
 
     #[test]
@@ -929,6 +1002,50 @@ mod tests {
         let o = ws.run("true", Duration::from_secs(10)).await;
         assert_eq!(o.text, "exit code: 0\n(no output)");
         assert!(o.ok);
+    }
+
+    #[tokio::test]
+    async fn a_module_named_by_its_path_gets_the_dotted_name_as_a_hint() {
+        let (_tmp, ws) = ws();
+        let o = ws
+            .run(
+                "echo \"ModuleNotFoundError: No module named 'tests/test_primes'\"; exit 1",
+                Duration::from_secs(10),
+            )
+            .await;
+        assert!(
+            o.text.ends_with("name the module with dots: tests.test_primes (e.g. python3 -m unittest tests.test_primes)"),
+            "{}",
+            o.text
+        );
+        let plain = ws
+            .run(
+                "echo \"No module named 'numpy'\"; exit 1",
+                Duration::from_secs(10),
+            )
+            .await;
+        assert!(!plain.text.contains("hint:"), "{}", plain.text);
+    }
+
+    #[test]
+    fn code_sources_are_the_file_and_its_tests() {
+        let (_tmp, ws) = ws();
+        std::fs::create_dir_all(ws.root().join("kit")).unwrap();
+        std::fs::create_dir_all(ws.root().join("tests")).unwrap();
+        std::fs::write(ws.root().join("kit/leap.py"), "def leap(y): pass\n").unwrap();
+        std::fs::write(ws.root().join("tests/test_leap.py"), "import unittest\n").unwrap();
+        std::fs::write(ws.root().join("tests/test_other.py"), "x\n").unwrap();
+        let src = ws.code_sources("kit/leap.py", 10_000).unwrap();
+        assert_eq!(src.current.as_deref(), Some("def leap(y): pass\n"));
+        assert_eq!(
+            src.tests,
+            vec![(
+                "tests/test_leap.py".to_string(),
+                "import unittest\n".to_string()
+            )]
+        );
+        assert_eq!(ws.code_sources("kit/new.py", 10_000).unwrap().current, None);
+        assert!(ws.code_sources("../outside.py", 10_000).is_err());
     }
 
     #[test]
