@@ -224,9 +224,26 @@ async fn one_run(
     let t0 = Instant::now();
     let mut child = spawn(&mut cmd, Priority::Normal)
         .with_context(|| format!("cannot start {}", agensh.display()))?;
-    let (status, stopped) = match child.wait_timeout(deadline + OVERTIME).await {
-        Some(status) => (status?, false),
-        None => (child.stop(Duration::from_secs(30)).await?, true),
+    // Ctrl-C or SIGTERM stops the run as a user's Ctrl-C would (agensh run ends its agents
+    // and its model server), and the benchmark with it: its group does not get a signal
+    // sent to this process alone.
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let waited = tokio::select! {
+        w = child.wait_timeout(deadline + OVERTIME) => Some(w),
+        _ = tokio::signal::ctrl_c() => None,
+        _ = term.recv() => None,
+    };
+    let (status, stopped) = match waited {
+        Some(Some(status)) => (status?, false),
+        Some(None) => (child.stop(Duration::from_secs(30)).await?, true),
+        None => {
+            let _ = child.stop(Duration::from_secs(30)).await;
+            child.group.kill();
+            if a.keep {
+                eprintln!("run {n}: kept in {}", tmp.keep().display());
+            }
+            bail!("interrupted: run {n} was stopped, and agensh run with it");
+        }
     };
     // Whatever the run left running (it should be nothing) goes with its group.
     child.group.kill();
