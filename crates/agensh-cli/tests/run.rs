@@ -336,6 +336,29 @@ fn an_idle_worker_gets_a_continue_prompt() {
 }
 
 #[test]
+fn a_turn_cut_off_at_its_step_limit_is_resumed_at_once_not_after_the_idle_timeout() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = org(
+        tmp.path(),
+        &[("idle_timeout_secs", "600"), ("notices_minutes", "[0.001]")],
+    );
+    let s = scenario(
+        tmp.path(),
+        "[[step]]\naction = \"end_turn\"\nstep_limit = true\n[[step]]\naction = \"end_turn\"\n",
+    );
+    let log = tmp.path().join("script.jsonl");
+    let run = start_run(&dir, &s, &log, &["--workers", "1", "--hours", "0.0025"]);
+    finish(run, Duration::from_secs(60));
+    let t = turns(&dir, "w01");
+    assert_eq!(t.len(), 2, "a normal end waits for the idle timeout: {t:?}");
+    assert_eq!(t[0]["stop_reason"], "max_turn_requests");
+    let second = t[1]["prompt"].as_str().unwrap();
+    assert!(second.contains("reached its step limit"), "{second}");
+    let gap = t[1]["started"].as_i64().unwrap() - t[0]["ended"].as_i64().unwrap();
+    assert!(gap < 4_000, "resumed after {gap} ms");
+}
+
+#[test]
 fn deadline_notices_arrive_at_their_configured_times() {
     let tmp = tempfile::tempdir().unwrap();
     // A 24 s run with notices 15 s and 6 s before the end.

@@ -8,6 +8,8 @@ use crate::error::{Error, Result};
 pub const WORKER_TEMPLATE: &str = include_str!("../../../prompts/worker.md");
 /// The prompt an idle worker gets.
 pub const CONTINUE_TEMPLATE: &str = include_str!("../../../prompts/continue.md");
+/// The prompt right after a turn that reached its step limit: carry on.
+pub const RESUME_TEMPLATE: &str = include_str!("../../../prompts/resume.md");
 /// A deadline notice.
 pub const DEADLINE_TEMPLATE: &str = include_str!("../../../prompts/deadline.md");
 /// The first prompt after the worker's agent failed and was restarted.
@@ -125,6 +127,7 @@ mod tests {
             &[("idle_minutes", "5"), ("worker_id", "w01")]
         )
         .is_ok());
+        assert!(render(RESUME_TEMPLATE, &[("worker_id", "w01")]).is_ok());
         assert!(render(
             DEADLINE_TEMPLATE,
             &[("worker_id", "w01"), ("minutes_left", "5"), ("advice", "x")]

@@ -10,7 +10,9 @@ use std::time::{Duration, SystemTime};
 use agensh_client::Client;
 use agensh_domain::config::RunConfig;
 use agensh_domain::event::{kinds, Event, Priority};
-use agensh_domain::prompt::{render, CONTINUE_TEMPLATE, DEADLINE_TEMPLATE, RESTART_TEMPLATE};
+use agensh_domain::prompt::{
+    render, CONTINUE_TEMPLATE, DEADLINE_TEMPLATE, RESTART_TEMPLATE, RESUME_TEMPLATE,
+};
 use agensh_domain::time::unix_ms;
 use agensh_domain::worker::{WorkerProgress, WorkerStatus};
 use agensh_domain::Result;
@@ -22,6 +24,11 @@ use crate::adapters::{Agent, AgentContext, Heartbeat, Usage};
 use crate::pump::EventPump;
 use crate::status::StatusReporter;
 
+/// Stop reasons of a turn cut off before the agent was done: the built-in agent's step
+/// limit and ACP's `max_turn_requests`.
+const CUT_OFF: &[&str] = &["max_steps", "max_turn_requests"];
+/// How long a worker whose turn was cut off waits for events before it is told to carry on.
+const RESUME_AFTER: Duration = Duration::from_secs(1);
 /// Longest wait for events before the idle timeout and deadline notices are checked again.
 const WAIT_SECS: u64 = 30;
 /// Most events listed in one prompt; the rest are summarized by count.
@@ -274,9 +281,18 @@ pub async fn run_worker(
         carried_at.clear();
 
         set_status(WorkerStatus::Idle).await;
+        // A turn cut off at its step limit was not done: the next one starts as soon as
+        // the pending events are in, not after the idle timeout.
+        let cut_off = CUT_OFF.contains(&outcome.stop_reason.as_str());
+        let idle = if cut_off {
+            RESUME_AFTER
+        } else {
+            plan.idle_timeout
+        };
         let next = wait_for_reason(
             &link.events,
             &plan,
+            idle,
             after,
             &mut carried,
             &mut notices_left,
@@ -305,6 +321,7 @@ pub async fn run_worker(
                 };
                 events_prompt(&events, &digest)
             }
+            Next::Idle if cut_off => render(RESUME_TEMPLATE, &[("worker_id", &id)])?,
             Next::Idle => render(
                 CONTINUE_TEMPLATE,
                 &[
@@ -368,12 +385,13 @@ async fn forward_steps(
 async fn wait_for_reason(
     events: &EventPump,
     plan: &WorkerPlan,
+    idle: Duration,
     after: i64,
     to_ack: &mut Vec<i64>,
     notices_left: &mut Vec<Duration>,
     stop: &mut Shutdown,
 ) -> Next {
-    let idle_until = tokio::time::Instant::now() + plan.idle_timeout;
+    let idle_until = tokio::time::Instant::now() + idle;
     loop {
         if stop.is_shutdown() || past(plan.ends_at) {
             return Next::Stop;

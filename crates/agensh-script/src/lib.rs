@@ -25,7 +25,7 @@
 //! [[step]]
 //! action = "open_and_merge_pr"
 //! [[step]]
-//! action = "end_turn"
+//! action = "end_turn"                # step_limit = true: as if cut off at a step limit
 //! ```
 //!
 //! Each prompt runs the steps from where the last turn stopped up to and including the next
@@ -229,8 +229,12 @@ pub enum Step {
         #[serde(default)]
         code: i32,
     },
-    /// Ends the turn.
-    EndTurn,
+    /// Ends the turn; with `step_limit = true` as an agent that reached its step limit
+    /// does (stop reason `max_turn_requests`), not done yet.
+    EndTurn {
+        #[serde(default)]
+        step_limit: bool,
+    },
 }
 
 fn default_retries() -> u32 {
@@ -696,6 +700,8 @@ async fn new_session(
 enum Flow {
     Next,
     EndTurn,
+    /// End the turn as cut off at the step limit.
+    StepLimit,
     /// Nothing left to do (every part taken): end the turn, idle from now on.
     Idle,
 }
@@ -772,6 +778,7 @@ impl Turn<'_> {
             match self.step(step).await {
                 Flow::Next => {}
                 Flow::EndTurn => break,
+                Flow::StepLimit => return StopReason::MaxTurnRequests,
                 Flow::Idle => {
                     self.st.idle = true;
                     self.st.cursor = scenario.steps.len();
@@ -916,7 +923,8 @@ impl Turn<'_> {
                 self.sh.out.lock().await.flush().await.ok();
                 std::process::exit(*code);
             }
-            Step::EndTurn => return Flow::EndTurn,
+            Step::EndTurn { step_limit: false } => return Flow::EndTurn,
+            Step::EndTurn { step_limit: true } => return Flow::StepLimit,
         }
         Flow::Next
     }
