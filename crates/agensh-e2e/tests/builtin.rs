@@ -1382,6 +1382,10 @@ async fn small_mode_lets_a_claim_that_collides_go_and_says_to_take_another_part(
         "{yielded}"
     );
     assert!(yielded.contains("Claim a different part"), "{yielded}");
+    assert!(
+        !yielded.contains("- board:"),
+        "only the colliding claims are listed: {yielded}"
+    );
     // Only the other worker's claim on leap is live, and ours on digits (newest first).
     let me = t.org.id(0);
     let live: Vec<(String, Option<String>)> = t

@@ -110,8 +110,10 @@ pub const SMALL_WORKSPACE_TOOLS: &[&str] = &["write_file", "run", "read_file"];
 pub const SMALL_ORG_TOOLS: &[&str] = &["claim", "ship", "release", "board_write"];
 /// When the hub offers no `ship`: the pull-request tools it stands for.
 pub const SMALL_FALLBACK_TOOLS: &[&str] = &["pr_open", "pr_merge"];
-/// Arguments small mode leaves out of organization tools: long and rarely needed.
-const SMALL_DROPPED: &[&str] = &["detail", "lease_secs"];
+/// Arguments small mode leaves out of organization tools: long and rarely needed, or
+/// (`ship`'s branch and claim) right by default and wrong when a small model fills them in
+/// (it shipped "main" and "feature/fibonacci").
+const SMALL_DROPPED: &[&str] = &["detail", "lease_secs", "branch", "claim"];
 
 /// The board kinds small mode posts: FAIL, and PATCH_SUMMARY only when there is no `ship`
 /// to post it. Everything else a small model posts is chatter.
@@ -747,8 +749,12 @@ mod tests {
             board.schema["properties"]["kind"]["enum"],
             json!(["FAIL", "PATCH_SUMMARY"])
         );
-        // With ship, the pull-request tools go and the board takes only FAIL.
-        specs.push(org("ship", json!({ "text": {} })));
+        // With ship, the pull-request tools go and the board takes only FAIL; ship goes to
+        // the worker's own branch and releases its claims.
+        specs.push(org(
+            "ship",
+            json!({ "text": {}, "branch": {}, "claim": {}, "label": {} }),
+        ));
         let small = small_specs(specs);
         assert_eq!(
             names(&small),
@@ -764,6 +770,11 @@ mod tests {
         );
         let board = small.iter().find(|s| s.name == "board_write").unwrap();
         assert_eq!(board.schema["properties"]["kind"]["enum"], json!(["FAIL"]));
+        let ship = small.iter().find(|s| s.name == "ship").unwrap();
+        let props = ship.schema["properties"].as_object().unwrap();
+        let mut kept: Vec<&str> = props.keys().map(String::as_str).collect();
+        kept.sort();
+        assert_eq!(kept, ["label", "text"]);
     }
 
     #[test]

@@ -976,7 +976,8 @@ impl Session {
             .text
             .lines()
             .skip_while(|l| !l.starts_with("OVERLAP"))
-            .filter_map(|l| l.strip_prefix("- "))
+            .skip(1)
+            .map_while(|l| l.strip_prefix("- "))
             .collect();
         let released = if id.is_empty() {
             Output::error("the claim's id is not in its answer")
