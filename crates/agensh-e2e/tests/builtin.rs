@@ -1080,7 +1080,6 @@ async fn small_mode_shortens_the_prompts_names_the_claimed_files_and_keeps_chatt
         "run",
         "read_file",
         "claim",
-        "release",
         "board_write",
         "end_turn",
     ] {
@@ -1089,6 +1088,7 @@ async fn small_mode_shortens_the_prompts_names_the_claimed_files_and_keeps_chatt
     for n in [
         "list_files",
         "edit_file",
+        "release",
         "board_read",
         "msg_dm",
         "pr_review",
@@ -1444,4 +1444,117 @@ async fn small_mode_posts_a_long_fail_cut_to_its_limit_with_the_whole_text_in_de
     assert!(fail.record.text.chars().count() <= 100);
     let unfolded = t.org.client(&me).unfold(&fail.record.id).await.unwrap();
     assert_eq!(unfolded.record.detail.as_deref(), Some(long));
+}
+
+/// Moves main through a merged pull request of worker `who`: README.md says `text`.
+async fn main_says(t: &Setup, who: &str, text: &str) {
+    let ctx = t.org.context(who).await;
+    std::fs::write(ctx.checkout.join("README.md"), text).unwrap();
+    git(&ctx.checkout, &["commit", "-qam", "readme from main"]);
+    let out = std::process::Command::new("git")
+        .current_dir(&ctx.checkout)
+        .env("AGENSH_PUSHER", who)
+        .args([
+            "push",
+            "-q",
+            "origin",
+            &format!("HEAD:refs/heads/{who}/work"),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let client = t.org.client(who);
+    let pr = client
+        .open_pr(&agensh_domain::pr::NewPr {
+            branch: format!("{who}/work"),
+            title: "readme".into(),
+            body: None,
+        })
+        .await
+        .unwrap();
+    client.merge_pr(pr.number).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn small_mode_takes_one_part_at_a_time_from_mains_latest_code_and_skips_shipped_parts() {
+    let mut t = setup(2, ToolStyle::Json, |c| c.mode = Mode::Small).await;
+    let (me, other) = (t.org.id(0), t.org.id(1));
+    // Our branch changed README.md one way (a part abandoned); main another way.
+    std::fs::write(t.ctx.checkout.join("README.md"), "mine\n").unwrap();
+    git(&t.ctx.checkout, &["commit", "-qam", "an abandoned try"]);
+    main_says(&t, &other, "from main\n").await;
+    // A part already shipped.
+    t.org
+        .client(&other)
+        .post_record(&agensh_domain::record::NewRecord {
+            label: Some("digits".into()),
+            ..agensh_domain::record::NewRecord::new(
+                agensh_domain::record::RecordKind::PatchSummary,
+                "digits: implemented, tests pass",
+            )
+        })
+        .await
+        .unwrap();
+    t.replay.push([
+        Reply::action(
+            "claim",
+            json!({ "text": "digits", "label": "digits", "paths": ["kit/digits.py"] }),
+        ),
+        Reply::action(
+            "claim",
+            json!({ "text": "readme", "label": "readme", "paths": ["README.md"] }),
+        ),
+        Reply::action(
+            "claim",
+            json!({ "text": "parts", "label": "parts", "paths": ["PARTS.md"] }),
+        ),
+        Reply::action("end_turn", json!({ "summary": "took parts" })),
+    ]);
+    let out = t.agent.turn("Take a part.").await.unwrap();
+    assert_eq!(
+        statuses(&out.events),
+        [
+            ("claim".to_string(), "error".to_string()),
+            ("claim".to_string(), "ok".to_string()),
+            ("claim".to_string(), "ok".to_string()),
+        ]
+    );
+    let reqs = t.replay.requests();
+    let shipped = content(&last_message(&reqs, 1)).to_string();
+    assert!(
+        shipped.contains("the part digits was shipped already, so your claim"),
+        "{shipped}"
+    );
+    assert!(shipped.contains("Claim a different part"), "{shipped}");
+    let taken = content(&last_message(&reqs, 2)).to_string();
+    assert!(
+        taken.contains("Your checkout has main's latest code."),
+        "{taken}"
+    );
+    // Main won where they conflicted, and the branch holds main: a ship merges cleanly.
+    assert_eq!(
+        std::fs::read_to_string(t.ctx.checkout.join("README.md")).unwrap(),
+        "from main\n"
+    );
+    git(
+        &t.ctx.checkout,
+        &["merge-base", "--is-ancestor", "origin/main", "HEAD"],
+    );
+    // The next claim let the readme claim go: only parts is ours now.
+    let mine: Vec<Option<String>> = t
+        .org
+        .client(&me)
+        .recent(None)
+        .await
+        .unwrap()
+        .iter()
+        .filter(|e| e.record.kind == agensh_domain::record::RecordKind::Claim)
+        .filter(|e| e.record.author == me)
+        .map(|e| e.record.label.clone())
+        .collect();
+    assert_eq!(mine, [Some("parts".to_string())]);
 }

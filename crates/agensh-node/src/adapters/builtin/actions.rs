@@ -104,10 +104,12 @@ pub fn workspace_specs() -> Vec<ToolSpec> {
 /// ([`super::code`]).
 pub const SMALL_WORKSPACE_TOOLS: &[&str] = &["write_file", "run", "read_file"];
 /// The organization tools of small mode, in the order the prompt lists them: take a part,
-/// ship it (commit, push, PR, merge through the gate, PATCH_SUMMARY, release), let it go,
-/// and post what did not work. No messages, no reviews, no board reading: each is a turn a
-/// small model spends on talk instead of code.
-pub const SMALL_ORG_TOOLS: &[&str] = &["claim", "ship", "release", "board_write"];
+/// ship it (commit, push, PR, merge through the gate, PATCH_SUMMARY, release), and post
+/// what did not work. No `release`: the agent lets a claim go when the next one is made
+/// (a small model released after ship, and other workers' claims, over and over). No
+/// messages, no reviews, no board reading: each is a turn a small model spends on talk
+/// instead of code.
+pub const SMALL_ORG_TOOLS: &[&str] = &["claim", "ship", "board_write"];
 /// When the hub offers no `ship`: the pull-request tools it stands for.
 pub const SMALL_FALLBACK_TOOLS: &[&str] = &["pr_open", "pr_merge"];
 /// Arguments small mode leaves out of organization tools: long and rarely needed, or
@@ -734,7 +736,6 @@ mod tests {
                 "run",
                 "read_file",
                 "claim",
-                "release",
                 "board_write",
                 "pr_open",
                 "pr_merge"
@@ -764,7 +765,6 @@ mod tests {
                 "read_file",
                 "claim",
                 "ship",
-                "release",
                 "board_write"
             ]
         );

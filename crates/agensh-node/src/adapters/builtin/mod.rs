@@ -214,6 +214,8 @@ struct Session {
     pulse: crate::adapters::Heartbeat,
     /// The output of the last `run` when it failed, for small mode's code request.
     last_failure: Option<String>,
+    /// Small mode: the ids of the claims this session made and has not let go.
+    held: Vec<String>,
     /// Tokens and time of requests made inside a tool (small mode's code request), added
     /// to the turn's after the step.
     side_usage: Usage,
@@ -329,6 +331,7 @@ impl Agent for BuiltinAgent {
             looping: false,
             pulse: ctx.heartbeat.clone(),
             last_failure: None,
+            held: Vec::new(),
             side_usage: Usage::default(),
             side_ms: 0,
         });
@@ -369,6 +372,48 @@ fn system_prompt(worker: &str, specs: &[ToolSpec], json: bool, small: bool) -> S
         prompt::small_system_prompt(worker, specs, json)
     } else {
         prompt::system_prompt(worker, specs, json)
+    }
+}
+
+/// The id of the claim a `claim` answer made ("claimed G7 [...]"), or "".
+fn claim_id(answer: &str) -> String {
+    answer
+        .lines()
+        .next()
+        .and_then(|l| l.strip_prefix("claimed "))
+        .and_then(|l| l.split_whitespace().next())
+        .unwrap_or("")
+        .to_string()
+}
+
+/// Brings main's latest code into the checkout before a new part: what is left is
+/// committed, a merge or rebase half done is given up, and `origin/main` is merged with
+/// main's side taken where they conflict. The sentence for the model.
+async fn sync_with_main(checkout: &std::path::Path, worker: &str) -> String {
+    let git = agensh_workspace::git::Git::worktree(checkout);
+    if agensh_workspace::ship::operation_in_progress(&checkout.join(".git")) {
+        let _ = git.run(["merge", "--abort"]).await;
+        let _ = git.run(["rebase", "--abort"]).await;
+    }
+    let _ = commit_leftovers(checkout, worker).await;
+    if let Err(e) = git.run(["fetch", "-q", "origin"]).await {
+        return format!(
+            "Could not fetch main ({}); your checkout is as it was.",
+            e.message
+        );
+    }
+    match git
+        .run(["merge", "-q", "--no-edit", "-X", "theirs", "origin/main"])
+        .await
+    {
+        Ok(_) => "Your checkout has main's latest code.".to_string(),
+        Err(e) => {
+            let _ = git.run(["merge", "--abort"]).await;
+            format!(
+                "Could not bring main's latest code into your checkout ({}); it is as it was.",
+                one_line(&e.message, 200)
+            )
+        }
     }
 }
 
@@ -768,24 +813,11 @@ impl Session {
             text: cut_text(&out.text, cfg.output_cap),
             ok: out.ok,
         };
-        if self.small && name == "claim" && out.ok && out.text.contains("OVERLAP") {
-            out = self.yield_claim(out).await;
-        } else if self.small && name == "claim" && out.ok {
-            let paths: Vec<String> = given
-                .get("paths")
-                .and_then(Value::as_array)
-                .map(|a| {
-                    a.iter()
-                        .filter_map(Value::as_str)
-                        .map(str::to_string)
-                        .collect()
-                })
-                .unwrap_or_default();
-            let files = self.ws.part_files(&paths);
-            if !files.is_empty() {
-                out.text.push_str("\n\n");
-                out.text.push_str(&files);
-            }
+        if self.small && name == "claim" && out.ok {
+            out = self.take_part(&given, out).await;
+        }
+        if self.small && name == "ship" && out.ok {
+            self.held.clear();
         }
         match name {
             "run" => self.last_failure = (!out.ok).then(|| out.text.clone()),
@@ -960,18 +992,84 @@ impl Session {
         }
     }
 
+    /// Small mode, after a claim was made: one part at a time, started from main's latest
+    /// code. A claim that collides with another worker's, or on a part already shipped (a
+    /// PATCH_SUMMARY with its label), is released at once with "claim a different part".
+    /// Otherwise the claims held before are let go, main is merged into the checkout (main
+    /// wins where they conflict: a small model cannot settle a merge, and a branch left
+    /// conflicting refused every later ship), and the part's files are named.
+    async fn take_part(&mut self, given: &Value, claimed: Output) -> Output {
+        if claimed.text.contains("OVERLAP") {
+            return self.yield_claim(claimed).await;
+        }
+        let id = claim_id(&claimed.text);
+        let label = given
+            .get("label")
+            .and_then(Value::as_str)
+            .map(str::trim)
+            .unwrap_or("");
+        if !label.is_empty() && !id.is_empty() {
+            let query = format!("kind:PATCH_SUMMARY label:\"{}\"", label.replace('"', ""));
+            let found = self.call_org("board_grep", json!({ "query": query })).await;
+            if let Some(done) = found
+                .text
+                .lines()
+                .find(|l| l.contains("/PATCH_SUMMARY "))
+                .filter(|_| found.ok)
+            {
+                let released = self.call_org("release", json!({ "id": id })).await;
+                self.log.write(json!({
+                    "event": "claim_done_already",
+                    "claim": id,
+                    "released": released.ok,
+                    "summary": done,
+                }));
+                if released.ok {
+                    return Output::error(format!(
+                        "the part {label} was shipped already, so your claim {id} was released:\n{}\nClaim a different part: another label and other files.",
+                        done.trim()
+                    ));
+                }
+            }
+        }
+        let mut out = claimed;
+        for old in std::mem::take(&mut self.held) {
+            if old != id {
+                let r = self.call_org("release", json!({ "id": old })).await;
+                self.log
+                    .write(json!({ "event": "claim_let_go", "claim": old, "ok": r.ok }));
+            }
+        }
+        if !id.is_empty() {
+            self.held.push(id);
+        }
+        let synced = sync_with_main(self.ws.root(), &self.worker).await;
+        self.log
+            .write(json!({ "event": "sync_with_main", "result": synced }));
+        out.text.push_str(&format!("\n\n{synced}"));
+        let paths: Vec<String> = given
+            .get("paths")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default();
+        let files = self.ws.part_files(&paths);
+        if !files.is_empty() {
+            out.text.push('\n');
+            out.text.push_str(&files);
+        }
+        out
+    }
+
     /// Small mode: a claim that collides with another worker's live claim is released at
     /// once, and the answer says to take a different part. The later claim yields, so two
     /// workers who chose the same part at the same time do not both work on it.
     async fn yield_claim(&mut self, claimed: Output) -> Output {
-        let id = claimed
-            .text
-            .lines()
-            .next()
-            .and_then(|l| l.strip_prefix("claimed "))
-            .and_then(|l| l.split_whitespace().next())
-            .unwrap_or("")
-            .to_string();
+        let id = claim_id(&claimed.text);
         let holders: Vec<&str> = claimed
             .text
             .lines()

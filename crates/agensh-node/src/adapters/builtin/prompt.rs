@@ -126,7 +126,7 @@ pub fn small_worker_prompt(prompt: &str, worker: &str, ship: bool) -> Option<Str
             .to_string()
     } else {
         format!(
-            "4. When the test passes, run `git add -A && git commit -m \"implement the part\" && git push origin HEAD`, then pr_open with branch {branch}, pr_merge, and release your claim."
+            "4. When the test passes, run `git add -A && git commit -m \"implement the part\" && git push origin HEAD`, then pr_open with branch {branch}, then pr_merge."
         )
     };
     Some(format!(
@@ -136,8 +136,8 @@ pub fn small_worker_prompt(prompt: &str, worker: &str, ship: bool) -> Option<Str
          1. claim one part nobody holds: claim with text, label and paths (the files you will change). The answer names those files and their tests. If another worker holds the part, claim another one.\n\
          2. Write the part's code with write_file: give the path, then send the whole file in a code block. Do not change tests unless the goal asks for it.\n\
          3. Check it with run (the part's test).\n\
-         {finish} If you cannot make it pass, post a FAIL with board_write saying what you tried, and release your claim.\n\
-         5. Then claim the next part.\n{extra}{time}"
+         {finish} If you cannot make it pass, post a FAIL with board_write saying what you tried.\n\
+         5. Then claim the next part: the claim you held is let go.\n{extra}{time}"
     ))
 }
 
