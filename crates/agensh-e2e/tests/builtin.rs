@@ -1261,15 +1261,11 @@ fn leap_part(ctx: &AgentContext) {
 async fn small_mode_takes_a_files_text_from_a_code_block_asked_for_on_its_own() {
     let mut t = setup(1, ToolStyle::Json, |c| c.mode = Mode::Small).await;
     leap_part(&t.ctx);
-    let first = "def leap(y):\n    return y % 4 == 0\n";
+    let first = "def leap(y):\n    return False\n";
     let fixed = "def leap(y):\n    return y % 4 == 0 and (y % 100 != 0 or y % 400 == 0)\n";
     t.replay.push([
         Reply::action("write_file", json!({ "path": "kit/leap.py" })),
-        Reply::text(&format!("Here it is:\n```python\n{first}```\nIt checks y % 4.")).usage(600, 30),
-        Reply::action(
-            "run",
-            json!({ "command": "echo 'AssertionError: 1900 is not a leap year'; exit 1" }),
-        ),
+        Reply::text(&format!("Here it is:\n```python\n{first}```\nSimple.")).usage(600, 30),
         Reply::action("write_file", json!({ "path": "kit/leap.py" })),
         Reply::text(&format!("```python\nimport unittest\nclass TestLeap(unittest.TestCase): pass\n```\n```python\n{fixed}```")).usage(700, 40),
         Reply::action("run", json!({ "command": "python3 -m unittest tests/test_leap" })),
@@ -1279,7 +1275,7 @@ async fn small_mode_takes_a_files_text_from_a_code_block_asked_for_on_its_own() 
     ]);
     let out = t.agent.turn("Implement kit/leap.py.").await.unwrap();
     let reqs = t.replay.requests();
-    assert_eq!(reqs.len(), 9);
+    assert_eq!(reqs.len(), 8);
     // The code request: no tools and no schema, the tests first, then the file.
     let code = &reqs[1];
     assert!(code.get("response_format").is_none() && code.get("tools").is_none());
@@ -1298,26 +1294,38 @@ async fn small_mode_takes_a_files_text_from_a_code_block_asked_for_on_its_own() 
         "{asked}"
     );
     assert!(!asked.contains("failed"), "{asked}");
-    // What the block held was written, and the answer says what to do next.
+    // What the block held was written and its tests were run at once: they fail.
     let written = content(&last_message(&reqs, 2)).to_string();
+    assert!(written.contains("it holds the code block you sent. Its tests ran (python3 -m unittest tests.test_leap):\nexit code: 1"), "{written}");
     assert!(
-        written.contains("wrote") && written.contains("Next, run its tests"),
+        written.contains("They fail: call write_file again"),
         "{written}"
     );
-    // The fix request shows the file as it is and the failed check; the block of tests in
-    // the answer is passed over for the file's own.
-    let again = content(&reqs[4]["messages"][1]);
+    // The fix request shows the file as it is and that failure; the block of tests in
+    // the answer is passed over for the file's own, and its tests pass.
+    let again = content(&reqs[3]["messages"][1]);
     assert!(again.contains(&format!("```python\n{first}```")), "{again}");
     assert!(
-        again.contains("The last check failed like this; fix the file so it passes:\n```\nexit code: 1\nAssertionError: 1900 is not a leap year"),
+        again.contains(
+            "The last check failed like this; fix the file so it passes:\n```\nexit code: 1"
+        ),
         "{again}"
+    );
+    assert!(
+        again.contains("AssertionError: False is not true"),
+        "{again}"
+    );
+    let passed = content(&last_message(&reqs, 4)).to_string();
+    assert!(
+        passed.contains("exit code: 0") && passed.contains("They pass: call ship now."),
+        "{passed}"
     );
     assert_eq!(
         std::fs::read_to_string(t.ctx.checkout.join("kit/leap.py")).unwrap(),
         fixed
     );
     // A test module written as a path is run by its dotted name; passing tests point to ship.
-    let ran = content(&last_message(&reqs, 6)).to_string();
+    let ran = content(&last_message(&reqs, 5)).to_string();
     assert!(ran.starts_with("result of run:\nexit code: 0"), "{ran}");
     assert!(
         ran.contains("(ran as: python3 -m unittest tests.test_leap"),
@@ -1325,7 +1333,7 @@ async fn small_mode_takes_a_files_text_from_a_code_block_asked_for_on_its_own() 
     );
     assert!(ran.contains("call ship now"), "{ran}");
     // An answer with no code block writes nothing and says so.
-    let none = content(&last_message(&reqs, 8)).to_string();
+    let none = content(&last_message(&reqs, 7)).to_string();
     assert!(
         none.contains("no code block, so nothing was written to kit/leap.py"),
         "{none}"

@@ -214,6 +214,8 @@ struct Session {
     pulse: crate::adapters::Heartbeat,
     /// The output of the last `run` when it failed, for small mode's code request.
     last_failure: Option<String>,
+    /// The failed check run right after small mode's write, to become `last_failure`.
+    failure_after_write: Option<String>,
     /// Small mode: the ids of the claims this session made and has not let go.
     held: Vec<String>,
     /// Tokens and time of requests made inside a tool (small mode's code request), added
@@ -332,6 +334,7 @@ impl Agent for BuiltinAgent {
             pulse: ctx.heartbeat.clone(),
             last_failure: None,
             held: Vec::new(),
+            failure_after_write: None,
             side_usage: Usage::default(),
             side_ms: 0,
         });
@@ -821,7 +824,7 @@ impl Session {
         }
         match name {
             "run" => self.last_failure = (!out.ok).then(|| out.text.clone()),
-            "write_file" if out.ok => self.last_failure = None,
+            "write_file" if out.ok => self.last_failure = self.failure_after_write.take(),
             _ => {}
         }
         let line = history::recap_line(name, &given, out.ok, &out.text);
@@ -1158,13 +1161,33 @@ impl Session {
         match code::extract(&reply.content, path, reply.finish_reason == "length") {
             Ok(text) => {
                 let mut out = self.ws.write_file(path, &text);
-                if out.ok {
-                    out.text
-                        .push_str("; it holds the code block you sent. Next, run its tests");
-                    if let Some(command) = code::test_command(&src.tests) {
-                        out.text.push_str(&format!(": {command}"));
-                    }
+                if !out.ok {
+                    return out;
                 }
+                out.text.push_str("; it holds the code block you sent.");
+                // The check that always comes next, done now: one model request less.
+                let Some(command) = code::test_command(&src.tests) else {
+                    out.text.push_str(" Next, run its tests.");
+                    return out;
+                };
+                self.pulse.step(format!("run: {}", one_line(&command, 60)));
+                let ran = self.ws.run(&command, cfg.command_timeout).await;
+                self.log.write(json!({
+                    "event": "checked_after_write",
+                    "command": command,
+                    "ok": ran.ok,
+                    "result": one_line(&ran.text, 300),
+                }));
+                let next = match (ran.ok, self.ship) {
+                    (true, true) => "They pass: call ship now.",
+                    (true, false) => "They pass: share the part now.",
+                    (false, _) => "They fail: call write_file again to fix the file; you will be shown this failure.",
+                };
+                out.text.push_str(&format!(
+                    " Its tests ran ({command}):\n{}\n\n{next}",
+                    ran.text
+                ));
+                self.failure_after_write = (!ran.ok).then_some(ran.text);
                 out
             }
             Err(e) => Output::error(e),
