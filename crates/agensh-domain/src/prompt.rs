@@ -124,7 +124,7 @@ mod tests {
         assert!(prompt("w01", &[]).render().is_ok());
         assert!(render(
             CONTINUE_TEMPLATE,
-            &[("idle_minutes", "5"), ("worker_id", "w01")]
+            &[("idle_for", "5 minutes"), ("worker_id", "w01")]
         )
         .is_ok());
         assert!(render(RESUME_TEMPLATE, &[("worker_id", "w01")]).is_ok());

@@ -46,8 +46,30 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
     (y, m, d)
 }
 
+/// A span of `secs` seconds in words for a prompt: "45 seconds", "1 minute", "5 minutes"
+/// (whole minutes from 90 seconds on).
+pub fn span(secs: u64) -> String {
+    match secs {
+        1 => "1 second".to_string(),
+        0..=89 => format!("{secs} seconds"),
+        _ => match (secs + 30) / 60 {
+            1 => "1 minute".to_string(),
+            m => format!("{m} minutes"),
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn spans_read_as_words() {
+        assert_eq!(span(10), "10 seconds");
+        assert_eq!(span(60), "60 seconds");
+        assert_eq!(span(90), "2 minutes");
+        assert_eq!(span(300), "5 minutes");
+        assert_eq!(span(1), "1 second");
+    }
+
     use super::*;
 
     #[test]

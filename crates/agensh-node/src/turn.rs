@@ -327,8 +327,8 @@ pub async fn run_worker(
                 &[
                     ("worker_id", &id),
                     (
-                        "idle_minutes",
-                        &format!("{:.0}", plan.idle_timeout.as_secs_f64() / 60.0),
+                        "idle_for",
+                        &agensh_domain::time::span(plan.idle_timeout.as_secs()),
                     ),
                 ],
             )?,
