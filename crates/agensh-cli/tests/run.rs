@@ -327,7 +327,10 @@ fn an_idle_worker_gets_a_continue_prompt() {
     let t = turns(&dir, "w01");
     assert!(t.len() >= 2, "{t:?}");
     let second = t[1]["prompt"].as_str().unwrap();
-    assert!(second.contains("You have been idle for 2 seconds"), "{second}");
+    assert!(
+        second.contains("You have been idle for 2 seconds"),
+        "{second}"
+    );
     let gap = t[1]["started"].as_i64().unwrap() - t[0]["ended"].as_i64().unwrap();
     assert!(
         (1_500..6_000).contains(&gap),

@@ -143,7 +143,10 @@ pub async fn start_with_clock(
             clock,
         }),
     };
-    let app = router(state.clone(), body_limit);
+    // One route table shared by every connection: a plain Router given to `serve` is
+    // cloned and rebuilt per accepted connection (axum 0.8), which with 1,024 open
+    // long-polls and 32 routes cost the hub about 30 MiB (docs/PERFORMANCE.md, Hub).
+    let app = router(state.clone(), body_limit).into_make_service();
     let server = tokio::spawn(
         axum::serve(listener, app)
             .with_graceful_shutdown(shutdown.wait_owned())

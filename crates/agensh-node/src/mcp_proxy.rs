@@ -78,7 +78,11 @@ impl McpProxy {
             upstream: format!("{}/mcp", hub_url.trim_end_matches('/')),
             workers: workers.into_iter().map(|w| (w.token.clone(), w)).collect(),
         });
-        let app = Router::new().route("/mcp", any(forward)).with_state(proxy);
+        // One route table for every connection, not one rebuilt per connection.
+        let app = Router::new()
+            .route("/mcp", any(forward))
+            .with_state(proxy)
+            .into_make_service();
         let task = tokio::spawn(async move {
             if let Err(e) = axum::serve(listener, app).await {
                 tracing::error!("the node's MCP proxy stopped: {e}");
