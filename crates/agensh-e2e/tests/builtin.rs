@@ -1534,10 +1534,15 @@ async fn small_mode_takes_one_part_at_a_time_from_mains_latest_code_and_skips_sh
     let reqs = t.replay.requests();
     let shipped = content(&last_message(&reqs, 1)).to_string();
     assert!(
-        shipped.contains("the part digits was shipped already, so your claim"),
+        shipped.contains(
+            "the part digits was shipped already; nothing was claimed. Shipped so far: digits."
+        ),
         "{shipped}"
     );
-    assert!(shipped.contains("Claim a different part"), "{shipped}");
+    assert!(
+        shipped.contains("if every part is shipped, end your turn"),
+        "{shipped}"
+    );
     let taken = content(&last_message(&reqs, 2)).to_string();
     assert!(
         taken.contains("Your checkout has main's latest code."),

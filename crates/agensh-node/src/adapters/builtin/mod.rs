@@ -378,6 +378,22 @@ fn system_prompt(worker: &str, specs: &[ToolSpec], json: bool, small: bool) -> S
     }
 }
 
+/// The labels of the PATCH_SUMMARY records in a `board_grep` answer, in order, once each:
+/// each record's line ends with `#<label>` (then maybe `(+detail)`).
+fn shipped_labels(answer: &str) -> Vec<String> {
+    let mut labels: Vec<String> = Vec::new();
+    for line in answer.lines().filter(|l| l.contains("/PATCH_SUMMARY ")) {
+        let Some((_, tail)) = line.rsplit_once(" #") else {
+            continue;
+        };
+        let label = tail.split_whitespace().next().unwrap_or("");
+        if !label.is_empty() && !labels.iter().any(|l| l == label) {
+            labels.push(label.to_string());
+        }
+    }
+    labels
+}
+
 /// The id of the claim a `claim` answer made ("claimed G7 [...]"), or "".
 fn claim_id(answer: &str) -> String {
     answer
@@ -939,6 +955,7 @@ impl Session {
                 }
                 out
             }
+            "claim" if self.small => self.claim_part(args).await,
             "board_write" if self.small && self.board_takes(&args) => {
                 let args = actions::small_record(args);
                 self.call_org(name, args).await
@@ -995,9 +1012,43 @@ impl Session {
         }
     }
 
+    /// Small mode, before a claim: a part already shipped (a PATCH_SUMMARY with its label)
+    /// is not claimed again; the answer lists what is shipped so far, so the model can pick
+    /// what is left or see that nothing is. Otherwise the claim is made.
+    async fn claim_part(&mut self, args: Value) -> Output {
+        let label = args
+            .get("label")
+            .and_then(Value::as_str)
+            .map(str::trim)
+            .unwrap_or("")
+            .to_string();
+        if !label.is_empty() {
+            let found = self
+                .call_org("board_grep", json!({ "query": "kind:PATCH_SUMMARY" }))
+                .await;
+            let shipped = if found.ok {
+                shipped_labels(&found.text)
+            } else {
+                Vec::new()
+            };
+            if shipped.iter().any(|l| l.eq_ignore_ascii_case(&label)) {
+                self.log.write(json!({
+                    "event": "claim_shipped_already",
+                    "label": label,
+                    "shipped": shipped,
+                }));
+                return Output::error(format!(
+                    "the part {label} was shipped already; nothing was claimed. Shipped so far: {}. Claim a part that is not in that list; if every part is shipped, end your turn.",
+                    shipped.join(", ")
+                ));
+            }
+        }
+        self.call_org("claim", args).await
+    }
+
     /// Small mode, after a claim was made: one part at a time, started from main's latest
-    /// code. A claim that collides with another worker's, or on a part already shipped (a
-    /// PATCH_SUMMARY with its label), is released at once with "claim a different part".
+    /// code. A claim that collides with another worker's is released at once with "claim a
+    /// different part".
     /// Otherwise the claims held before are let go, main is merged into the checkout (main
     /// wins where they conflict: a small model cannot settle a merge, and a branch left
     /// conflicting refused every later ship), and the part's files are named.
@@ -1006,35 +1057,6 @@ impl Session {
             return self.yield_claim(claimed).await;
         }
         let id = claim_id(&claimed.text);
-        let label = given
-            .get("label")
-            .and_then(Value::as_str)
-            .map(str::trim)
-            .unwrap_or("");
-        if !label.is_empty() && !id.is_empty() {
-            let query = format!("kind:PATCH_SUMMARY label:\"{}\"", label.replace('"', ""));
-            let found = self.call_org("board_grep", json!({ "query": query })).await;
-            if let Some(done) = found
-                .text
-                .lines()
-                .find(|l| l.contains("/PATCH_SUMMARY "))
-                .filter(|_| found.ok)
-            {
-                let released = self.call_org("release", json!({ "id": id })).await;
-                self.log.write(json!({
-                    "event": "claim_done_already",
-                    "claim": id,
-                    "released": released.ok,
-                    "summary": done,
-                }));
-                if released.ok {
-                    return Output::error(format!(
-                        "the part {label} was shipped already, so your claim {id} was released:\n{}\nClaim a different part: another label and other files.",
-                        done.trim()
-                    ));
-                }
-            }
-        }
         let mut out = claimed;
         for old in std::mem::take(&mut self.held) {
             if old != id {
@@ -1275,6 +1297,13 @@ mod tests {
         let e = "grammar".parse::<ToolStyle>().unwrap_err();
         assert!(e.message.contains("auto, tools"), "{}", e.message);
         assert_eq!(ToolStyle::Json.to_string(), "json");
+    }
+
+    #[test]
+    fn shipped_labels_come_from_patch_summary_lines() {
+        let answer = "3 match\nG9 [w02/PATCH_SUMMARY +2m] stats: implement #stats\nG4 [w01/PATCH_SUMMARY +5m] primes done #primes (+detail)\nG2 [w01/FAIL +6m] x #leap\nG1 [w01/PATCH_SUMMARY +7m] again #primes";
+        assert_eq!(shipped_labels(answer), ["stats", "primes"]);
+        assert!(shipped_labels("no records match").is_empty());
     }
 
     #[test]
