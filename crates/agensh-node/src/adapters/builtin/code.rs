@@ -142,13 +142,20 @@ fn holds_tests(text: &str) -> bool {
 }
 
 /// The file text out of the answer to a code request for `path`: its first fenced block
-/// that is not a test file (a test file's own block when `path` is one). An answer with no
+/// that is not a test file (a test file's own block when `path` is one); for a text file
+/// (no code language: `.txt`, Markdown, no extension) an answer without a block is the
+/// text itself. An answer with no
 /// block, only tests, or a block cut off (`cut`: the reply reached its token limit) is
 /// refused with what went wrong, for the tool's answer.
 pub fn extract(answer: &str, path: &str, cut: bool) -> Result<String, String> {
     let name = path.rsplit('/').next().unwrap_or(path);
     let test_file = name.starts_with("test_") || name.contains("_test.");
     let all = blocks(answer);
+    let code = !matches!(language(path), "" | "markdown");
+    if all.is_empty() && !code && !answer.trim().is_empty() {
+        // A text file: the answer is its text (small models send a line of prose plain).
+        return Ok(format!("{}\n", answer.trim()));
+    }
     if all.is_empty() {
         return Err(format!(
             "your answer had no code block, so nothing was written to {path}; call write_file again and answer with the whole file in one ``` block"
@@ -223,6 +230,12 @@ mod tests {
     fn answers_without_a_usable_block_are_refused_with_what_to_do() {
         let none = extract("def f(): pass", "kit/f.py", false).unwrap_err();
         assert!(none.contains("no code block"), "{none}");
+        // A text file's text may come plain.
+        assert_eq!(
+            extract("hello from w01\n\n", "w01.txt", false).unwrap(),
+            "hello from w01\n"
+        );
+        assert_eq!(extract("```\nhi\n```", "NOTES.md", false).unwrap(), "hi\n");
         let tests = extract("```python\nimport unittest\n```", "kit/f.py", false).unwrap_err();
         assert!(tests.contains("holds tests"), "{tests}");
         let cut = extract("```python\ndef f():\n    x = [", "kit/f.py", true).unwrap_err();
