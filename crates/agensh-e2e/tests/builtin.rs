@@ -1396,16 +1396,7 @@ async fn small_mode_lets_a_claim_that_collides_go_and_says_to_take_another_part(
     );
     // Only the other worker's claim on leap is live, and ours on digits (newest first).
     let me = t.org.id(0);
-    let live: Vec<(String, Option<String>)> = t
-        .org
-        .client(&me)
-        .recent(None)
-        .await
-        .unwrap()
-        .iter()
-        .filter(|e| e.record.kind == agensh_domain::record::RecordKind::Claim)
-        .map(|e| (e.record.author.clone(), e.record.label.clone()))
-        .collect();
+    let live = live_claims(&t, &me).await;
     assert_eq!(
         live,
         [
@@ -1558,16 +1549,20 @@ async fn small_mode_takes_one_part_at_a_time_from_mains_latest_code_and_skips_sh
         &["merge-base", "--is-ancestor", "origin/main", "HEAD"],
     );
     // The next claim let the readme claim go: only parts is ours now.
-    let mine: Vec<Option<String>> = t
-        .org
-        .client(&me)
+    let live = live_claims(&t, &me).await;
+    assert_eq!(live, [(me.clone(), Some("parts".to_string()))]);
+}
+
+/// The live claims on the board's recent view, as `who` reads it: author and label, newest
+/// first.
+async fn live_claims(t: &Setup, who: &str) -> Vec<(String, Option<String>)> {
+    t.org
+        .client(who)
         .recent(None)
         .await
         .unwrap()
         .iter()
         .filter(|e| e.record.kind == agensh_domain::record::RecordKind::Claim)
-        .filter(|e| e.record.author == me)
-        .map(|e| e.record.label.clone())
-        .collect();
-    assert_eq!(mine, [Some("parts".to_string())]);
+        .map(|e| (e.record.author.clone(), e.record.label.clone()))
+        .collect()
 }
