@@ -159,6 +159,42 @@ pub fn small_record(mut args: Value) -> Value {
     args
 }
 
+/// A label small mode sends, made valid: a small model writes labels like titles
+/// (`w01: hello`, `Prime numbers`) and, refused, sends the same one again until its turn
+/// ends. Characters a label may not hold are dropped, a run of them between two words
+/// becomes one `-` (none after `:` or `/`), and the result is cut to the label limit. A
+/// valid label, and one with nothing valid left, are kept as they are (the hub then says
+/// what is wrong).
+pub fn small_label(mut args: Value) -> Value {
+    let Some(raw) = args.get("label").and_then(Value::as_str) else {
+        return args;
+    };
+    if agensh_domain::record::validate_label(raw).is_ok() {
+        return args;
+    }
+    let mut label = String::new();
+    let mut gap = false;
+    for c in raw.trim().chars() {
+        if c.is_alphanumeric() || "-_./:#".contains(c) {
+            if gap && !label.is_empty() && !label.ends_with(['-', ':', '/']) {
+                label.push('-');
+            }
+            gap = false;
+            label.push(c);
+        } else {
+            gap = true;
+        }
+    }
+    let label: String = label
+        .chars()
+        .take(agensh_domain::record::LABEL_LIMIT)
+        .collect();
+    if agensh_domain::record::validate_label(&label).is_ok() {
+        args["label"] = Value::String(label);
+    }
+    args
+}
+
 /// The tools of small mode out of `specs`: [`SMALL_WORKSPACE_TOOLS`] and
 /// [`SMALL_ORG_TOOLS`] (or [`SMALL_FALLBACK_TOOLS`] without `ship`), the organization tools
 /// with one-sentence descriptions, without [`SMALL_DROPPED`] arguments, and `board_write`
@@ -533,6 +569,24 @@ pub fn parse_action(content: &str, known: &dyn Fn(&str) -> bool) -> Result<Actio
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn small_labels_are_made_valid_and_valid_ones_kept() {
+        let label = |l: &str| small_label(json!({ "label": l }))["label"].clone();
+        assert_eq!(label("w01: hello"), json!("w01:hello"));
+        assert_eq!(label("Prime numbers!"), json!("Prime-numbers"));
+        assert_eq!(label("'primes'"), json!("primes"));
+        assert_eq!(label("parser-errors"), json!("parser-errors"));
+        // Nothing valid left: kept, for the hub to refuse with its own words.
+        assert_eq!(label("  ?? "), json!("  ?? "));
+        let long = "word ".repeat(40);
+        let cut = label(&long);
+        assert_eq!(cut.as_str().unwrap().chars().count(), 64);
+        assert!(agensh_domain::record::validate_label(cut.as_str().unwrap()).is_ok());
+        // No label: nothing added.
+        assert_eq!(small_label(json!({ "text": "x" })), json!({ "text": "x" }));
+    }
+
     #[test]
     fn a_long_record_of_small_mode_is_cut_at_a_word_and_kept_whole_in_detail() {
         let long = "ImportError: Failed to import test module: tests/test_primes Traceback (most recent call last): File loader.py, line 162";

@@ -875,6 +875,11 @@ impl Session {
             ))
             }
         };
+        let args = if self.small && matches!(name, "claim" | "board_write" | "ship") {
+            actions::small_label(args)
+        } else {
+            args
+        };
         let bad = |detail: String| -> Output {
             let sig = self
                 .specs
