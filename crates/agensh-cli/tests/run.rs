@@ -705,6 +705,48 @@ fn an_agent_that_crashes_is_restarted_and_goes_on_where_it_was() {
 }
 
 #[test]
+fn an_agent_that_dies_between_turns_is_restarted_at_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = org(
+        tmp.path(),
+        &[
+            ("notices_minutes", "[0.001]"),
+            ("idle_timeout_secs", "600"),
+            ("max_restarts", "2"),
+            ("restart_backoff_secs", "0.2"),
+        ],
+    );
+    // The agent ends its first turn and dies half a second later, while its worker waits
+    // (for 600 s: no prompt would find it dead before the run ends).
+    let s = scenario(
+        tmp.path(),
+        "[[step]]\naction = \"exit_later\"\nms = 500\ncode = 7\n\
+         [[step]]\naction = \"end_turn\"\n",
+    );
+    let log = tmp.path().join("script.jsonl");
+    let run = start_run(&dir, &s, &log, &["--workers", "1", "--hours", "0.003"]);
+    let summary = finish(run, Duration::from_secs(60));
+    assert_eq!(
+        summary["failed_workers"],
+        serde_json::json!([]),
+        "{summary}"
+    );
+    let t = turns(&dir, "w01");
+    let died = t
+        .iter()
+        .position(|l| l["phase"] == "between_turns")
+        .unwrap_or_else(|| panic!("no death between turns logged: {t:?}"));
+    let error = t[died]["error"].as_str().unwrap();
+    assert!(error.contains("exited with status 7"), "{error}");
+    let restart = &t[died + 1];
+    assert_eq!(restart["restart"], 1, "{t:?}");
+    assert_eq!(restart["started"], true, "{t:?}");
+    // Restarted after its backoff, not at a later prompt.
+    let after_ms = restart["at"].as_i64().unwrap() - t[died]["at"].as_i64().unwrap();
+    assert!(after_ms < 5_000, "restarted {after_ms} ms after it died");
+}
+
+#[test]
 fn an_agent_that_keeps_failing_makes_its_worker_dead_and_general_is_told() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = org(
@@ -729,11 +771,10 @@ fn an_agent_that_keeps_failing_makes_its_worker_dead_and_general_is_told() {
         .args(["--listen", "127.0.0.1:0", "--json"])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    // Every worker failed: the run says so and exits 4 (a local failure), after its summary.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{stderr}");
+    assert!(stderr.contains("every worker failed (1 of 1)"), "{stderr}");
     let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(summary["failed_workers"][0]["id"], "w01", "{summary}");
     // Three starts: the first and two restarts, the second one twice as long after.

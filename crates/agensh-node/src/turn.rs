@@ -129,12 +129,14 @@ pub struct WorkerSummary {
     pub usage: Usage,
 }
 
-/// Why the next prompt is being sent.
+/// Why the next prompt is being sent (or why the wait for one ended).
 enum Next {
     Events(Vec<Event>),
     Idle,
     Deadline(Duration),
     Stop,
+    /// The agent's process died during the wait.
+    Died(agensh_domain::Error),
 }
 
 /// The node's shared connections to the hub that every worker's loop uses.
@@ -289,16 +291,40 @@ pub async fn run_worker(
         } else {
             plan.idle_timeout
         };
-        let next = wait_for_reason(
-            &link.events,
-            &plan,
-            idle,
-            after,
-            &mut carried,
-            &mut notices_left,
-            &mut stop,
-        )
-        .await;
+        // An agent that dies while the worker waits is restarted at once (with its
+        // session), and the wait goes on.
+        let next = loop {
+            let next = wait_for_reason(
+                &link.events,
+                &plan,
+                idle,
+                after,
+                &mut carried,
+                &mut notices_left,
+                &mut stop,
+                &mut *agent,
+            )
+            .await;
+            let Next::Died(e) = next else { break next };
+            log.write(json!({ "error": e.message, "phase": "between_turns", "at": unix_ms(SystemTime::now()) }));
+            match recover(
+                &mut *agent,
+                &plan,
+                &mut failures,
+                e,
+                &mut log,
+                &set_status,
+                &mut stop,
+            )
+            .await
+            {
+                Recovered::Running => set_status(WorkerStatus::Idle).await,
+                Recovered::Stopped => break Next::Stop,
+                Recovered::GaveUp(e) => {
+                    return give_up(agent, &hub, &plan, failures, e, &set_status, status).await
+                }
+            }
+        };
         if !carried.is_empty() {
             if let Err(e) = hub.ack(&carried).await {
                 tracing::warn!(worker = %id, "could not acknowledge events: {e}");
@@ -306,7 +332,7 @@ pub async fn run_worker(
             carried.clear();
         }
         prompt = match next {
-            Next::Stop => break,
+            Next::Stop | Next::Died(_) => break,
             Next::Events(events) => {
                 after = events.iter().map(|e| e.seq).max().unwrap_or(after);
                 let (urgent, normal): (Vec<&Event>, Vec<&Event>) =
@@ -380,6 +406,20 @@ async fn forward_steps(
     }
 }
 
+/// Whether a deadline notice is due with `left` to go; `notices` are the notice times
+/// not sent yet, largest first. The nearest one due is sent and every one it makes
+/// redundant goes with it, so a run shorter than several notice times gets one notice,
+/// not one per notice time back to back.
+fn take_due_notice(notices: &mut Vec<Duration>, left: Duration) -> bool {
+    match notices.iter().rposition(|n| left <= *n) {
+        Some(pos) => {
+            notices.drain(..=pos);
+            true
+        }
+        None => false,
+    }
+}
+
 /// Waits at a turn boundary for the next reason to prompt: events, a deadline notice, the
 /// idle timeout, or the end.
 async fn wait_for_reason(
@@ -390,6 +430,7 @@ async fn wait_for_reason(
     to_ack: &mut Vec<i64>,
     notices_left: &mut Vec<Duration>,
     stop: &mut Shutdown,
+    agent: &mut dyn Agent,
 ) -> Next {
     let idle_until = tokio::time::Instant::now() + idle;
     loop {
@@ -400,9 +441,7 @@ async fn wait_for_reason(
             let left = ends_at
                 .duration_since(SystemTime::now())
                 .unwrap_or_default();
-            if let Some(pos) = notices_left.iter().position(|n| left <= *n) {
-                // Send the nearest notice due; skip any older ones it makes redundant.
-                notices_left.drain(..=pos);
+            if take_due_notice(notices_left, left) {
                 return Next::Deadline(left);
             }
         }
@@ -425,6 +464,7 @@ async fn wait_for_reason(
         let polled = tokio::select! {
             r = tokio::time::timeout(Duration::from_secs(wait), next) => r,
             _ = stop.wait() => return Next::Stop,
+            e = agent.died() => return Next::Died(e),
         };
         // Nothing within `wait`: check the idle timeout and deadlines again. Acks not
         // confirmed stay in `to_ack`, to go again.
@@ -720,6 +760,24 @@ impl TurnLog {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_run_shorter_than_every_notice_time_gets_one_notice() {
+        let m = |n: u64| Duration::from_secs(n * 60);
+        // Notices at 5 and 1 minutes, 30 s left: one notice, none left to send.
+        let mut left = vec![m(5), m(1)];
+        assert!(take_due_notice(&mut left, Duration::from_secs(30)));
+        assert!(left.is_empty());
+        assert!(!take_due_notice(&mut left, Duration::from_secs(20)));
+        // 3 minutes left: the 5-minute notice now, the 1-minute one still to come.
+        let mut left = vec![m(10), m(5), m(1)];
+        assert!(!take_due_notice(&mut left, m(12)));
+        assert!(take_due_notice(&mut left, m(3)));
+        assert_eq!(left, vec![m(1)]);
+        assert!(!take_due_notice(&mut left, m(2)));
+        assert!(take_due_notice(&mut left, Duration::from_secs(59)));
+        assert!(left.is_empty());
+    }
 
     #[test]
     fn the_wait_before_a_restart_doubles_up_to_five_minutes() {

@@ -229,6 +229,13 @@ pub enum Step {
         #[serde(default)]
         code: i32,
     },
+    /// Exits the process with `code` after `ms`, whatever it is doing then; the scenario
+    /// goes on at once (to test an agent that dies between turns).
+    ExitLater {
+        ms: u64,
+        #[serde(default)]
+        code: i32,
+    },
     /// Ends the turn; with `step_limit = true` as an agent that reached its step limit
     /// does (stop reason `max_turn_requests`), not done yet.
     EndTurn {
@@ -922,6 +929,13 @@ impl Turn<'_> {
             Step::Exit { code } => {
                 self.sh.out.lock().await.flush().await.ok();
                 std::process::exit(*code);
+            }
+            Step::ExitLater { ms, code } => {
+                let (ms, code) = (*ms, *code);
+                std::thread::spawn(move || {
+                    std::thread::sleep(Duration::from_millis(ms));
+                    std::process::exit(code);
+                });
             }
             Step::EndTurn { step_limit: false } => return Flow::EndTurn,
             Step::EndTurn { step_limit: true } => return Flow::StepLimit,

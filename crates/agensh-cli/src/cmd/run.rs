@@ -321,7 +321,24 @@ pub async fn run(g: &Global, a: RunArgs) -> Result<()> {
     hub.shutdown().await;
     let _ = std::fs::remove_file(state_dir(&dir).join(agensh_hub::HUB_JSON));
     print_summary(&summary, &stats, started.elapsed(), a.json);
-    Ok(())
+    every_worker_failed(&summary)
+}
+
+/// An error (exit 4) when every worker of the run failed: nothing was done, and a script
+/// running `agensh run` must be able to tell that from a run that ended well.
+fn every_worker_failed(summary: &NodeSummary) -> Result<()> {
+    let failed: Vec<(&String, &String)> = summary
+        .workers
+        .iter()
+        .filter_map(|(id, r)| r.as_ref().err().map(|e| (id, e)))
+        .collect();
+    match failed.first() {
+        Some((id, e)) if failed.len() == summary.workers.len() => bail!(
+            "every worker failed ({n} of {n}); {id}: {e} — each worker's log is .agensh/logs/<id>/turns.jsonl",
+            n = failed.len()
+        ),
+        _ => Ok(()),
+    }
 }
 
 pub async fn node(g: &Global, a: NodeArgs) -> Result<()> {

@@ -149,7 +149,7 @@ impl AcpAgent {
         let (program, args) = self.command.split_first().ok_or_else(|| {
             Error::invalid(
                 "no_agent_command",
-                "the acp adapter needs a command to start the agent — set agent.command",
+                "the acp adapter needs a command to start the agent — set run.agent_command in agensh.toml, e.g. [\"gemini\", \"--acp\"]",
             )
         })?;
         let what = self.command.join(" ");
@@ -305,6 +305,15 @@ impl Agent for AcpAgent {
             shutdown(&mut r).await;
         }
     }
+
+    async fn died(&mut self) -> Error {
+        let Some(r) = self.running.as_mut() else {
+            return std::future::pending().await;
+        };
+        // Cancel-safe: tokio's `Child::wait` keeps the status once it is known.
+        let _ = r.child.wait().await;
+        r.exited("the wait between turns").await
+    }
 }
 
 /// `initialize`, then a session: loaded when the agent can and one is stored, else new.
@@ -377,7 +386,7 @@ async fn handshake(r: &mut Running, ctx: &AgentContext) -> Result<()> {
                 e.kind,
                 &e.code,
                 format!(
-                    "{} — the agent may need authentication first (it offers: {}); configure its credentials in agent.env",
+                    "{} — the agent may need authentication first (it offers: {}); give it its credentials: export the environment variables it reads for its key before `agensh run` (the agent inherits them), or log in with the agent's own command first",
                     e.message,
                     auth_methods.join(", ")
                 ),

@@ -175,6 +175,13 @@ pub trait Agent: Send {
     async fn turn(&mut self, prompt: &str) -> Result<TurnOutcome>;
     /// Stops the agent and every process it started.
     async fn stop(&mut self);
+    /// Resolves when the agent's process died between turns, with what is known of why;
+    /// never for an agent with no process of its own (the default). The turn loop waits on
+    /// it while the worker is idle, so a dead agent is restarted at once, not at the next
+    /// prompt. Cancel-safe: dropped when the wait ends for another reason.
+    async fn died(&mut self) -> agensh_domain::Error {
+        std::future::pending().await
+    }
     /// Whether the agent bounds every step of a turn by timeouts of its own (the built-in
     /// agent: model requests and commands), so the turn loop need not watch it for hangs.
     fn self_bounded(&self) -> bool {
