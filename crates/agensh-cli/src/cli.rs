@@ -700,4 +700,19 @@ pub enum ModelCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Serve a scenario instead of a model, until Ctrl-C: the APIs agent CLIs speak
+    /// (Anthropic Messages, OpenAI Chat Completions and Responses, Gemini), streamed or
+    /// not, answered step by step from a TOML scenario — to try an agent offline and for
+    /// tests. Each client key follows the scenario on its own; a request without tools
+    /// takes no step.
+    Replay {
+        /// The scenario file (TOML: [[step]] with text, tool_calls, usage or error).
+        scenario: PathBuf,
+        /// Address to listen on (port 0 picks a free one).
+        #[arg(long, default_value = "127.0.0.1:8090")]
+        listen: String,
+        /// Append every request, as a JSON line, to this file.
+        #[arg(long)]
+        record: Option<PathBuf>,
+    },
 }

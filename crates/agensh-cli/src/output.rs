@@ -36,7 +36,7 @@ Exit codes:
   1  the hub refused the request (or agensh checked the same rule before sending it)
   2  bad usage: an unknown command, flag or value, or a flag this command does not use
   3  the hub could not be reached
-  4  a local failure: agensh.toml or a setting, a file, git, a child process
+  4  a local failure: agensh.toml or a setting, a file, git, a child process (agensh run: every worker failed)
   5  something failed inside the hub, or its answer was not understood
 
 Errors go to stderr: `error: MESSAGE`, or with --json one line {\"error\":{\"code\":…,\"message\":…}}.";

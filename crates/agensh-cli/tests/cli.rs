@@ -300,3 +300,89 @@ fn pr_ship_commits_pushes_and_merges_the_checkout_it_runs_in() {
     let shown = stdout(&run_in(&dir, &["pr", "view", "1"]));
     assert!(shown.contains("[merged]"), "{shown}");
 }
+
+#[test]
+fn model_replay_serves_its_scenario_and_says_what_it_served() {
+    use std::io::{BufRead, Read, Write};
+    let tmp = tempfile::tempdir().unwrap();
+    let scenario = tmp.path().join("s.toml");
+    std::fs::write(
+        &scenario,
+        "[[step]]\ntext = \"hi\"\ntool_calls = [{ name = \"bash\", args = { command = \"ls\" } }]\n\
+         usage = { input = 50, output = 5 }\n",
+    )
+    .unwrap();
+    let mut child = agensh()
+        .args([
+            "model",
+            "replay",
+            scenario.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    out.read_line(&mut first).unwrap();
+    let url = first
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap_or_else(|| panic!("no URL in {first:?}"))
+        .trim_end_matches(';');
+    let addr = url.trim_start_matches("http://");
+    let body = r#"{"model":"m","messages":[{"role":"user","content":"go"}],"tools":[{"type":"function","function":{"name":"bash"}}]}"#;
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        s,
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer w01\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(
+        answer.contains(r#""finish_reason":"tool_calls""#),
+        "{answer}"
+    );
+    // Ctrl-C (SIGTERM here): it stops and says what it served each key.
+    let stopped = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(stopped.success());
+    let mut rest = String::new();
+    out.read_to_string(&mut rest).unwrap();
+    assert!(child.wait().unwrap().success());
+    assert!(
+        rest.contains("w01: 1 request(s) and 0 without tools; tokens in 50 (cached 0) out 5"),
+        "{rest}"
+    );
+}
+
+#[test]
+fn model_replay_names_what_is_wrong_in_a_scenario() {
+    let tmp = tempfile::tempdir().unwrap();
+    let scenario = tmp.path().join("s.toml");
+    std::fs::write(&scenario, "[[step]]\n").unwrap();
+    let o = agensh()
+        .args([
+            "model",
+            "replay",
+            scenario.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("step 1: it has no text"),
+        "{}",
+        stderr(&o)
+    );
+}

@@ -26,6 +26,9 @@ worker id. (1) Claim your part with the claim tool (label: your worker id; paths
 named after your worker id, like w07.txt for worker w07); (2) write that file with one line \
 saying hello; (3) call ship with a short title; (4) end your turn.";
 
+/// The organization tools small mode offers.
+const ORG_TOOLS: [&str; 3] = ["claim", "ship", "board_write"];
+
 /// Set on the run under test and inherited by everything it starts, so the processes it
 /// leaves behind can be told apart from other model servers on the machine.
 const MARK: &str = "AGENSH_LOCAL_MODEL_TIER_RUN";
@@ -148,42 +151,96 @@ fn two_workers_on_the_local_model_take_real_turns_and_stop_at_the_time_limit() {
         store.list_workers(0).await.unwrap()
     });
     assert_eq!(workers.len(), 2);
+    // The board, read directly (the hub has stopped with the run).
+    let authors = tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(async { board_authors(&dir).await });
     for w in &workers {
         // Real turns, logged with the model's usage.
         let turns = lines(&dir.join(".agensh/logs").join(&w.id).join("turns.jsonl"));
         assert!(!turns.is_empty(), "{} ran no turn", w.id);
         // Every worker stopped at the end.
         assert_eq!(w.status.as_str(), "stopped", "{}", w.id);
-        // Work committed by the worker in its checkout: on its branch, or already merged
-        // into main by ship (then its branch is no longer ahead of main).
-        let checkout = dir.join("workers").join(&w.id);
-        let mine = git(
-            &checkout,
-            &[
-                "log",
-                "--all",
-                &format!("--author=^{} <", w.id),
-                "--format=%h",
-            ],
-        );
-        assert!(
-            !mine.trim().is_empty(),
-            "{} committed nothing (branch {})",
+        // What follows holds whatever the model chose to do (it must not depend on its
+        // luck): what it did is printed, and each of its actions must have had the effect
+        // the harness promises.
+        let log = lines(&dir.join(".agensh/logs").join(&w.id).join("builtin.jsonl"));
+        let offered: Vec<&str> = log
+            .iter()
+            .find(|l| l["event"] == "start")
+            .and_then(|l| l["tools"].as_array())
+            .map(|t| t.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        for tool in ["claim", "ship", "board_write", "write_file", "run"] {
+            assert!(
+                offered.contains(&tool),
+                "{} was not offered {tool}: {offered:?}",
+                w.id
+            );
+        }
+        let calls: Vec<(&str, bool, &str)> = log
+            .iter()
+            .filter(|l| l["event"] == "tool")
+            .map(|l| {
+                (
+                    l["name"].as_str().unwrap_or(""),
+                    l["ok"].as_bool().unwrap_or(false),
+                    l["result"].as_str().unwrap_or(""),
+                )
+            })
+            .collect();
+        eprintln!(
+            "{}: {} tool call(s): {:?}",
             w.id,
-            git(&checkout, &["branch", "--show-current"])
+            calls.len(),
+            calls
+                .iter()
+                .map(|(n, ok, _)| format!("{n}{}", if *ok { "" } else { " (refused)" }))
+                .collect::<Vec<_>>()
         );
-    }
-    // Organization tools called: at least one board record by each worker (the hub has
-    // stopped with the run, so the store is read directly).
-    let authors = tokio::runtime::Runtime::new()
-        .unwrap()
-        .block_on(async { board_authors(&dir).await });
-    for w in &workers {
-        assert!(
-            authors.contains(&w.id),
-            "{} posted no board record (authors: {authors:?})",
-            w.id
-        );
+        // Every organization tool call reached the hub and was answered by it.
+        for (name, _, result) in calls.iter().filter(|(n, _, _)| ORG_TOOLS.contains(n)) {
+            for broken in [
+                "not connected",
+                "unreachable",
+                "cannot reach",
+                "connection refused",
+            ] {
+                assert!(
+                    !result.contains(broken),
+                    "{}'s {name} did not reach the hub: {result}",
+                    w.id
+                );
+            }
+        }
+        // An organization tool call the hub took is on the board under the worker's id.
+        if calls.iter().any(|(n, ok, _)| *ok && ORG_TOOLS.contains(n)) {
+            assert!(
+                authors.contains(&w.id),
+                "{}'s organization tool calls succeeded but the board has no record by it (authors: {authors:?})",
+                w.id
+            );
+        }
+        // A file the model wrote is committed by the worker, at the end of its turn or by
+        // ship: on its branch, or merged into main (then the branch is not ahead of it).
+        if calls.iter().any(|(n, ok, _)| *ok && *n == "write_file") {
+            let checkout = dir.join("workers").join(&w.id);
+            let mine = git(
+                &checkout,
+                &[
+                    "log",
+                    "--all",
+                    &format!("--author=^{} <", w.id),
+                    "--format=%h",
+                ],
+            );
+            assert!(
+                !mine.trim().is_empty(),
+                "{} wrote a file but committed nothing (branch {})",
+                w.id,
+                git(&checkout, &["branch", "--show-current"])
+            );
+        }
     }
     // No model server and no agent process is left behind.
     std::thread::sleep(Duration::from_secs(1));

@@ -332,6 +332,42 @@ async fn changes_left_uncommitted_are_committed_at_the_end_of_the_turn_and_only_
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_cut_off_by_stop_keeps_its_work_in_a_commit() {
+    let mut t = setup(1, ToolStyle::Json, |_| {}).await;
+    let before = git(&t.ctx.checkout, &["rev-parse", "HEAD"]);
+    let never = Arc::new(tokio::sync::Notify::new());
+    t.replay.push([
+        Reply::action(
+            "write_file",
+            json!({ "path": "src/half.py", "content": "y = 2\n" }),
+        ),
+        // The model never answers again: the run ends in the middle of the turn.
+        Reply::action("end_turn", json!({ "summary": "done" })).held(never.clone()),
+    ]);
+    let turn = tokio::time::timeout(Duration::from_secs(3), t.agent.turn("Write it.")).await;
+    assert!(
+        turn.is_err(),
+        "the turn should still be waiting for the model"
+    );
+    assert_eq!(git(&t.ctx.checkout, &["rev-parse", "HEAD"]), before);
+    t.agent.stop().await;
+    assert_eq!(
+        git(
+            &t.ctx.checkout,
+            &["rev-list", "--count", &format!("{before}..HEAD")]
+        ),
+        "1"
+    );
+    assert_eq!(git(&t.ctx.checkout, &["show", "HEAD:src/half.py"]), "y = 2");
+    assert_eq!(
+        git(&t.ctx.checkout, &["log", "-1", "--format=%an"]),
+        t.ctx.worker
+    );
+    assert_eq!(git(&t.ctx.checkout, &["status", "--porcelain"]), "");
+    never.notify_waiters();
+}
+
 fn find_named(dir: &Path, names: &[&str], deep: bool, found: &mut Vec<String>) {
     let Ok(rd) = std::fs::read_dir(dir) else {
         return;

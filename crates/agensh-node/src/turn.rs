@@ -298,9 +298,11 @@ pub async fn run_worker(
                 &link.events,
                 &plan,
                 idle,
-                after,
-                &mut carried,
-                &mut notices_left,
+                Boundary {
+                    after,
+                    to_ack: &mut carried,
+                    notices_left: &mut notices_left,
+                },
                 &mut stop,
                 &mut *agent,
             )
@@ -420,18 +422,31 @@ fn take_due_notice(notices: &mut Vec<Duration>, left: Duration) -> bool {
     }
 }
 
+/// Where a worker's news stands at a turn boundary.
+struct Boundary<'a> {
+    /// The last event seen.
+    after: i64,
+    /// Events delivered but not yet acknowledged.
+    to_ack: &'a mut Vec<i64>,
+    /// The deadline notices not sent yet, largest first.
+    notices_left: &'a mut Vec<Duration>,
+}
+
 /// Waits at a turn boundary for the next reason to prompt: events, a deadline notice, the
 /// idle timeout, or the end.
 async fn wait_for_reason(
     events: &EventPump,
     plan: &WorkerPlan,
     idle: Duration,
-    after: i64,
-    to_ack: &mut Vec<i64>,
-    notices_left: &mut Vec<Duration>,
+    at: Boundary<'_>,
     stop: &mut Shutdown,
     agent: &mut dyn Agent,
 ) -> Next {
+    let Boundary {
+        after,
+        to_ack,
+        notices_left,
+    } = at;
     let idle_until = tokio::time::Instant::now() + idle;
     loop {
         if stop.is_shutdown() || past(plan.ends_at) {

@@ -26,7 +26,39 @@ pub async fn run(a: ModelArgs) -> Result<()> {
             context,
         } => serve(size.parse()?, &listen, parallel, context).await,
         ModelCommand::Status { json: as_json } => status_cmd(as_json),
+        ModelCommand::Replay {
+            scenario,
+            listen,
+            record,
+        } => replay(&scenario, &listen, record).await,
     }
+}
+
+/// `agensh model replay`: serves a scenario until Ctrl-C, then says what it served.
+async fn replay(scenario: &Path, listen: &str, record: Option<PathBuf>) -> Result<()> {
+    let scenario = agensh_replay::Scenario::load(scenario)?;
+    let steps = scenario.steps.len();
+    let server = agensh_replay::ReplayServer::start(scenario, listen, record).await?;
+    let url = server.url();
+    outln!("replaying {steps} step(s) at {url}; Ctrl-C stops");
+    outln!("  Anthropic Messages: ANTHROPIC_BASE_URL={url}");
+    outln!("  OpenAI Chat Completions and Responses: base URL {url}/v1");
+    outln!("  Gemini: GOOGLE_GEMINI_BASE_URL={url}");
+    stop_signal()?.await;
+    let served = server.served();
+    server.stop().await;
+    for (key, s) in &served {
+        let key = if key.is_empty() { "(no key)" } else { key };
+        outln!(
+            "{key}: {} request(s) and {} without tools; tokens in {} (cached {}) out {}",
+            s.requests,
+            s.side_requests,
+            s.input_tokens,
+            s.cached_input_tokens,
+            s.output_tokens
+        );
+    }
+    Ok(())
 }
 
 async fn install_cmd(size: Size, force: bool) -> Result<()> {

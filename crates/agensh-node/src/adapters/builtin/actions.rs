@@ -130,11 +130,23 @@ pub fn small_board_kinds(ship: bool) -> &'static [&'static str] {
 /// A record small mode posts, made to fit: a text over its kind's limit is cut to it at a
 /// word and kept whole in `detail` (small mode offers no `detail`, and a small model does
 /// not shorten on request: it sent the same traceback again).
-pub fn small_record(mut args: Value) -> Value {
+pub fn small_record(args: Value) -> Value {
     let kind = args.get("kind").and_then(Value::as_str).unwrap_or("");
-    let Ok(kind) = agensh_domain::record::RecordKind::parse(kind.trim()) else {
-        return args;
-    };
+    match agensh_domain::record::RecordKind::parse(kind.trim()) {
+        Ok(kind) => fit_text(args, kind),
+        Err(_) => args,
+    }
+}
+
+/// A claim small mode makes, made to fit as [`small_record`] does: its text cut at a word,
+/// the whole of it in `detail` (the model sent a 203-character claim again and again).
+pub fn small_claim(args: Value) -> Value {
+    fit_text(args, agensh_domain::record::RecordKind::Claim)
+}
+
+/// `args["text"]` cut to `kind`'s limit at a word, kept whole in `detail` (unless the
+/// model gave one).
+fn fit_text(mut args: Value, kind: agensh_domain::record::RecordKind) -> Value {
     let limit = kind.text_limit();
     let Some(text) = args.get("text").and_then(Value::as_str).map(str::to_string) else {
         return args;
@@ -569,6 +581,20 @@ pub fn parse_action(content: &str, known: &dyn Fn(&str) -> bool) -> Result<Actio
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_long_claim_is_cut_at_a_word_with_the_whole_text_in_detail() {
+        let text = "Implement the part w01 by writing the file w01.txt with one line saying hello, then run its check and ship it with a short title as the goal says";
+        let out = small_claim(json!({ "text": text, "label": "w01" }));
+        let short = out["text"].as_str().unwrap();
+        assert!(short.chars().count() <= 100, "{short}");
+        assert!(short.ends_with("run its check…"), "{short}");
+        assert_eq!(out["detail"], text);
+        assert_eq!(out["label"], "w01");
+        // A short claim is left alone.
+        let ok = json!({ "text": "w01 hello", "label": "w01" });
+        assert_eq!(small_claim(ok.clone()), ok);
+    }
 
     #[test]
     fn small_labels_are_made_valid_and_valid_ones_kept() {

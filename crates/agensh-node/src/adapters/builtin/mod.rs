@@ -360,6 +360,12 @@ impl Agent for BuiltinAgent {
     async fn stop(&mut self) {
         if let Some(mut s) = self.session.take() {
             s.ws.kill_all();
+            // A turn cut off by the stop (the run's end, a restart) keeps its work: what it
+            // left uncommitted is committed as at the end of a turn.
+            if let Some(commit) = commit_leftovers(s.ws.root(), &s.worker).await {
+                s.log
+                    .write(json!({ "event": "commit_at_stop", "result": commit }));
+            }
             s.log.write(json!({ "event": "stop" }));
             // The MCP client goes with the session.
         }
@@ -960,7 +966,7 @@ impl Session {
                 }
                 out
             }
-            "claim" if self.small => self.claim_part(args).await,
+            "claim" if self.small => self.claim_part(actions::small_claim(args)).await,
             "board_write" if self.small && self.board_takes(&args) => {
                 let args = actions::small_record(args);
                 self.call_org(name, args).await

@@ -1,0 +1,582 @@
+//! A replay model server: the model APIs real agent CLIs speak, answered from a
+//! [`Scenario`] instead of a model, for tests and offline trials (`agensh model replay`).
+//!
+//! Each request that offers tools takes the next step of the scenario; every client key
+//! (`Authorization: Bearer`, `x-api-key`, `x-goog-api-key`, `?key=`) has its own place in
+//! it, so the workers of one organization each follow the whole scenario. A request that
+//! offers no tools (an agent's title or summary request) is answered with the scenario's
+//! `side_text` and takes no step. Usage is reported in each API's own fields and added up
+//! per key ([`ReplayServer::served`]); every request is kept ([`ReplayServer::requests`])
+//! and, when asked, appended to a JSON-lines file.
+//!
+//! Invariant: the server only answers on the address it was given (tests give
+//! 127.0.0.1:0); it never makes a request of its own.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::Response;
+use axum::routing::{get, post};
+use axum::Router;
+use serde::Serialize;
+use serde_json::{json, Value};
+
+pub mod api;
+pub mod scenario;
+
+pub use api::Api;
+pub use scenario::{Scenario, ScenarioError, UsageSpec};
+
+use api::{Answer, Call};
+use scenario::ErrorSpec;
+
+/// What the server served one key.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Served {
+    /// Requests answered from a step or with the final text.
+    pub requests: u64,
+    /// Requests without tools, answered with the side text.
+    pub side_requests: u64,
+    /// Prompt tokens reported, cached ones included.
+    pub input_tokens: u64,
+    /// Of them, read from the cache.
+    pub cached_input_tokens: u64,
+    pub output_tokens: u64,
+}
+
+/// One request as the server saw it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Recorded {
+    pub api: &'static str,
+    pub path: String,
+    /// The client's key (empty when it sent none).
+    pub key: String,
+    pub stream: bool,
+    /// The names of the tools it offered.
+    pub tools: Vec<String>,
+    /// The step it took (1-based), or none (side request, final text, error before a step).
+    pub step: Option<usize>,
+    pub status: u16,
+    pub body: Value,
+}
+
+struct Shared {
+    scenario: Scenario,
+    /// The next step of each key.
+    cursors: Mutex<HashMap<String, usize>>,
+    served: Mutex<BTreeMap<String, Served>>,
+    requests: Mutex<Vec<Recorded>>,
+    record: Option<Mutex<std::fs::File>>,
+    ids: AtomicU64,
+}
+
+/// A running replay server.
+pub struct ReplayServer {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl ReplayServer {
+    /// Starts serving `scenario` on `listen` (`127.0.0.1:0` picks a free port); with
+    /// `record`, every request is appended to that file as a JSON line.
+    pub async fn start(
+        scenario: Scenario,
+        listen: &str,
+        record: Option<PathBuf>,
+    ) -> std::io::Result<ReplayServer> {
+        let record = match record {
+            Some(path) => Some(Mutex::new(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&path)
+                    .map_err(|e| {
+                        std::io::Error::new(
+                            e.kind(),
+                            format!("cannot open the record file {}: {e}", path.display()),
+                        )
+                    })?,
+            )),
+            None => None,
+        };
+        let shared = Arc::new(Shared {
+            scenario,
+            cursors: Mutex::default(),
+            served: Mutex::default(),
+            requests: Mutex::default(),
+            record,
+            ids: AtomicU64::new(1),
+        });
+        let listener = tokio::net::TcpListener::bind(listen).await.map_err(|e| {
+            std::io::Error::new(e.kind(), format!("cannot listen on {listen}: {e}"))
+        })?;
+        let addr = listener.local_addr()?;
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let app = router(shared.clone());
+        let task = tokio::spawn(async move {
+            let serve =
+                axum::serve(listener, app.into_make_service()).with_graceful_shutdown(async {
+                    let _ = stopped.await;
+                });
+            if let Err(e) = serve.await {
+                tracing::warn!("the replay server stopped: {e}");
+            }
+        });
+        Ok(ReplayServer {
+            addr,
+            shared,
+            stop: Some(stop),
+            task,
+        })
+    }
+
+    /// The address it listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Its base URL, `http://127.0.0.1:PORT` (the APIs are under `/v1` and `/v1beta`).
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// What it served each key so far.
+    pub fn served(&self) -> BTreeMap<String, Served> {
+        lock(&self.shared.served).clone()
+    }
+
+    /// Every request so far.
+    pub fn requests(&self) -> Vec<Recorded> {
+        lock(&self.shared.requests).clone()
+    }
+
+    /// Stops serving and waits for the server to end.
+    pub async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        let _ = (&mut self.task).await;
+    }
+}
+
+impl Drop for ReplayServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn router(shared: Arc<Shared>) -> Router {
+    Router::new()
+        .route("/v1/messages", post(anthropic))
+        .route("/v1/messages/count_tokens", post(anthropic_count))
+        .route("/v1/chat/completions", post(chat))
+        .route("/v1/responses", post(responses))
+        .route("/v1/models", get(openai_models))
+        .route("/v1beta/models", get(gemini_models))
+        .route("/v1beta/models/{*rest}", post(gemini))
+        .route("/v1/models/{*rest}", post(gemini))
+        .fallback(not_found)
+        .with_state(shared)
+}
+
+async fn not_found(uri: axum::http::Uri) -> Response {
+    json_response(
+        StatusCode::NOT_FOUND,
+        &json!({ "error": { "message": format!(
+            "the replay server has no {} — it answers POST /v1/messages, /v1/chat/completions, /v1/responses and /v1beta/models/MODEL:generateContent (or :streamGenerateContent, :countTokens)",
+            uri.path()
+        ) } }),
+    )
+}
+
+fn json_response(status: StatusCode, body: &Value) -> Response {
+    Response::builder()
+        .status(status)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(body.to_string()))
+        .expect("a valid response")
+}
+
+fn sse_response(text: String) -> Response {
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, "text/event-stream")
+        .header(header::CACHE_CONTROL, "no-cache")
+        .body(Body::from(text))
+        .expect("a valid response")
+}
+
+/// The key a client sent, wherever its API puts it.
+fn key_of(headers: &HeaderMap, query: Option<&str>) -> String {
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+            .map(str::to_string)
+    };
+    header("authorization")
+        .map(|v| v.strip_prefix("Bearer ").map(str::to_string).unwrap_or(v))
+        .or_else(|| header("x-api-key"))
+        .or_else(|| header("x-goog-api-key"))
+        .or_else(|| {
+            query?
+                .split('&')
+                .find_map(|kv| kv.strip_prefix("key="))
+                .map(str::to_string)
+        })
+        .unwrap_or_default()
+}
+
+/// A request's body, when it is a JSON object.
+fn parse_body(body: &Bytes) -> Option<Value> {
+    serde_json::from_slice::<Value>(body)
+        .ok()
+        .filter(Value::is_object)
+}
+
+/// The API's error for a body that is not a JSON object.
+fn bad_body(api: Api) -> Response {
+    let e = ErrorSpec {
+        status: 400,
+        message: "the request body is not a JSON object".into(),
+    };
+    json_response(StatusCode::BAD_REQUEST, &api::error(api, &e))
+}
+
+/// What a request asks, whatever its API.
+struct Ask {
+    api: Api,
+    path: String,
+    key: String,
+    model: String,
+    stream: bool,
+    chat_usage: bool,
+    body: Value,
+}
+
+impl Shared {
+    fn next_id(&self, prefix: &str) -> String {
+        format!("{prefix}{}", self.ids.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// Answers `ask`: from the key's next step, the final text, or the side text.
+    fn answer(&self, ask: Ask) -> Response {
+        let offered = api::offered_tools(ask.api, &ask.body);
+        let body_chars = ask.body.to_string().chars().count() as u64;
+        let mut step_no = None;
+        let outcome: Result<Answer, ErrorSpec> =
+            if !self.scenario.keys.is_empty() && !self.scenario.keys.contains(&ask.key) {
+                Err(ErrorSpec {
+                    status: 401,
+                    message: format!(
+                        "the key {:?} is not one this replay server accepts",
+                        short(&ask.key)
+                    ),
+                })
+            } else if offered.is_empty() {
+                Ok(self.text_answer(&ask, &self.scenario.side_text, body_chars))
+            } else {
+                let at = {
+                    let mut cursors = lock(&self.cursors);
+                    let at = cursors.entry(ask.key.clone()).or_insert(0);
+                    let now = *at;
+                    *at += 1;
+                    now
+                };
+                match self.scenario.steps.get(at) {
+                    None => Ok(self.text_answer(&ask, &self.scenario.final_text, body_chars)),
+                    Some(step) => {
+                        step_no = Some(at + 1);
+                        match &step.error {
+                            Some(e) => Err(e.clone()),
+                            None => {
+                                let calls: Vec<Call> = step
+                                    .tool_calls
+                                    .iter()
+                                    .map(|c| {
+                                        let (call, tool) = scenario::resolve(c, &offered);
+                                        let id = self.next_id(match ask.api {
+                                            Api::Anthropic => "toolu_",
+                                            _ => "call_",
+                                        });
+                                        Call {
+                                            id,
+                                            name: tool
+                                                .as_ref()
+                                                .map_or(call.name.clone(), |t| t.name.clone()),
+                                            namespace: tool.and_then(|t| t.namespace),
+                                            args: call.args.clone(),
+                                        }
+                                    })
+                                    .collect();
+                                let out_chars = step.text.as_deref().map_or(0, str::len)
+                                    + calls
+                                        .iter()
+                                        .map(|c| c.args.to_string().len())
+                                        .sum::<usize>();
+                                Ok(Answer {
+                                    id: self.next_id(id_prefix(ask.api)),
+                                    model: ask.model.clone(),
+                                    text: step.text.clone(),
+                                    calls,
+                                    usage: step
+                                        .usage
+                                        .unwrap_or_else(|| estimate(body_chars, out_chars as u64)),
+                                })
+                            }
+                        }
+                    }
+                }
+            };
+        let (status, response) = match &outcome {
+            Err(e) => {
+                let status =
+                    StatusCode::from_u16(e.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+                (status, json_response(status, &api::error(ask.api, e)))
+            }
+            Ok(a) => {
+                let mut served = lock(&self.served);
+                let s = served.entry(ask.key.clone()).or_default();
+                if offered.is_empty() {
+                    s.side_requests += 1;
+                } else {
+                    s.requests += 1;
+                }
+                s.input_tokens += a.usage.input;
+                s.cached_input_tokens += a.usage.cached;
+                s.output_tokens += a.usage.output;
+                let response = if ask.stream {
+                    sse_response(api::events(ask.api, a, ask.chat_usage))
+                } else {
+                    json_response(StatusCode::OK, &api::body(ask.api, a))
+                };
+                (StatusCode::OK, response)
+            }
+        };
+        self.keep(Recorded {
+            api: ask.api.name(),
+            path: ask.path,
+            key: ask.key,
+            stream: ask.stream,
+            tools: offered.into_iter().map(|t| t.name).collect(),
+            step: step_no,
+            status: status.as_u16(),
+            body: ask.body,
+        });
+        response
+    }
+
+    fn text_answer(&self, ask: &Ask, text: &str, body_chars: u64) -> Answer {
+        Answer {
+            id: self.next_id(id_prefix(ask.api)),
+            model: ask.model.clone(),
+            text: Some(text.to_string()),
+            calls: Vec::new(),
+            usage: estimate(body_chars, text.len() as u64),
+        }
+    }
+
+    fn keep(&self, r: Recorded) {
+        if let Some(file) = &self.record {
+            let mut line = serde_json::to_string(&r).unwrap_or_default();
+            line.push('\n');
+            if let Err(e) = lock(file).write_all(line.as_bytes()) {
+                tracing::warn!("cannot record a request: {e}");
+            }
+        }
+        lock(&self.requests).push(r);
+    }
+}
+
+fn id_prefix(api: Api) -> &'static str {
+    match api {
+        Api::Anthropic => "msg_",
+        Api::Chat => "chatcmpl-",
+        Api::Responses => "resp_",
+        Api::Gemini => "replay-",
+    }
+}
+
+/// Usage when the step gives none: about a token per 4 characters, at least 1.
+fn estimate(in_chars: u64, out_chars: u64) -> UsageSpec {
+    UsageSpec {
+        input: (in_chars / 4).max(1),
+        output: (out_chars / 4).max(1),
+        cached: 0,
+    }
+}
+
+/// A key shown in a message: its first characters only.
+fn short(key: &str) -> String {
+    let head: String = key.chars().take(6).collect();
+    if head.len() < key.len() {
+        format!("{head}…")
+    } else {
+        head
+    }
+}
+
+fn model_of(body: &Value) -> String {
+    body.get("model")
+        .and_then(Value::as_str)
+        .unwrap_or("replay")
+        .to_string()
+}
+
+async fn anthropic(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    RawQuery(query): RawQuery,
+    body: Bytes,
+) -> Response {
+    let Some(body) = parse_body(&body) else {
+        return bad_body(Api::Anthropic);
+    };
+    shared.answer(Ask {
+        api: Api::Anthropic,
+        path: "/v1/messages".into(),
+        key: key_of(&headers, query.as_deref()),
+        model: model_of(&body),
+        stream: body.get("stream").and_then(Value::as_bool).unwrap_or(false),
+        chat_usage: false,
+        body,
+    })
+}
+
+async fn anthropic_count(body: Bytes) -> Response {
+    json_response(
+        StatusCode::OK,
+        &json!({ "input_tokens": estimate(body.len() as u64, 0).input }),
+    )
+}
+
+async fn chat(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    RawQuery(query): RawQuery,
+    body: Bytes,
+) -> Response {
+    let Some(body) = parse_body(&body) else {
+        return bad_body(Api::Chat);
+    };
+    shared.answer(Ask {
+        api: Api::Chat,
+        path: "/v1/chat/completions".into(),
+        key: key_of(&headers, query.as_deref()),
+        model: model_of(&body),
+        stream: body.get("stream").and_then(Value::as_bool).unwrap_or(false),
+        chat_usage: api::chat_wants_usage(&body),
+        body,
+    })
+}
+
+async fn responses(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    RawQuery(query): RawQuery,
+    body: Bytes,
+) -> Response {
+    let Some(body) = parse_body(&body) else {
+        return bad_body(Api::Responses);
+    };
+    shared.answer(Ask {
+        api: Api::Responses,
+        path: "/v1/responses".into(),
+        key: key_of(&headers, query.as_deref()),
+        model: model_of(&body),
+        stream: body.get("stream").and_then(Value::as_bool).unwrap_or(false),
+        chat_usage: false,
+        body,
+    })
+}
+
+async fn openai_models() -> Response {
+    json_response(
+        StatusCode::OK,
+        &json!({ "object": "list", "data": [{ "id": "replay", "object": "model", "created": 0, "owned_by": "agensh" }] }),
+    )
+}
+
+async fn gemini_models() -> Response {
+    json_response(
+        StatusCode::OK,
+        &json!({ "models": [{ "name": "models/replay", "supportedGenerationMethods": ["generateContent", "streamGenerateContent", "countTokens"] }] }),
+    )
+}
+
+/// `/v1beta/models/{model}:{method}`.
+async fn gemini(
+    State(shared): State<Arc<Shared>>,
+    Path(rest): Path<String>,
+    headers: HeaderMap,
+    RawQuery(query): RawQuery,
+    body: Bytes,
+) -> Response {
+    let Some((model, method)) = rest.rsplit_once(':') else {
+        return not_found(format!("/v1beta/models/{rest}").parse().expect("a path")).await;
+    };
+    let stream = match method {
+        "generateContent" => false,
+        "streamGenerateContent" => true,
+        "countTokens" => {
+            return json_response(
+                StatusCode::OK,
+                &json!({ "totalTokens": estimate(body.len() as u64, 0).input }),
+            )
+        }
+        other => {
+            let e = ErrorSpec {
+                status: 404,
+                message: format!(
+                    "the replay server has no method {other:?}: use generateContent, streamGenerateContent or countTokens"
+                ),
+            };
+            return json_response(StatusCode::NOT_FOUND, &api::error(Api::Gemini, &e));
+        }
+    };
+    let Some(body) = parse_body(&body) else {
+        return bad_body(Api::Gemini);
+    };
+    shared.answer(Ask {
+        api: Api::Gemini,
+        path: format!("/v1beta/models/{rest}"),
+        key: key_of(&headers, query.as_deref()),
+        model: model.to_string(),
+        stream,
+        chat_usage: false,
+        body,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_key_is_found_wherever_the_api_puts_it() {
+        let mut h = HeaderMap::new();
+        assert_eq!(key_of(&h, Some("alt=sse&key=g1")), "g1");
+        h.insert("x-goog-api-key", "g2".parse().unwrap());
+        assert_eq!(key_of(&h, Some("key=g1")), "g2");
+        h.insert("x-api-key", "a1".parse().unwrap());
+        assert_eq!(key_of(&h, None), "a1");
+        h.insert("authorization", "Bearer o1".parse().unwrap());
+        assert_eq!(key_of(&h, None), "o1");
+        assert_eq!(key_of(&HeaderMap::new(), None), "");
+    }
+}
