@@ -650,35 +650,49 @@ fn a_hosted_endpoint_needs_a_model_name_and_its_key_variable_set() {
     assert!(err.contains("auto, tools, json"), "{err}");
 }
 
-#[test]
-fn an_agent_that_crashes_is_restarted_and_goes_on_where_it_was() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = org(
-        tmp.path(),
-        &[
-            ("notices_minutes", "[0.001]"),
-            ("idle_timeout_secs", "600"),
-            ("max_restarts", "2"),
-            ("restart_backoff_secs", "0.2"),
-        ],
-    );
-    // The agent dies mid-turn; restarted, it loads its session and resumes after the exit.
-    let s = scenario(
-        tmp.path(),
-        "[[step]]\naction = \"say\"\ntext = \"before\"\n\
-         [[step]]\naction = \"exit\"\ncode = 3\n\
-         [[step]]\naction = \"board_write\"\nkind = \"FACT\"\ntext = \"back after a restart\"\n\
-         [[step]]\naction = \"end_turn\"\n",
-    );
-    let log = tmp.path().join("script.jsonl");
-    let run = start_run(&dir, &s, &log, &["--workers", "1", "--hours", "0.002"]);
+/// Runs one scripted worker of `dir` on `steps` for `hours`; its turn log, once the run
+/// ended with no failed worker.
+fn run_one(tmp: &Path, dir: &Path, steps: &str, hours: &str) -> Vec<Value> {
+    let s = scenario(tmp, steps);
+    let log = tmp.join("script.jsonl");
+    let run = start_run(dir, &s, &log, &["--workers", "1", "--hours", hours]);
     let summary = finish(run, Duration::from_secs(60));
     assert_eq!(
         summary["failed_workers"],
         serde_json::json!([]),
         "{summary}"
     );
-    let t = turns(&dir, "w01");
+    turns(dir, "w01")
+}
+
+/// An organization whose agents are restarted quickly (twice at most) and never prompted
+/// for being idle, so the prompts a test sees come from restarts.
+fn restarting_org(tmp: &Path) -> PathBuf {
+    org(
+        tmp,
+        &[
+            ("notices_minutes", "[0.001]"),
+            ("idle_timeout_secs", "600"),
+            ("max_restarts", "2"),
+            ("restart_backoff_secs", "0.2"),
+        ],
+    )
+}
+
+#[test]
+fn an_agent_that_crashes_is_restarted_and_goes_on_where_it_was() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = restarting_org(tmp.path());
+    // The agent dies mid-turn; restarted, it loads its session and resumes after the exit.
+    let t = run_one(
+        tmp.path(),
+        &dir,
+        "[[step]]\naction = \"say\"\ntext = \"before\"\n\
+         [[step]]\naction = \"exit\"\ncode = 3\n\
+         [[step]]\naction = \"board_write\"\nkind = \"FACT\"\ntext = \"back after a restart\"\n\
+         [[step]]\naction = \"end_turn\"\n",
+        "0.002",
+    );
     let failed = t
         .iter()
         .position(|l| l.get("error").is_some())
@@ -707,31 +721,16 @@ fn an_agent_that_crashes_is_restarted_and_goes_on_where_it_was() {
 #[test]
 fn an_agent_that_dies_between_turns_is_restarted_at_once() {
     let tmp = tempfile::tempdir().unwrap();
-    let dir = org(
-        tmp.path(),
-        &[
-            ("notices_minutes", "[0.001]"),
-            ("idle_timeout_secs", "600"),
-            ("max_restarts", "2"),
-            ("restart_backoff_secs", "0.2"),
-        ],
-    );
+    let dir = restarting_org(tmp.path());
     // The agent ends its first turn and dies half a second later, while its worker waits
     // (for 600 s: no prompt would find it dead before the run ends).
-    let s = scenario(
+    let t = run_one(
         tmp.path(),
+        &dir,
         "[[step]]\naction = \"exit_later\"\nms = 500\ncode = 7\n\
          [[step]]\naction = \"end_turn\"\n",
+        "0.003",
     );
-    let log = tmp.path().join("script.jsonl");
-    let run = start_run(&dir, &s, &log, &["--workers", "1", "--hours", "0.003"]);
-    let summary = finish(run, Duration::from_secs(60));
-    assert_eq!(
-        summary["failed_workers"],
-        serde_json::json!([]),
-        "{summary}"
-    );
-    let t = turns(&dir, "w01");
     let died = t
         .iter()
         .position(|l| l["phase"] == "between_turns")

@@ -438,24 +438,43 @@ fn model_of(body: &Value) -> String {
         .to_string()
 }
 
+/// A request to an API whose body names the model and whether to stream.
+fn body_api(
+    api: Api,
+    path: &str,
+    shared: &Shared,
+    headers: &HeaderMap,
+    query: Option<&str>,
+    body: &Bytes,
+) -> Response {
+    let Some(body) = parse_body(body) else {
+        return bad_body(api);
+    };
+    shared.answer(Ask {
+        api,
+        path: path.to_string(),
+        key: key_of(headers, query),
+        model: model_of(&body),
+        stream: body.get("stream").and_then(Value::as_bool).unwrap_or(false),
+        chat_usage: api == Api::Chat && api::chat_wants_usage(&body),
+        body,
+    })
+}
+
 async fn anthropic(
     State(shared): State<Arc<Shared>>,
     headers: HeaderMap,
     RawQuery(query): RawQuery,
     body: Bytes,
 ) -> Response {
-    let Some(body) = parse_body(&body) else {
-        return bad_body(Api::Anthropic);
-    };
-    shared.answer(Ask {
-        api: Api::Anthropic,
-        path: "/v1/messages".into(),
-        key: key_of(&headers, query.as_deref()),
-        model: model_of(&body),
-        stream: body.get("stream").and_then(Value::as_bool).unwrap_or(false),
-        chat_usage: false,
-        body,
-    })
+    body_api(
+        Api::Anthropic,
+        "/v1/messages",
+        &shared,
+        &headers,
+        query.as_deref(),
+        &body,
+    )
 }
 
 async fn anthropic_count(body: Bytes) -> Response {
@@ -471,18 +490,14 @@ async fn chat(
     RawQuery(query): RawQuery,
     body: Bytes,
 ) -> Response {
-    let Some(body) = parse_body(&body) else {
-        return bad_body(Api::Chat);
-    };
-    shared.answer(Ask {
-        api: Api::Chat,
-        path: "/v1/chat/completions".into(),
-        key: key_of(&headers, query.as_deref()),
-        model: model_of(&body),
-        stream: body.get("stream").and_then(Value::as_bool).unwrap_or(false),
-        chat_usage: api::chat_wants_usage(&body),
-        body,
-    })
+    body_api(
+        Api::Chat,
+        "/v1/chat/completions",
+        &shared,
+        &headers,
+        query.as_deref(),
+        &body,
+    )
 }
 
 async fn responses(
@@ -491,18 +506,14 @@ async fn responses(
     RawQuery(query): RawQuery,
     body: Bytes,
 ) -> Response {
-    let Some(body) = parse_body(&body) else {
-        return bad_body(Api::Responses);
-    };
-    shared.answer(Ask {
-        api: Api::Responses,
-        path: "/v1/responses".into(),
-        key: key_of(&headers, query.as_deref()),
-        model: model_of(&body),
-        stream: body.get("stream").and_then(Value::as_bool).unwrap_or(false),
-        chat_usage: false,
-        body,
-    })
+    body_api(
+        Api::Responses,
+        "/v1/responses",
+        &shared,
+        &headers,
+        query.as_deref(),
+        &body,
+    )
 }
 
 async fn openai_models() -> Response {
