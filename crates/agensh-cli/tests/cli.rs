@@ -301,6 +301,14 @@ fn pr_ship_commits_pushes_and_merges_the_checkout_it_runs_in() {
     assert!(shown.contains("[merged]"), "{shown}");
 }
 
+/// `agensh model replay SCENARIO` on a free port of 127.0.0.1.
+fn replay(scenario: &std::path::Path) -> std::process::Command {
+    let mut c = agensh();
+    c.args(["model", "replay", scenario.to_str().unwrap()])
+        .args(["--listen", "127.0.0.1:0"]);
+    c
+}
+
 #[test]
 fn model_replay_serves_its_scenario_and_says_what_it_served() {
     use std::io::{BufRead, Read, Write};
@@ -312,14 +320,7 @@ fn model_replay_serves_its_scenario_and_says_what_it_served() {
          usage = { input = 50, output = 5 }\n",
     )
     .unwrap();
-    let mut child = agensh()
-        .args([
-            "model",
-            "replay",
-            scenario.to_str().unwrap(),
-            "--listen",
-            "127.0.0.1:0",
-        ])
+    let mut child = replay(&scenario)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -369,16 +370,7 @@ fn model_replay_names_what_is_wrong_in_a_scenario() {
     let tmp = tempfile::tempdir().unwrap();
     let scenario = tmp.path().join("s.toml");
     std::fs::write(&scenario, "[[step]]\n").unwrap();
-    let o = agensh()
-        .args([
-            "model",
-            "replay",
-            scenario.to_str().unwrap(),
-            "--listen",
-            "127.0.0.1:0",
-        ])
-        .output()
-        .unwrap();
+    let o = replay(&scenario).output().unwrap();
     assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
     assert!(
         stderr(&o).contains("step 1: it has no text"),

@@ -219,6 +219,11 @@ pub fn validate_lease(lease: u64) -> Result<()> {
     Ok(())
 }
 
+/// Whether a label may hold `c`: letters, digits and `-_./:#`.
+pub fn is_label_char(c: char) -> bool {
+    c.is_alphanumeric() || "-_./:#".contains(c)
+}
+
 /// Checks a label: at most 64 characters of letters, digits and `-_./:#`.
 pub fn validate_label(label: &str) -> Result<()> {
     let n = label.chars().count();
@@ -236,10 +241,7 @@ pub fn validate_label(label: &str) -> Result<()> {
             ),
         ));
     }
-    if let Some(c) = label
-        .chars()
-        .find(|c| !(c.is_alphanumeric() || "-_./:#".contains(*c)))
-    {
+    if let Some(c) = label.chars().find(|c| !is_label_char(*c)) {
         return Err(Error::invalid(
             "bad_label",
             format!(

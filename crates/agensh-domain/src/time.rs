@@ -61,6 +61,8 @@ pub fn span(secs: u64) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
     fn spans_read_as_words() {
         assert_eq!(span(10), "10 seconds");
@@ -69,8 +71,6 @@ mod tests {
         assert_eq!(span(300), "5 minutes");
         assert_eq!(span(1), "1 second");
     }
-
-    use super::*;
 
     #[test]
     fn formats_epoch_and_a_leap_day() {

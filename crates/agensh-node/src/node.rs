@@ -128,6 +128,14 @@ impl NodeSummary {
         }
         u
     }
+
+    /// The workers that failed, with their errors, in id order.
+    pub fn failed(&self) -> Vec<(&String, &String)> {
+        self.workers
+            .iter()
+            .filter_map(|(id, r)| r.as_ref().err().map(|e| (id, e)))
+            .collect()
+    }
 }
 
 /// Runs the workers of `plan` until the run ends or `stop` fires (or its trigger is dropped). Progress of every

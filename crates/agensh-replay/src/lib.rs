@@ -35,7 +35,7 @@ pub use api::Api;
 pub use scenario::{Scenario, ScenarioError, UsageSpec};
 
 use api::{Answer, Call};
-use scenario::ErrorSpec;
+use scenario::{ErrorSpec, OfferedTool, ToolCallSpec};
 
 /// What the server served one key.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -277,72 +277,7 @@ impl Shared {
     /// Answers `ask`: from the key's next step, the final text, or the side text.
     fn answer(&self, ask: Ask) -> Response {
         let offered = api::offered_tools(ask.api, &ask.body);
-        let body_chars = ask.body.to_string().chars().count() as u64;
-        let mut step_no = None;
-        let outcome: Result<Answer, ErrorSpec> =
-            if !self.scenario.keys.is_empty() && !self.scenario.keys.contains(&ask.key) {
-                Err(ErrorSpec {
-                    status: 401,
-                    message: format!(
-                        "the key {:?} is not one this replay server accepts",
-                        short(&ask.key)
-                    ),
-                })
-            } else if offered.is_empty() {
-                Ok(self.text_answer(&ask, &self.scenario.side_text, body_chars))
-            } else {
-                let at = {
-                    let mut cursors = lock(&self.cursors);
-                    let at = cursors.entry(ask.key.clone()).or_insert(0);
-                    let now = *at;
-                    *at += 1;
-                    now
-                };
-                match self.scenario.steps.get(at) {
-                    None => Ok(self.text_answer(&ask, &self.scenario.final_text, body_chars)),
-                    Some(step) => {
-                        step_no = Some(at + 1);
-                        match &step.error {
-                            Some(e) => Err(e.clone()),
-                            None => {
-                                let calls: Vec<Call> = step
-                                    .tool_calls
-                                    .iter()
-                                    .map(|c| {
-                                        let (call, tool) = scenario::resolve(c, &offered);
-                                        let id = self.next_id(match ask.api {
-                                            Api::Anthropic => "toolu_",
-                                            _ => "call_",
-                                        });
-                                        Call {
-                                            id,
-                                            name: tool
-                                                .as_ref()
-                                                .map_or(call.name.clone(), |t| t.name.clone()),
-                                            namespace: tool.and_then(|t| t.namespace),
-                                            args: call.args.clone(),
-                                        }
-                                    })
-                                    .collect();
-                                let out_chars = step.text.as_deref().map_or(0, str::len)
-                                    + calls
-                                        .iter()
-                                        .map(|c| c.args.to_string().len())
-                                        .sum::<usize>();
-                                Ok(Answer {
-                                    id: self.next_id(id_prefix(ask.api)),
-                                    model: ask.model.clone(),
-                                    text: step.text.clone(),
-                                    calls,
-                                    usage: step
-                                        .usage
-                                        .unwrap_or_else(|| estimate(body_chars, out_chars as u64)),
-                                })
-                            }
-                        }
-                    }
-                }
-            };
+        let (outcome, step) = self.outcome(&ask, &offered);
         let (status, response) = match &outcome {
             Err(e) => {
                 let status =
@@ -374,20 +309,97 @@ impl Shared {
             key: ask.key,
             stream: ask.stream,
             tools: offered.into_iter().map(|t| t.name).collect(),
-            step: step_no,
+            step,
             status: status.as_u16(),
             body: ask.body,
         });
         response
     }
 
-    fn text_answer(&self, ask: &Ask, text: &str, body_chars: u64) -> Answer {
+    /// What `ask` gets, and the step (1-based) it took, if any: a refusal of a key the
+    /// scenario does not accept, the side text for a request without tools, the key's next
+    /// step, or the final text once the steps are used.
+    fn outcome(
+        &self,
+        ask: &Ask,
+        offered: &[OfferedTool],
+    ) -> (Result<Answer, ErrorSpec>, Option<usize>) {
+        if !self.scenario.keys.is_empty() && !self.scenario.keys.contains(&ask.key) {
+            let e = ErrorSpec {
+                status: 401,
+                message: format!(
+                    "the key {:?} is not one this replay server accepts",
+                    short(&ask.key)
+                ),
+            };
+            return (Err(e), None);
+        }
+        let text = |t: &String| self.reply(ask, Some(t.clone()), Vec::new(), None);
+        if offered.is_empty() {
+            return (Ok(text(&self.scenario.side_text)), None);
+        }
+        let at = self.advance(&ask.key);
+        let Some(step) = self.scenario.steps.get(at) else {
+            return (Ok(text(&self.scenario.final_text)), None);
+        };
+        if let Some(e) = &step.error {
+            return (Err(e.clone()), Some(at + 1));
+        }
+        let calls = step
+            .tool_calls
+            .iter()
+            .map(|c| self.call(ask.api, c, offered))
+            .collect();
+        let answer = self.reply(ask, step.text.clone(), calls, step.usage);
+        (Ok(answer), Some(at + 1))
+    }
+
+    /// The key's place in the scenario, moved on by one.
+    fn advance(&self, key: &str) -> usize {
+        let mut cursors = lock(&self.cursors);
+        let at = cursors.entry(key.to_string()).or_insert(0);
+        *at += 1;
+        *at - 1
+    }
+
+    /// A tool call of a step, resolved against the tools the request offers.
+    fn call(&self, api: Api, spec: &ToolCallSpec, offered: &[OfferedTool]) -> Call {
+        let (call, tool) = scenario::resolve(spec, offered);
+        Call {
+            id: self.next_id(match api {
+                Api::Anthropic => "toolu_",
+                _ => "call_",
+            }),
+            name: tool.as_ref().map_or(call.name.clone(), |t| t.name.clone()),
+            namespace: tool.and_then(|t| t.namespace),
+            args: call.args.clone(),
+        }
+    }
+
+    /// An answer of `text` and `calls`, with `usage`, or usage estimated from the sizes of
+    /// the request and the answer.
+    fn reply(
+        &self,
+        ask: &Ask,
+        text: Option<String>,
+        calls: Vec<Call>,
+        usage: Option<UsageSpec>,
+    ) -> Answer {
+        let usage = usage.unwrap_or_else(|| {
+            let out_chars = text.as_deref().map_or(0, str::len)
+                + calls
+                    .iter()
+                    .map(|c| c.args.to_string().len())
+                    .sum::<usize>();
+            let in_chars = ask.body.to_string().chars().count();
+            estimate(in_chars as u64, out_chars as u64)
+        });
         Answer {
             id: self.next_id(id_prefix(ask.api)),
             model: ask.model.clone(),
-            text: Some(text.to_string()),
-            calls: Vec::new(),
-            usage: estimate(body_chars, text.len() as u64),
+            text,
+            calls,
+            usage,
         }
     }
 

@@ -327,11 +327,7 @@ pub async fn run(g: &Global, a: RunArgs) -> Result<()> {
 /// An error (exit 4) when every worker of the run failed: nothing was done, and a script
 /// running `agensh run` must be able to tell that from a run that ended well.
 fn every_worker_failed(summary: &NodeSummary) -> Result<()> {
-    let failed: Vec<(&String, &String)> = summary
-        .workers
-        .iter()
-        .filter_map(|(id, r)| r.as_ref().err().map(|e| (id, e)))
-        .collect();
+    let failed = summary.failed();
     match failed.first() {
         Some((id, e)) if failed.len() == summary.workers.len() => bail!(
             "every worker failed ({n} of {n}); {id}: {e} — each worker's log is .agensh/logs/<id>/turns.jsonl",
@@ -629,11 +625,7 @@ fn print_summary(
     as_json: bool,
 ) {
     let usage = summary.usage();
-    let failed: Vec<(&String, &String)> = summary
-        .workers
-        .iter()
-        .filter_map(|(id, r)| r.as_ref().err().map(|e| (id, e)))
-        .collect();
+    let failed = summary.failed();
     if as_json {
         json(&serde_json::json!({
             "seconds": elapsed.as_secs_f64(),

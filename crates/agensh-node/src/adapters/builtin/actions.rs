@@ -187,7 +187,7 @@ pub fn small_label(mut args: Value) -> Value {
     let mut label = String::new();
     let mut gap = false;
     for c in raw.trim().chars() {
-        if c.is_alphanumeric() || "-_./:#".contains(c) {
+        if agensh_domain::record::is_label_char(c) {
             if gap && !label.is_empty() && !label.ends_with(['-', ':', '/']) {
                 label.push('-');
             }

@@ -362,7 +362,9 @@ impl Agent for BuiltinAgent {
             s.ws.kill_all();
             // A turn cut off by the stop (the run's end, a restart) keeps its work: what it
             // left uncommitted is committed as at the end of a turn.
-            if let Some(commit) = commit_leftovers(s.ws.root(), &s.worker).await {
+            if let Some(commit) =
+                commit_leftovers(s.ws.root(), &s.worker, "when the agent stopped").await
+            {
                 s.log
                     .write(json!({ "event": "commit_at_stop", "result": commit }));
             }
@@ -420,7 +422,7 @@ async fn sync_with_main(checkout: &std::path::Path, worker: &str) -> String {
         let _ = git.run(["merge", "--abort"]).await;
         let _ = git.run(["rebase", "--abort"]).await;
     }
-    let _ = commit_leftovers(checkout, worker).await;
+    let _ = commit_leftovers(checkout, worker, "before main was merged in").await;
     if let Err(e) = git.run(["fetch", "-q", "origin"]).await {
         return format!(
             "Could not fetch main ({}); your checkout is as it was.",
@@ -442,10 +444,12 @@ async fn sync_with_main(checkout: &std::path::Path, worker: &str) -> String {
     }
 }
 
-/// Work is never left uncommitted between turns: at the end of a turn, changes in the
-/// checkout are committed to the worker's branch (not pushed), unless a merge or rebase is
-/// half done. Returns what happened, or `None` when there was nothing to commit.
-async fn commit_leftovers(checkout: &std::path::Path, worker: &str) -> Option<String> {
+/// Work is never left uncommitted between turns: changes in the checkout are committed to
+/// the worker's branch (not pushed), unless a merge or rebase is half done — at the end of
+/// a turn, when the agent stops and before main is merged in; `when` says which, in the
+/// commit message and the answer. Returns what happened, or `None` when there was nothing
+/// to commit.
+async fn commit_leftovers(checkout: &std::path::Path, worker: &str, when: &str) -> Option<String> {
     let git = agensh_workspace::git::Git::worktree(checkout);
     let status = git.run(["status", "--porcelain"]).await;
     match status {
@@ -459,12 +463,12 @@ async fn commit_leftovers(checkout: &std::path::Path, worker: &str) -> Option<St
     if let Err(e) = git.run(["add", "-A"]).await {
         return Some(format!("could not stage changes: {}", e.message));
     }
-    let message = format!("{worker}: work in progress, committed at the end of a turn");
+    let message = format!("{worker}: work in progress, committed {when}");
     match git
         .run(["commit", "-q", "--no-verify", "-m", &message])
         .await
     {
-        Ok(_) => Some("committed the checkout's changes at the end of the turn".into()),
+        Ok(_) => Some(format!("committed the checkout's changes {when}")),
         Err(e) => Some(format!("could not commit: {}", e.message)),
     }
 }
@@ -587,7 +591,9 @@ impl Session {
                 break reason;
             }
         };
-        if let Some(commit) = commit_leftovers(self.ws.root(), &self.worker).await {
+        if let Some(commit) =
+            commit_leftovers(self.ws.root(), &self.worker, "at the end of the turn").await
+        {
             self.log
                 .write(json!({ "event": "commit_at_turn_end", "result": commit }));
             events.push(TurnEvent::Message {
