@@ -173,10 +173,10 @@ fn now_ms() -> i64 {
     agensh_domain::time::unix_ms(std::time::SystemTime::now())
 }
 
-struct HubProc {
-    child: Child,
-    url: String,
-    admin_token: String,
+pub(crate) struct HubProc {
+    pub child: Child,
+    pub url: String,
+    pub admin_token: String,
 }
 
 impl Drop for HubProc {
@@ -186,7 +186,7 @@ impl Drop for HubProc {
     }
 }
 
-fn start_hub(agensh: &Path, dir: &Path) -> Result<HubProc> {
+pub(crate) fn start_hub(agensh: &Path, dir: &Path) -> Result<HubProc> {
     let child = Command::new(agensh)
         .args([
             "hub",
@@ -218,7 +218,7 @@ fn start_hub(agensh: &Path, dir: &Path) -> Result<HubProc> {
 }
 
 /// (VmRSS, VmHWM) of a process, in bytes.
-fn memory_of(pid: u32) -> (u64, u64) {
+pub(crate) fn memory_of(pid: u32) -> (u64, u64) {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     let field = |name: &str| {
         status

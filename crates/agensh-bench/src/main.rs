@@ -4,6 +4,7 @@
 //! Run: `cargo run --release -p agensh-bench -- hub` (builds `agensh` first:
 //! `cargo build --release -p agensh`).
 
+mod agents;
 mod firstrun;
 mod hub;
 mod merge;
@@ -22,6 +23,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Bench {
+    /// One worker of each real agent CLI: time to its first prompt, memory of its process
+    /// tree, and the harness's share of a turn against the replay model server.
+    Agents(agents::Args),
     /// The README's first command as a user runs it: parts merged into main over time.
     Firstrun(firstrun::Args),
     /// The hub: appends/s, wake of all long-polls, grep over a large history, memory.
@@ -40,6 +44,7 @@ fn main() -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     match cli.bench {
+        Bench::Agents(a) => rt.block_on(agents::run(a)),
         Bench::Firstrun(a) => rt.block_on(firstrun::run(a)),
         Bench::Hub(a) => rt.block_on(hub::run(a)),
         Bench::Merge(a) => rt.block_on(merge::run(a)),

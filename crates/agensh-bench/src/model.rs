@@ -309,6 +309,8 @@ async fn run_one(
     let started = Instant::now();
     let cpu_before = cpu_sample(server_pgid);
     let plan = NodePlan {
+        groups: Vec::new(),
+        permissions: Default::default(),
         org_dir: org.clone(),
         hub_url: hub.url.clone(),
         workers,
@@ -718,21 +720,11 @@ fn cpu_sample(server: Option<i32>) -> Cpu {
             Some(f.iter().take(8).sum::<f64>() - f.get(3)? - f.get(4)?)
         })
         .unwrap_or(0.0);
-    let proc_cpu = |pid: String| {
-        std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .ok()
-            .and_then(|s| {
-                // From the state (field 3) on; utime, stime, cutime, cstime are fields 14–17.
-                let f: Vec<&str> = s[s.rfind(')')? + 2..].split_whitespace().collect();
-                let n = |i: usize| f.get(i - 3).and_then(|x| x.parse::<f64>().ok());
-                Some(n(14)? + n(15)? + n(16)? + n(17)?)
-            })
-            .unwrap_or(0.0)
-    };
-    let ours = proc_cpu("self".into()) + server.map_or(0.0, |p| proc_cpu(p.to_string()));
+    let ours = crate::stats::cpu_secs("self")
+        + server.map_or(0.0, |p| crate::stats::cpu_secs(&p.to_string()));
     Cpu {
         busy: busy / tick,
-        ours: ours / tick,
+        ours,
     }
 }
 

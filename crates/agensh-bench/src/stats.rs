@@ -18,6 +18,22 @@ pub fn ms(d: Duration) -> f64 {
     (d.as_secs_f64() * 100_000.0).round() / 100.0
 }
 
+/// CPU seconds (user and system) of `/proc/<pid>` (`self` for this process) and of its
+/// children it waited for; 0 for a process that is gone.
+pub fn cpu_secs(pid: &str) -> f64 {
+    let tick = agensh_process::resources::clock_ticks_per_second() as f64;
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            // From the state (field 3) on; utime, stime, cutime, cstime are fields 14–17.
+            let f: Vec<&str> = s[s.rfind(')')? + 2..].split_whitespace().collect();
+            let n = |i: usize| f.get(i - 3).and_then(|x| x.parse::<f64>().ok());
+            Some(n(14)? + n(15)? + n(16)? + n(17)?)
+        })
+        .unwrap_or(0.0)
+        / tick
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -98,6 +98,9 @@ pub enum Command {
     Mcp(McpArgs),
     /// Agents built into agensh, speaking ACP on stdio (`script`: a deterministic agent for tests and load; never the default).
     Agent(AgentArgs),
+    /// The real agent CLIs (claude, codex, copilot, gemini, pi): install them at their pinned
+    /// versions and list what is installed.
+    Agents(AgentsArgs),
     /// The local language model: install it (once, offline afterwards) and serve it.
     Model(ModelArgs),
     /// Run the organization: hub and node in one process, with a live line per worker.
@@ -131,6 +134,7 @@ impl Command {
             | Command::Mcp(_)
             | Command::Status(_) => CLIENT,
             Command::Agent(_)
+            | Command::Agents(_)
             | Command::Model(_)
             | Command::Doctor(_)
             | Command::Completions(_) => &[],
@@ -487,8 +491,9 @@ pub struct RunFlags {
     /// Workers (default from agensh.toml).
     #[arg(long)]
     pub workers: Option<usize>,
-    /// The agent: builtin, acp or script (default from agensh.toml; none configured: the
-    /// built-in agent on the local model, installed on first use).
+    /// The agent: builtin, claude, codex, copilot, gemini, acp (any ACP agent: `--agent acp
+    /// -- CMD ARGS…`) or script (default from agensh.toml; none configured: the built-in
+    /// agent on the local model, installed on first use).
     #[arg(long)]
     pub agent: Option<String>,
     /// For --agent script: the scenario file.
@@ -496,6 +501,9 @@ pub struct RunFlags {
     pub scenario: Option<PathBuf>,
     #[command(flatten)]
     pub model: ModelFlags,
+    /// After `--`: the command that starts an ACP agent (run.agent_command).
+    #[arg(last = true, value_name = "AGENT_COMMAND")]
+    pub agent_command: Vec<String>,
     /// Length of the run in hours (0: until Ctrl-C).
     #[arg(long)]
     pub hours: Option<f64>,
@@ -508,6 +516,11 @@ impl RunFlags {
     /// The settings these flags give.
     pub fn values(&self) -> Vec<FlagValue> {
         let mut v = run_values(self.workers, &self.agent, &self.scenario, self.hours);
+        if !self.agent_command.is_empty() {
+            // A JSON array of strings is a TOML array too.
+            let list = serde_json::to_string(&self.agent_command).expect("strings serialize");
+            v.push(flag("run.agent_command", "--", list));
+        }
         v.extend(self.model.values());
         v.extend(listen_value(&self.listen));
         v
@@ -548,7 +561,7 @@ pub struct NodeArgs {
     /// Run these worker ids (default: the hub's first ones).
     #[arg(long = "id")]
     pub ids: Vec<String>,
-    /// The agent: builtin, acp or script (default from agensh.toml).
+    /// The agent: builtin, claude, codex, copilot, gemini, acp or script (default from agensh.toml).
     #[arg(long)]
     pub agent: Option<String>,
     /// For --agent script: the scenario file.
@@ -598,6 +611,31 @@ pub struct CompletionsArgs {
     /// The shell.
     #[arg(value_enum)]
     pub shell: clap_complete::Shell,
+}
+
+#[derive(Args, Debug)]
+pub struct AgentsArgs {
+    #[command(subcommand)]
+    pub command: AgentsCommand,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum AgentsCommand {
+    /// Install agent CLIs from the npm registry into agensh's data directory, at the
+    /// versions agensh is tested with (all of them when none is named).
+    Install {
+        /// claude, codex, copilot, gemini, pi (default: all).
+        names: Vec<String>,
+        /// Print what was installed as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Each agent agensh knows: installed or not, its version and program.
+    List {
+        /// Print the list as JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Args, Debug)]

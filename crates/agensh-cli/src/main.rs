@@ -79,6 +79,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Pr(a) => cmd::pr::run(&g, a).await,
         Command::Mcp(a) => cmd::mcp::run(&g, a).await,
         Command::Agent(a) => cmd::agent::run(a).await,
+        Command::Agents(a) => cmd::agents::run(a).await,
         Command::Model(a) => cmd::model::run(a).await,
         Command::Run(a) => cmd::run::run(&g, a).await,
         Command::Node(a) => cmd::run::node(&g, a).await,

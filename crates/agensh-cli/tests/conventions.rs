@@ -410,17 +410,12 @@ fn doctor_reports_versions_and_what_to_do_for_each_missing_piece() {
         .find(|p| p.exists())
         .expect("sleep on PATH");
     let hang = format!("exec {} 30", sleep.display());
-    let bin = fake_bin(&[
-        GIT_OK,
-        PYTHON_OK,
-        ("gemini", "echo 0.61.0"),
-        ("copilot", &hang),
-    ]);
+    let bin = fake_bin(&[GIT_OK, PYTHON_OK, ("node", "echo v20.19.0"), ("npm", &hang)]);
     let started = Instant::now();
     let out = doctor(bin.path(), true);
     assert!(
         started.elapsed() < Duration::from_secs(20),
-        "a hung CLI is cut off"
+        "a hung program is cut off"
     );
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let report: Value = serde_json::from_str(&stdout(&out)).unwrap();
@@ -428,28 +423,37 @@ fn doctor_reports_versions_and_what_to_do_for_each_missing_piece() {
     assert_eq!(check(&report, "git")["found"], "2.39.5");
     assert_eq!(check(&report, "python")["found"], "python3 3.12.1");
     assert_eq!(check(&report, "python venv")["ok"], true);
-    assert_eq!(check(&report, "gemini")["found"], "0.61.0");
-    let copilot = check(&report, "copilot");
-    assert_eq!(copilot["ok"], true);
+    let npm = check(&report, "node and npm");
+    assert_eq!(npm["ok"], false);
     assert!(
-        copilot["found"]
+        npm["found"]
             .as_str()
             .unwrap()
             .contains("did not answer in 3 s"),
-        "{copilot}"
+        "{npm}"
     );
-    let claude = check(&report, "claude-agent-acp");
-    assert_eq!(
-        (claude["ok"].clone(), claude["required"].clone()),
-        (false.into(), false.into())
-    );
-    assert!(
-        claude["fix"]
-            .as_str()
-            .unwrap()
-            .starts_with("npm install -g @agentclientprotocol/claude-agent-acp"),
-        "{claude}"
-    );
+    // Each preset's CLI, in agensh's data directory (empty here), with the command that
+    // installs it.
+    for name in ["claude", "codex", "copilot", "gemini", "pi"] {
+        let agent = check(&report, &format!("agent {name}"));
+        assert_eq!(
+            (agent["ok"].clone(), agent["required"].clone()),
+            (false.into(), false.into())
+        );
+        assert!(
+            agent["found"]
+                .as_str()
+                .unwrap()
+                .starts_with("not installed ("),
+            "{agent}"
+        );
+        assert!(
+            agent["fix"].as_str().unwrap().starts_with(&format!(
+                "agensh agents install {name} — then `agensh run --agent {name}`"
+            )),
+            "{agent}"
+        );
+    }
     let model = check(&report, "local model");
     assert_eq!(model["ok"], false);
     assert!(

@@ -854,3 +854,45 @@ fn a_hung_agent_is_restarted_after_the_hang_timeout() {
         "the restarted agent went on after the step it hung in: {t:?}"
     );
 }
+
+#[test]
+fn a_preset_not_installed_is_named_with_the_command_that_installs_it() {
+    let (_tmp, dir) = common::new_org("anything");
+    let data = tempfile::tempdir().unwrap();
+    let out = agensh()
+        .arg("run")
+        .arg(&dir)
+        .args(["--agent", "gemini", "--listen", "127.0.0.1:0"])
+        .env("AGENSH_DATA_DIR", data.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(4), "a local failure");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(
+            "gemini (@google/gemini-cli 0.61.0) is not installed — install it with: agensh agents install gemini"
+        ),
+        "{err}"
+    );
+    assert!(
+        !dir.join("workers").exists(),
+        "nothing started before the check"
+    );
+}
+
+#[test]
+fn an_agent_agensh_does_not_know_lists_the_ones_it_does() {
+    let (_tmp, dir) = common::new_org("anything");
+    let out = agensh()
+        .arg("run")
+        .arg(&dir)
+        .args(["--agent", "claud"])
+        .output()
+        .unwrap();
+    assert_ne!(out.status.code(), Some(0));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("is not an agent agensh knows — use one of builtin, acp, script, claude, codex, copilot, gemini, pi"),
+        "{err}"
+    );
+}

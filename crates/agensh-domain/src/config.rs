@@ -33,8 +33,8 @@ pub const TOOL_STYLES: [&str; 3] = ["auto", "tools", "json"];
 pub const MODEL_MODES: [&str; 3] = ["auto", "small", "full"];
 /// The local model's sizes (`model.local_size`).
 pub const LOCAL_SIZES: [&str; 2] = ["0.5b", "1.5b"];
-/// The agents `run.agent` may name.
-pub const AGENTS: [&str; 3] = ["builtin", "acp", "script"];
+/// How an ACP agent's permission requests are answered (`run.permissions`).
+pub const PERMISSIONS: [&str; 3] = ["allow_once", "allow_always", "reject"];
 
 /// `[model]`: the endpoint the built-in agent talks to.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -97,11 +97,19 @@ impl ModelConfig {
 pub struct RunConfig {
     /// Workers in the organization.
     pub workers: usize,
-    /// The agent: `builtin` (the built-in agent over `[model]`), `acp` (any ACP agent, see
+    /// The agent: `builtin` (the built-in agent over `[model]`), a preset (`claude`,
+    /// `codex`, `copilot`, `gemini`: see [`crate::agents`]), `acp` (any ACP agent, see
     /// `agent_command`) or `script` (tests and load).
     pub agent: String,
-    /// For `acp`: the command line that starts the agent.
+    /// For `acp`: the command line that starts the agent. For a preset: a command of your
+    /// own in place of the installed one (the preset's settings still apply).
     pub agent_command: Vec<String>,
+    /// How an ACP agent's permission requests are answered: `allow_once` (the default),
+    /// `allow_always` (some agents then write their own settings into the checkout) or
+    /// `reject`.
+    pub permissions: String,
+    /// Groups of workers with an agent (and model) of their own; the others run `agent`.
+    pub agents: Vec<AgentGroup>,
     /// For `script`: the scenario file.
     pub scenario: String,
     /// Length of the run in hours (0: no limit).
@@ -122,6 +130,62 @@ pub struct RunConfig {
     /// Seconds an agent may go without a sign of life in the middle of a turn before it is
     /// taken as hung and restarted (0: never).
     pub hang_timeout_secs: u64,
+}
+
+/// One entry of `run.agents`: these workers run this agent, on this model.
+///
+/// ```toml
+/// [[run.agents]]
+/// workers = "w01-w04"        # a range, a list ("w01,w03") or one id
+/// agent = "claude"
+/// model = "claude-sonnet-4-5"
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentGroup {
+    /// Which workers: `w01-w04`, `w01,w03,w07`, or one id.
+    pub workers: String,
+    /// Any value `run.agent` takes.
+    pub agent: String,
+    /// For `acp`, or a preset run from a command of your own.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub agent_command: Vec<String>,
+    /// The model (else `model.name`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub model: String,
+    /// The endpoint (else `model.url`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub model_url: String,
+    /// The variable holding the endpoint's key (else `model.api_key_env`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub api_key_env: String,
+}
+
+impl AgentGroup {
+    /// Whether the worker `id` is in this group. `w01-w04` covers the ids between the two
+    /// ends with the same prefix, compared by number.
+    pub fn covers(&self, id: &str) -> bool {
+        self.workers
+            .split(',')
+            .map(str::trim)
+            .any(|part| match part.split_once('-') {
+                Some((from, to)) => in_range(id, from.trim(), to.trim()),
+                None => part == id,
+            })
+    }
+}
+
+/// `id` between `from` and `to` (same letters, then a number).
+fn in_range(id: &str, from: &str, to: &str) -> bool {
+    fn split(s: &str) -> Option<(&str, u64)> {
+        let digits = s.len() - s.trim_start_matches(|c: char| !c.is_ascii_digit()).len();
+        let (prefix, n) = s.split_at(digits);
+        Some((prefix, n.parse().ok()?))
+    }
+    match (split(id), split(from), split(to)) {
+        (Some((p, n)), Some((pf, a)), Some((pt, b))) => p == pf && p == pt && (a..=b).contains(&n),
+        _ => false,
+    }
 }
 
 /// How agent processes (ACP and scripted agents, and everything they start) share the CPU
@@ -157,6 +221,8 @@ impl Default for RunConfig {
             workers: 4,
             agent: "builtin".into(),
             agent_command: Vec::new(),
+            permissions: "allow_once".into(),
+            agents: Vec::new(),
             scenario: String::new(),
             hours: 6.0,
             stagger_secs: 2.0,
@@ -343,13 +409,44 @@ impl Config {
                 "agensh.toml: run.max_restarts must be 0 to 1000 and run.restart_backoff_secs 0 to 3600",
             ));
         }
-        if !self.run.agent.is_empty() && !AGENTS.contains(&self.run.agent.as_str()) {
+        let known = crate::agents::agent_names();
+        if !self.run.agent.is_empty() && !known.contains(&self.run.agent.as_str()) {
             return Err(Error::invalid(
                 "bad_config",
                 format!(
                     "run.agent \"{}\" is not an agent agensh knows — use one of {}",
                     self.run.agent,
-                    AGENTS.join(", ")
+                    known.join(", ")
+                ),
+            ));
+        }
+        for (i, g) in self.run.agents.iter().enumerate() {
+            if !known.contains(&g.agent.as_str()) {
+                return Err(Error::invalid(
+                    "bad_config",
+                    format!(
+                        "run.agents[{i}].agent \"{}\" is not an agent agensh knows — use one of {}",
+                        g.agent,
+                        known.join(", ")
+                    ),
+                ));
+            }
+            if g.workers.trim().is_empty() {
+                return Err(Error::invalid(
+                    "bad_config",
+                    format!(
+                        "run.agents[{i}].workers is empty — name its workers, e.g. \"w01-w04\""
+                    ),
+                ));
+            }
+        }
+        if !PERMISSIONS.contains(&self.run.permissions.as_str()) {
+            return Err(Error::invalid(
+                "bad_config",
+                format!(
+                    "run.permissions \"{}\" is not a policy — use one of {}",
+                    self.run.permissions,
+                    PERMISSIONS.join(", ")
                 ),
             ));
         }
@@ -406,10 +503,20 @@ required_approvals = {approvals}
 # Workers in the organization (`agensh run --workers N` overrides it).
 workers = {workers}
 # The agent: "builtin" (agensh's own agent over the [model] endpoint; the default),
-# "acp" (any Agent Client Protocol agent, started with `agent_command`), or "script"
-# (a deterministic agent for tests and load; needs `scenario`).
+# a real agent CLI: "claude", "codex", "copilot" or "gemini" (`agensh agents install`
+# installs them; [model] url, name and api_key_env point them at a model), "acp" (any
+# Agent Client Protocol agent, started with `agent_command`), or "script" (a
+# deterministic agent for tests and load; needs `scenario`).
 agent = {agent}
 agent_command = {agent_command}
+# How an agent's permission requests are answered: "allow_once", "allow_always" (some
+# agents then write settings files into the checkout) or "reject".
+permissions = {permissions}
+# Groups of workers with an agent and model of their own (the others run `agent`):
+# [[run.agents]]
+# workers = "w01-w04"
+# agent = "claude"
+# model = "claude-sonnet-4-5"   # also model_url, api_key_env, agent_command
 scenario = {scenario}
 # Length of the run in hours (0: no limit).
 hours = {hours}
@@ -457,6 +564,7 @@ hang_timeout_secs = {hang_timeout}
                     .map(toml::Value::String)
                     .collect()
             ),
+            permissions = toml::Value::String(self.run.permissions.clone()),
             scenario = toml::Value::String(self.run.scenario.clone()),
             hours = toml::Value::Float(self.run.hours),
             stagger = toml::Value::Float(self.run.stagger_secs),
@@ -727,6 +835,11 @@ fn typed_like(like: &toml::Value, text: &str) -> Option<toml::Value> {
         toml::Value::Integer(_) => toml::Value::Integer(text.trim().parse().ok()?),
         toml::Value::Float(_) => toml::Value::Float(text.trim().parse().ok()?),
         toml::Value::Boolean(_) => toml::Value::Boolean(text.trim().parse().ok()?),
+        // A list comes as a TOML array (`["gemini", "--acp"]`).
+        toml::Value::Array(_) => toml::from_str::<toml::Table>(&format!("v = {text}"))
+            .ok()?
+            .remove("v")
+            .filter(toml::Value::is_array)?,
         _ => return None,
     })
 }
@@ -736,6 +849,7 @@ fn kind_of(v: &toml::Value) -> &'static str {
         toml::Value::Integer(_) => "a whole number",
         toml::Value::Float(_) => "a number",
         toml::Value::Boolean(_) => "true or false",
+        toml::Value::Array(_) => "a list",
         _ => "a value of the right type",
     }
 }
@@ -752,6 +866,32 @@ fn describe(source: &Source) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn agent_groups_parse_and_cover_ranges_and_lists() {
+        let c = Config::parse(
+            "[organization]\ngoal = \"x\"\n[run]\nagent = \"gemini\"\n[[run.agents]]\nworkers = \"w01-w04\"\nagent = \"claude\"\nmodel = \"m\"\n[[run.agents]]\nworkers = \"w05, w07\"\nagent = \"codex\"\n",
+        )
+        .expect("parses");
+        let [a, b] = &c.run.agents[..] else {
+            panic!("two groups")
+        };
+        assert!(a.covers("w01") && a.covers("w04") && !a.covers("w05"));
+        assert!(!a.covers("x02") && !a.covers("w0004x"));
+        assert!(b.covers("w05") && b.covers("w07") && !b.covers("w06"));
+        let e = Config::parse(
+            "[organization]\ngoal = \"x\"\n[[run.agents]]\nworkers = \"w01\"\nagent = \"claudia\"\n",
+        )
+        .unwrap_err();
+        assert!(e.message.contains("run.agents[0].agent"), "{}", e.message);
+        let e = Config::parse("[organization]\ngoal = \"x\"\n[run]\npermissions = \"yes\"\n")
+            .unwrap_err();
+        assert!(
+            e.message.contains("allow_once, allow_always, reject"),
+            "{}",
+            e.message
+        );
+    }
 
     fn source_of(r: &Resolved, key: &str) -> Source {
         r.settings

@@ -5,6 +5,7 @@
 //! (its syntax tree, which each store translates to its own dialect), the recent-view rules
 //! of the board and the configuration file's schema.
 
+pub mod agents;
 pub mod config;
 pub mod error;
 pub mod event;

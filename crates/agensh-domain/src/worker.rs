@@ -70,6 +70,9 @@ pub struct StatusReport {
     /// What the worker is doing in its turn; none outside a turn (the hub forgets the last).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub progress: Option<WorkerProgress>,
+    /// Which agent the worker runs, on which model (e.g. `claude (… 0.49.0) on m at URL`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
 }
 
 /// The body of `PUT /workers/status`.
@@ -136,6 +139,10 @@ pub struct WorkerInfo {
     /// not stored).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub progress: Option<WorkerProgress>,
+    /// Which agent it runs, on which model, as its node last reported (kept in the hub's
+    /// memory, not stored).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
     /// Live CLAIM records.
     pub claims: Vec<Record>,
     /// Unix ms of the last request made as this worker.
@@ -178,6 +185,7 @@ mod tests {
                 tokens: 2_408,
                 tokens_per_sec: 9.5,
             }),
+            agent: Some("claude on m1".into()),
         };
         let text = serde_json::to_string(&report).unwrap();
         assert_eq!(serde_json::from_str::<StatusReport>(&text).unwrap(), report);

@@ -103,13 +103,14 @@ async fn a_turn_runs_the_scenario_answers_permissions_and_ends_with_end_turn() {
         "def p1():\n    return 'p1'"
     );
 
-    // The permission request got the policy answer; the request the client does not
-    // offer got "method not found".
+    // The permission request got the policy answer (the default, allow once: an agent told
+    // "always" may remember it in files of its own); the request the client does not offer
+    // got "method not found".
     let log = org.log_entries();
     let perm = entries(&log, "permission", &w);
     assert_eq!(perm.len(), 1, "{log:?}");
     assert_eq!(perm[0]["outcome"], "selected");
-    assert_eq!(perm[0]["option"], "allow-always");
+    assert_eq!(perm[0]["option"], "allow-once");
     let req = entries(&log, "client_request", &w);
     assert_eq!(req.len(), 1, "{log:?}");
     assert_eq!(req[0]["error"]["code"], json!(-32601));
@@ -411,4 +412,80 @@ async fn the_agent_runs_below_the_node_in_cpu_priority_and_its_threads_too() {
         "the node's own priority"
     );
     agent.stop().await;
+}
+
+/// Processes whose command line holds `text`.
+fn running(text: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        if let Ok(cmd) = std::fs::read(e.path().join("cmdline")) {
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            if cmd.contains(text) {
+                found.push(cmd);
+            }
+        }
+    }
+    found
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_contained_agent_takes_its_detached_jobs_with_it_at_stop() {
+    let org = Org::start(1).await;
+    let w = org.id(0);
+    let ctx = org.context(&w).await;
+    let scenario = org.scenario("idle", "[[step]]\naction = \"end_turn\"\n");
+    // The agent's launcher leaves a job in a session of its own (as Claude Code's and
+    // Copilot's shell tools do), then becomes the agent.
+    let launcher = format!(
+        "setsid sh -c 'sleep 7321' </dev/null >/dev/null 2>&1 & exec '{}' agent script --scenario '{}'",
+        support::agensh_bin().display(),
+        scenario.display()
+    );
+    let mut agent = AcpAgent::new(vec!["sh".into(), "-c".into(), launcher], Vec::new()).contained();
+    agent.start(&ctx).await.expect("starts");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while running("sleep 7321").is_empty() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(!running("sleep 7321").is_empty(), "the detached job runs");
+    assert!(
+        agent.marked_processes().len() >= 2,
+        "the agent and its job carry the mark"
+    );
+    agent.stop().await;
+    assert_eq!(
+        running("sleep 7321"),
+        Vec::<String>::new(),
+        "the job ended with its agent"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_workers_token_reaches_an_acp_agent_only_in_its_mcp_entry() {
+    let org = Org::start(1).await;
+    let w = org.id(0);
+    let ctx = org.context(&w).await;
+    let scenario = org.scenario("idle", "[[step]]\naction = \"end_turn\"\n");
+    let env_file = org.dir().join("agent-env.txt");
+    let launcher = format!(
+        "env > '{}'; exec '{}' agent script --scenario '{}'",
+        env_file.display(),
+        support::agensh_bin().display(),
+        scenario.display()
+    );
+    let mut agent = AcpAgent::new(vec!["sh".into(), "-c".into(), launcher], Vec::new())
+        .with_cpu(Default::default());
+    // Even when the node itself has it.
+    std::env::set_var("AGENSH_TOKEN", &ctx.token);
+    agent.start(&ctx).await.expect("starts");
+    std::env::remove_var("AGENSH_TOKEN");
+    let out = agent.turn("go").await.expect("a turn");
+    assert_eq!(out.stop_reason, "end_turn");
+    agent.stop().await;
+    let env = std::fs::read_to_string(&env_file).unwrap();
+    assert!(env.contains(&format!("AGENSH_WORKER={w}")), "{env}");
+    assert!(
+        !env.contains(&ctx.token),
+        "the token is in the agent's environment"
+    );
 }

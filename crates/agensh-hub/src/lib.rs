@@ -136,6 +136,7 @@ pub async fn start_with_clock(
             tokens: RwLock::new(tokens),
             activity: Mutex::new(HashMap::new()),
             progress: Mutex::new(HashMap::new()),
+            agents: Mutex::new(HashMap::new()),
             metrics: Metrics::default(),
             merging: Mutex::new(std::collections::HashSet::new()),
             gate_queue: tokio::sync::Mutex::new(()),

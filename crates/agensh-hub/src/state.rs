@@ -29,6 +29,8 @@ pub struct Inner {
     /// What each busy worker is doing in its turn, as its node last reported; in memory
     /// only (it is stale a few seconds later, so it is never worth a write).
     pub progress: Mutex<HashMap<String, agensh_domain::worker::WorkerProgress>>,
+    /// Which agent each worker runs, as its node last reported (memory only).
+    pub agents: Mutex<HashMap<String, String>>,
     pub metrics: Metrics,
     /// Pull requests being merged right now (one merge per PR at a time).
     pub merging: Mutex<std::collections::HashSet<i64>>,

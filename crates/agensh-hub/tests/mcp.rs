@@ -463,6 +463,11 @@ async fn a_dm_reaches_the_next_tool_result_as_a_notice_once() {
         json!(n),
         "structured content carries the notices too"
     );
+    assert_eq!(
+        r.structured_content.as_ref().unwrap()["summary"],
+        json!("no pull requests match"),
+        "and the text meant for the model: agents that show their model only the structured content (Claude Code, Codex) see it"
+    );
     // Acknowledged: the next call does not show it again, and the queue is empty.
     let r = call(&a, "workers", json!({})).await;
     assert_eq!(notices(&r), None);

@@ -45,6 +45,7 @@ fn report(w: &NewWorker, status: &str) -> StatusReport {
         token: Some(w.token.clone()),
         status: status.into(),
         progress: None,
+        agent: None,
     }
 }
 
@@ -251,6 +252,7 @@ async fn every_entry_must_be_authorised_for_its_worker() {
                 token: None,
                 status: "busy".into(),
                 progress: None,
+                agent: None,
             }])
             .await,
         ErrorKind::Forbidden,
@@ -380,10 +382,17 @@ async fn a_status_report_sets_every_status_or_none() {
             token: None,
             status: "dead".into(),
             progress: None,
+            agent: Some("codex on gpt-x at http://127.0.0.1:9/v1".into()),
         }])
         .await
         .unwrap();
     let listed = hub.admin().workers().await.unwrap();
+    let w2 = listed.iter().find(|w| w.id == ws[2].id).unwrap();
+    assert_eq!(
+        w2.agent.as_deref(),
+        Some("codex on gpt-x at http://127.0.0.1:9/v1"),
+        "the agent a node reports is listed with the worker"
+    );
     assert_eq!(status(&listed, &ws[2].id), WorkerStatus::Dead);
 }
 

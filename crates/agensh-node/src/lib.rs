@@ -4,11 +4,13 @@
 //! `adapters` holds the one interface the loop drives ([`adapters::Agent`]) and one thin
 //! translation per kind of agent; `turn` is the loop of one worker; `pump` and `status`
 //! are the node's shared event long-poll and status reports for all its workers;
-//! `mcp_proxy` is the node's `/mcp` in front of the hub, which does `ship`'s local half. The scripted
+//! `mcp_proxy` is the node's `/mcp` in front of the hub, which does `ship`'s local half;
+//! `install` finds and installs the presets' agent CLIs (npm). The scripted
 //! agent the tests and load runs drive is a separate crate (`agensh-script`), started as a
 //! process like any other ACP agent.
 
 pub mod adapters;
+pub mod install;
 pub mod mcp_proxy;
 pub mod node;
 pub mod pump;

@@ -14,14 +14,16 @@ use agensh_process::Shutdown;
 use agensh_workspace::{checkout, Workspace};
 use tokio::sync::mpsc;
 
-use crate::adapters::acp::AcpAgent;
+use crate::adapters::acp::{AcpAgent, Permissions, PresetRun};
 use crate::adapters::builtin::{BuiltinAgent, BuiltinConfig};
 use crate::adapters::cpu::AgentCpu;
+use crate::adapters::pi::PiAgent;
 use crate::adapters::{Agent, AgentContext, Usage};
 use crate::mcp_proxy::{McpProxy, ProxiedWorker};
 use crate::pump::EventPump;
 use crate::status::StatusReporter;
 use crate::turn::{run_worker, NodeLink, Progress, Recovery, WorkerPlan, WorkerSummary};
+use agensh_domain::agents::Protocol;
 
 /// Which agent drives the workers.
 #[derive(Debug, Clone)]
@@ -30,12 +32,24 @@ pub enum AgentKind {
     Script { scenario: PathBuf },
     /// Any Agent Client Protocol agent, started with this command line.
     Acp { command: Vec<String> },
+    /// A preset (`claude`, `codex`, `copilot`, `gemini`): installed, configured and pointed
+    /// at its model by agensh; started from `command` instead when not empty.
+    Preset {
+        run: PresetRun,
+        command: Vec<String>,
+    },
     /// The built-in agent over an OpenAI-compatible endpoint.
     Builtin(BuiltinConfig),
 }
 
 impl AgentKind {
-    fn build(&self, agensh: &std::path::Path, cpu: AgentCpu) -> Box<dyn Agent> {
+    /// The agent for one worker.
+    pub fn build(
+        &self,
+        agensh: &std::path::Path,
+        cpu: AgentCpu,
+        permissions: Permissions,
+    ) -> Box<dyn Agent> {
         match self {
             AgentKind::Script { scenario } => Box::new(
                 AcpAgent::new(
@@ -50,9 +64,22 @@ impl AgentKind {
                 )
                 .with_cpu(cpu),
             ),
-            AgentKind::Acp { command } => {
-                Box::new(AcpAgent::new(command.clone(), Vec::new()).with_cpu(cpu))
-            }
+            AgentKind::Acp { command } => Box::new(
+                AcpAgent::new(command.clone(), Vec::new())
+                    .with_cpu(cpu)
+                    .with_permissions(permissions)
+                    .contained(),
+            ),
+            AgentKind::Preset { run, command } => match run.preset.protocol {
+                Protocol::Acp => Box::new(
+                    AcpAgent::preset(run.clone(), command.clone())
+                        .with_cpu(cpu)
+                        .with_permissions(permissions),
+                ),
+                Protocol::PiRpc => {
+                    Box::new(PiAgent::new(run.clone(), command.clone()).with_cpu(cpu))
+                }
+            },
             // In-process; its commands run at the node's priority, as the local model
             // server does: below a busy model server they would hardly run at all.
             AgentKind::Builtin(config) => Box::new(BuiltinAgent::new(config.clone())),
@@ -64,6 +91,25 @@ impl AgentKind {
         match self {
             AgentKind::Script { .. } => "scripted agent".into(),
             AgentKind::Acp { command } => format!("ACP agent `{}`", command.join(" ")),
+            AgentKind::Preset { run, command } => {
+                let p = run.preset;
+                let what = if command.is_empty() {
+                    format!("{} ({} {})", p.name, p.package, p.version)
+                } else {
+                    format!("{} (`{}`)", p.name, command.join(" "))
+                };
+                let model = if run.endpoint.model.is_empty() {
+                    "its default model".to_string()
+                } else {
+                    run.endpoint.model.clone()
+                };
+                let at = if run.endpoint.url.is_empty() {
+                    "its vendor's service".to_string()
+                } else {
+                    run.endpoint.url.clone()
+                };
+                format!("{what} on {model} at {at}")
+            }
             AgentKind::Builtin(c) => format!("built-in agent on {} at {}", c.model, c.base_url),
         }
     }
@@ -77,7 +123,13 @@ pub struct NodePlan {
     pub hub_url: String,
     /// (worker id, token) of the workers this node runs.
     pub workers: Vec<(String, String)>,
+    /// The agent of every worker not in a group of `groups`.
     pub agent: AgentKind,
+    /// Groups of workers with an agent of their own (`run.agents`), the first that covers a
+    /// worker wins.
+    pub groups: Vec<(agensh_domain::config::AgentGroup, AgentKind)>,
+    /// How ACP agents' permission requests are answered (`run.permissions`).
+    pub permissions: Permissions,
     pub goal: String,
     /// The whole organization's size (for the prompt).
     pub organization_size: usize,
@@ -93,6 +145,16 @@ pub struct NodePlan {
     /// How a worker recovers when its agent fails (`run.max_restarts`,
     /// `run.restart_backoff_secs`).
     pub recovery: Recovery,
+}
+
+impl NodePlan {
+    /// The agent the worker `id` runs.
+    pub fn agent_for(&self, id: &str) -> &AgentKind {
+        self.groups
+            .iter()
+            .find(|(g, _)| g.covers(id))
+            .map_or(&self.agent, |(_, k)| k)
+    }
 }
 
 /// What the live view shows of one worker.
@@ -177,6 +239,12 @@ pub async fn run_node(
         }
         let dir = checkout::checkout_dir(&plan.org_dir, id);
         checkout::create(&ws, id, &dir).await?;
+        // What any preset's agent writes for itself in its checkout stays out of its PRs.
+        let excludes: Vec<&str> = agensh_domain::agents::PRESETS
+            .iter()
+            .flat_map(|p| p.checkout_excludes.iter().copied())
+            .collect();
+        checkout::exclude(&dir, &excludes)?;
         let ctx = AgentContext {
             worker: id.clone(),
             checkout: dir.clone(),
@@ -184,6 +252,8 @@ pub async fn run_node(
             token: token.clone(),
             mcp_proxy: Some(proxy.url().to_string()),
             state_dir: log_dir(&plan.org_dir, id),
+            agent_home: agent_home(&plan.org_dir, id),
+            agensh: plan.agensh.clone(),
             heartbeat: Default::default(),
         };
         let deadline = plan
@@ -225,7 +295,9 @@ pub async fn run_node(
             &worker_plan.launch_prompt,
         )
         .map_err(|e| Error::internal(format!("cannot store the launch prompt: {e}")))?;
-        let agent = plan.agent.build(&plan.agensh, plan.agent_cpu);
+        let kind = plan.agent_for(id);
+        link.status.agent(id, kind.describe());
+        let agent = kind.build(&plan.agensh, plan.agent_cpu, plan.permissions);
         let hub = shared.with_token(token);
         let (stop, progress, id, link) = (stop.clone(), progress.clone(), id.clone(), link.clone());
         set.spawn(async move {
@@ -250,6 +322,11 @@ pub async fn run_node(
 /// The bare repository of the organization at `org`.
 pub fn agensh_workspace_dir(org: &std::path::Path) -> PathBuf {
     org.join(".agensh").join(agensh_workspace::REPO_DIR)
+}
+
+/// A worker's agent's own home: a preset's HOME and settings files.
+pub fn agent_home(org: &std::path::Path, worker: &str) -> PathBuf {
+    org.join(".agensh").join("agents").join(worker)
 }
 
 /// Where a worker's turns, prompts and agent logs go.

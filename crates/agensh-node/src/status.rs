@@ -30,6 +30,10 @@ enum Msg {
         id: String,
         progress: Option<WorkerProgress>,
     },
+    Agent {
+        id: String,
+        agent: String,
+    },
     Flush(oneshot::Sender<()>),
 }
 
@@ -61,6 +65,14 @@ impl StatusReporter {
         });
     }
 
+    /// Notes which agent (and model) worker `id` runs; it goes with each of its reports.
+    pub fn agent(&self, id: &str, agent: String) {
+        let _ = self.tx.send(Msg::Agent {
+            id: id.to_string(),
+            agent,
+        });
+    }
+
     /// Sends every status noted so far at once, and waits until the hub has them (or the
     /// attempt failed, which is logged).
     pub async fn flush(&self) {
@@ -73,7 +85,7 @@ impl StatusReporter {
 
 async fn report_loop(hub: Client, mut rx: mpsc::UnboundedReceiver<Msg>) {
     // Each worker's latest report; only those changed since the last request go again.
-    let mut known = Known::new();
+    let mut known = Known::default();
     let mut changed = BTreeSet::new();
     let mut flushed: Vec<oneshot::Sender<()>> = Vec::new();
     while let Some(first) = rx.recv().await {
@@ -103,7 +115,18 @@ async fn report_loop(hub: Client, mut rx: mpsc::UnboundedReceiver<Msg>) {
     }
 }
 
-type Known = BTreeMap<String, StatusReport>;
+/// Each worker's latest report, and the agent of each worker (set before its first status).
+#[derive(Default)]
+struct Known {
+    reports: BTreeMap<String, StatusReport>,
+    agents: BTreeMap<String, String>,
+}
+
+impl Known {
+    fn get(&self, id: &str) -> Option<&StatusReport> {
+        self.reports.get(id)
+    }
+}
 
 fn note(
     msg: Msg,
@@ -118,15 +141,23 @@ fn note(
                 token: Some(token),
                 status: status.as_str().to_string(),
                 progress: None,
+                agent: known.agents.get(&id).cloned(),
             };
-            known.insert(id.clone(), report);
+            known.reports.insert(id.clone(), report);
             changed.insert(id);
         }
         Msg::Progress { id, progress } => {
-            if let Some(report) = known.get_mut(&id) {
+            if let Some(report) = known.reports.get_mut(&id) {
                 report.progress = progress;
                 changed.insert(id);
             }
+        }
+        Msg::Agent { id, agent } => {
+            if let Some(report) = known.reports.get_mut(&id) {
+                report.agent = Some(agent.clone());
+                changed.insert(id.clone());
+            }
+            known.agents.insert(id, agent);
         }
         Msg::Flush(done) => flushed.push(done),
     }

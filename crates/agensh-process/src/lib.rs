@@ -4,14 +4,17 @@
 //! Child processes that must be stopped together with everything they started (agents,
 //! gate commands, git http-backend, the model server, shell commands of the built-in
 //! agent) live in a process group of their own: [`group`] spawns, signals, stops and waits
-//! for them, and sets their CPU priority. [`resources`] reads and raises this process's
+//! for them, and sets their CPU priority; [`contain`] finds what left the group (a new
+//! session, a double fork) by a mark in the environment. [`resources`] reads and raises this process's
 //! limits and its CPU time. These two modules are the only place in agensh with `unsafe`
 //! for processes.
 
+pub mod contain;
 pub mod group;
 pub mod resources;
 pub mod shutdown;
 
+pub use contain::Mark;
 pub use group::{GroupChild, Priority, ProcessGroup};
 pub use resources::{raise_open_file_limit, Limit};
 pub use shutdown::{Shutdown, ShutdownTrigger};

@@ -91,6 +91,12 @@ impl From<libc::rlimit> for Limit {
     }
 }
 
+/// Whether this process runs as root (some agents need to be told they are sandboxed).
+pub fn is_root() -> bool {
+    // SAFETY: geteuid takes no arguments and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -64,6 +64,8 @@ pub struct Recorded {
     /// The step it took (1-based), or none (side request, final text, error before a step).
     pub step: Option<usize>,
     pub status: u16,
+    /// The usage reported in the answer (none for an error answer).
+    pub usage: Option<UsageSpec>,
     pub body: Value,
 }
 
@@ -278,6 +280,7 @@ impl Shared {
     fn answer(&self, ask: Ask) -> Response {
         let offered = api::offered_tools(ask.api, &ask.body);
         let (outcome, step) = self.outcome(&ask, &offered);
+        let usage = outcome.as_ref().ok().map(|a| a.usage);
         let (status, response) = match &outcome {
             Err(e) => {
                 let status =
@@ -311,6 +314,7 @@ impl Shared {
             tools: offered.into_iter().map(|t| t.name).collect(),
             step,
             status: status.as_u16(),
+            usage,
             body: ask.body,
         });
         response

@@ -107,7 +107,7 @@ fn empty_object() -> Value {
 
 /// Tokens reported for one answer. `input` counts every prompt token, `cached` the part of
 /// them read from a prompt cache (each API reports that in its own field).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct UsageSpec {
     pub input: u64,

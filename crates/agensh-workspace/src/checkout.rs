@@ -105,6 +105,32 @@ pub async fn create(ws: &Workspace, worker: &str, dir: &Path) -> Result<Created>
     Ok(Created::New)
 }
 
+/// Keeps `patterns` (gitignore syntax) out of git in the checkout at `dir` through its
+/// `.git/info/exclude`, never the tree's own `.gitignore`: files an agent writes for
+/// itself are not carried into pull requests. Patterns already there are not added again.
+pub fn exclude(dir: &Path, patterns: &[&str]) -> Result<()> {
+    let info = dir.join(".git").join("info");
+    std::fs::create_dir_all(&info)
+        .map_err(|e| Error::internal(format!("cannot create {}: {e}", info.display())))?;
+    let file = info.join("exclude");
+    let mut text = std::fs::read_to_string(&file).unwrap_or_default();
+    let before = text.len();
+    for p in patterns {
+        if !text.lines().any(|l| l.trim() == *p) {
+            if !text.is_empty() && !text.ends_with('\n') {
+                text.push('\n');
+            }
+            text.push_str(p);
+            text.push('\n');
+        }
+    }
+    if text.len() != before {
+        std::fs::write(&file, text)
+            .map_err(|e| Error::internal(format!("cannot write {}: {e}", file.display())))?;
+    }
+    Ok(())
+}
+
 /// Creates the checkouts of `workers` under `org/workers/`, `jobs` at a time, calling
 /// `done` after each one (for a progress bar). Stops at the first failure.
 pub async fn create_many(
@@ -152,6 +178,26 @@ mod tests {
         )
         .await
         .unwrap()
+    }
+
+    #[tokio::test]
+    async fn excluded_files_stay_out_of_git_status() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ws = workspace(tmp.path()).await;
+        let dir = tmp.path().join("org/workers/w01");
+        create(&ws, "w01", &dir).await.unwrap();
+        std::fs::create_dir_all(dir.join(".claude")).unwrap();
+        std::fs::write(dir.join(".claude/settings.local.json"), "{}").unwrap();
+        std::fs::write(dir.join("kept.txt"), "x").unwrap();
+        exclude(&dir, &[".claude/settings.local.json"]).unwrap();
+        exclude(&dir, &[".claude/settings.local.json"]).unwrap();
+        let status = Git::worktree(&dir)
+            .run(["status", "--porcelain", "--untracked-files=all"])
+            .await
+            .unwrap();
+        assert_eq!(status.trim(), "?? kept.txt");
+        let text = std::fs::read_to_string(dir.join(".git/info/exclude")).unwrap();
+        assert_eq!(text.matches("settings.local.json").count(), 1, "{text}");
     }
 
     #[tokio::test]

@@ -18,32 +18,6 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
 const MIN_GIT: (u32, u32) = (2, 38);
 const MIN_PYTHON: (u32, u32) = (3, 10);
 
-/// The agent CLIs agensh can drive: the command, its npm package, and how agensh.toml names
-/// it as an ACP agent (None: it speaks no ACP).
-const AGENT_CLIS: [(&str, &str, Option<&str>); 5] = [
-    (
-        "claude-agent-acp",
-        "@agentclientprotocol/claude-agent-acp",
-        Some(r#"["claude-agent-acp"]"#),
-    ),
-    (
-        "codex-acp",
-        "@zed-industries/codex-acp",
-        Some(r#"["codex-acp"]"#),
-    ),
-    (
-        "gemini",
-        "@google/gemini-cli",
-        Some(r#"["gemini", "--acp"]"#),
-    ),
-    (
-        "copilot",
-        "@github/copilot",
-        Some(r#"["copilot", "--acp", "--disable-client-telemetry"]"#),
-    ),
-    ("pi", "@mariozechner/pi-coding-agent", None),
-];
-
 /// One thing checked.
 #[derive(Debug, Serialize)]
 struct Check {
@@ -62,8 +36,10 @@ pub async fn run(a: DoctorArgs) -> Result<()> {
     let mut checks = vec![git().await];
     checks.extend(python().await);
     checks.push(local_model());
-    for (command, package, acp) in AGENT_CLIS {
-        checks.push(agent_cli(command, package, acp).await);
+    checks.push(npm().await);
+    let data = agensh_model::data_dir().ok();
+    for p in &agensh_domain::agents::PRESETS {
+        checks.push(preset(data.as_deref(), p));
     }
     let missing: Vec<&str> = checks
         .iter()
@@ -203,25 +179,58 @@ fn local_model() -> Check {
     }
 }
 
-async fn agent_cli(command: &str, package: &str, acp: Option<&str>) -> Check {
-    let (ok, found) = match probe(command, &["--version"]).await {
-        Ok(out) => (
-            true,
-            version_in(&out).unwrap_or_else(|| format!("installed ({})", first_line(&out))),
-        ),
-        Err(why) if why.starts_with("not found") => (false, why),
-        Err(why) => (true, format!("installed, but {why}")),
-    };
-    let usage = match acp {
-        Some(cmd) => format!("; then [run] agent = \"acp\", agent_command = {cmd}"),
-        None => " (it speaks no ACP: agensh cannot drive it yet)".into(),
+/// npm, which `agensh agents install` needs (with Node.js 20 or newer to run the CLIs).
+async fn npm() -> Check {
+    let node = probe("node", &["--version"]).await;
+    let npm = probe("npm", &["--version"]).await;
+    let (ok, found) = match (&node, &npm) {
+        (Ok(n), Ok(v)) => {
+            let major: u32 = n
+                .trim()
+                .trim_start_matches('v')
+                .split('.')
+                .next()
+                .and_then(|m| m.parse().ok())
+                .unwrap_or(0);
+            if major >= 20 {
+                (true, format!("node {}, npm {}", n.trim(), v.trim()))
+            } else {
+                (
+                    false,
+                    format!(
+                        "node {} is too old: the agent CLIs need 20 or newer",
+                        n.trim()
+                    ),
+                )
+            }
+        }
+        (Err(why), _) | (_, Err(why)) => (false, why.clone()),
     };
     Check {
-        name: command.into(),
+        name: "node and npm".into(),
         required: false,
         ok,
         found,
-        fix: Some(format!("npm install -g {package}{usage}")),
+        fix: Some("install Node.js 20 or newer with npm (only to run the agent CLIs: claude, codex, copilot, gemini)".into()),
+    }
+}
+
+/// One preset's agent CLI: installed in agensh's data directory or not, its version.
+fn preset(data: Option<&std::path::Path>, p: &agensh_domain::agents::Preset) -> Check {
+    let found = data.and_then(|d| agensh_node::install::installed(d, p));
+    Check {
+        name: format!("agent {}", p.name),
+        required: false,
+        ok: found.is_some(),
+        found: match &found {
+            Some(i) => format!("{} {} ({})", p.package, i.version, i.program.display()),
+            None => format!("not installed ({} {})", p.package, p.version),
+        },
+        fix: Some(format!(
+            "{} — then `agensh run --agent {}`",
+            agensh_node::install::install_hint(&[p.name]),
+            p.name
+        )),
     }
 }
 

@@ -1,6 +1,7 @@
 //! One file per command.
 
 pub mod agent;
+pub mod agents;
 pub mod board;
 pub mod completions;
 pub mod config;

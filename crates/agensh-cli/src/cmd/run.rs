@@ -8,11 +8,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use agensh_client::Client;
+use agensh_domain::agents::Endpoint;
+use agensh_domain::config::AgentGroup;
 use agensh_domain::config::{Config, Source};
 use agensh_domain::worker::{WorkerInfo, WorkerStatus};
 use agensh_hub::{state_dir, write_hub_info, HubInfo, STORE_FILE};
 use agensh_model::ModelServer;
+use agensh_node::adapters::acp::PresetRun;
 use agensh_node::adapters::builtin::{BuiltinConfig, Mode, ToolStyle};
+use agensh_node::install;
 use agensh_node::node::{run_node, AgentKind, NodePlan, NodeSummary, WorkerLine};
 use agensh_node::turn::Progress;
 use agensh_node::turn::Recovery;
@@ -53,7 +57,40 @@ async fn prepare_agent(
         return Ok((AgentKind::Builtin(builtin), server, n));
     }
     let (Workers::Given(n) | Workers::Default(n)) = workers;
-    Ok((agent_kind(config, dir)?, None, n))
+    let agent = agent_kind(config, dir)?;
+    for kind in std::iter::once(&agent).chain(group_kinds(config, dir)?.iter().map(|(_, k)| k)) {
+        if let AgentKind::Preset { run, .. } = kind {
+            reachable(&run.endpoint.url).await?;
+        }
+    }
+    Ok((agent, None, n))
+}
+
+/// Checks that a model endpoint given by URL accepts connections, so a wrong port or a
+/// server not started is said before any agent starts (agents retry quietly, or end their
+/// turns as if they went well). The vendors' own services (no URL) are not checked.
+async fn reachable(url: &str) -> Result<()> {
+    if url.trim().is_empty() {
+        return Ok(());
+    }
+    let parsed = reqwest::Url::parse(url.trim()).with_context(|| {
+        format!("model.url \"{url}\" is not a URL — give it as http://HOST:PORT or https://HOST/v1")
+    })?;
+    let host = parsed
+        .host_str()
+        .with_context(|| format!("model.url \"{url}\" names no host"))?
+        .to_string();
+    let port = parsed.port_or_known_default().unwrap_or(80);
+    let connect = tokio::net::TcpStream::connect((host.as_str(), port));
+    match tokio::time::timeout(Duration::from_secs(5), connect).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => bail!(
+            "the model endpoint {url} cannot be reached ({e}) — start its server, or fix model.url (--model-url)"
+        ),
+        Err(_) => bail!(
+            "the model endpoint {url} did not accept a connection within 5 s — check the address and that nothing blocks it"
+        ),
+    }
 }
 
 /// The built-in agent's settings from `[model]`; on the local model, installs it the first
@@ -134,7 +171,19 @@ async fn builtin_config(
 }
 
 fn agent_kind(config: &Config, dir: &Path) -> Result<AgentKind> {
-    match config.run.agent.as_str() {
+    let r = &config.run;
+    let group = AgentGroup {
+        workers: String::new(),
+        agent: r.agent.clone(),
+        agent_command: r.agent_command.clone(),
+        ..AgentGroup::default()
+    };
+    group_kind(config, &group, dir)
+}
+
+/// The agent of a group of workers (`run.agents`), its model settings over `[model]`'s.
+fn group_kind(config: &Config, g: &AgentGroup, dir: &Path) -> Result<AgentKind> {
+    match g.agent.as_str() {
         "script" => {
             if config.run.scenario.is_empty() {
                 bail!("the script agent needs a scenario: --scenario FILE (or run.scenario in agensh.toml)");
@@ -150,15 +199,71 @@ fn agent_kind(config: &Config, dir: &Path) -> Result<AgentKind> {
             })
         }
         "acp" => {
-            if config.run.agent_command.is_empty() {
-                bail!("the acp agent needs run.agent_command in agensh.toml, e.g. [\"gemini\", \"--acp\"]");
+            if g.agent_command.is_empty() {
+                bail!("the acp agent needs its command: `agensh run --agent acp -- CMD ARGS…` or run.agent_command in agensh.toml, e.g. [\"gemini\", \"--acp\"]");
             }
             Ok(AgentKind::Acp {
-                command: config.run.agent_command.clone(),
+                command: g.agent_command.clone(),
             })
         }
-        other => bail!("unknown agent \"{other}\" — use builtin, acp or script"),
+        "builtin" | "" => bail!(
+            "run.agents: a group of workers on the built-in agent is not supported yet — make \"builtin\" run.agent and give the other agents groups"
+        ),
+        name => {
+            let Some(preset) = agensh_domain::agents::preset(name) else {
+                bail!(
+                    "unknown agent \"{name}\" — use one of {}",
+                    agensh_domain::agents::agent_names().join(", ")
+                );
+            };
+            let data = agensh_model::data_dir()?;
+            if g.agent_command.is_empty() && install::installed(&data, preset).is_none() {
+                bail!(
+                    "{name} ({} {}) is not installed — install it with: {}",
+                    preset.package,
+                    preset.version,
+                    install::install_hint(&[name])
+                );
+            }
+            let m = &config.model;
+            let pick = |own: &str, shared: &str| {
+                if own.is_empty() { shared } else { own }.to_string()
+            };
+            let key_env = pick(&g.api_key_env, &m.api_key_env);
+            let api_key = if key_env.is_empty() {
+                None
+            } else {
+                Some(std::env::var(&key_env).map_err(|_| {
+                    anyhow::anyhow!(
+                        "the {name} agent's key is read from {key_env}, which is not set — export {key_env}=… (or set model.api_key_env = \"\" to let {name} read {} itself)",
+                        preset.key_var
+                    )
+                })?)
+            };
+            Ok(AgentKind::Preset {
+                run: PresetRun {
+                    preset,
+                    prefix: install::prefix(&data, preset),
+                    endpoint: Endpoint {
+                        url: pick(&g.model_url, &m.url),
+                        model: pick(&g.model, &m.name),
+                        api_key,
+                    },
+                },
+                command: g.agent_command.clone(),
+            })
+        }
     }
+}
+
+/// The agents of `run.agents`' groups.
+fn group_kinds(config: &Config, dir: &Path) -> Result<Vec<(AgentGroup, AgentKind)>> {
+    config
+        .run
+        .agents
+        .iter()
+        .map(|g| Ok((g.clone(), group_kind(config, g, dir)?)))
+        .collect()
 }
 
 fn plan(
@@ -176,6 +281,8 @@ fn plan(
         hub_url: hub_url.to_string(),
         workers,
         agent,
+        groups: group_kinds(config, dir)?,
+        permissions: config.run.permissions.parse()?,
         goal: config.organization.goal.clone(),
         organization_size: size,
         stagger: Duration::from_secs_f64(config.run.stagger_secs),
@@ -627,18 +734,36 @@ fn print_summary(
     let usage = summary.usage();
     let failed = summary.failed();
     if as_json {
+        let workers: Vec<_> = summary
+            .workers
+            .iter()
+            .filter_map(|(id, r)| r.as_ref().ok().map(|w| (id, w)))
+            .map(|(id, w)| {
+                serde_json::json!({
+                    "id": id, "turns": w.turns,
+                    "input_tokens": w.usage.input_tokens,
+                    "cached_input_tokens": w.usage.cached_input_tokens,
+                    "output_tokens": w.usage.output_tokens,
+                    "cost_usd": w.usage.cost_usd,
+                    "turns_without_usage": w.usage.unreported_turns,
+                })
+            })
+            .collect();
         json(&serde_json::json!({
             "seconds": elapsed.as_secs_f64(),
             "turns": summary.turns(),
             "prs_merged": stats.prs_merged, "prs_open": stats.prs_open,
             "records": stats.records, "messages": stats.messages,
-            "input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens, "cost_usd": usage.cost_usd,
+            "input_tokens": usage.input_tokens, "cached_input_tokens": usage.cached_input_tokens,
+            "output_tokens": usage.output_tokens, "cost_usd": usage.cost_usd,
+            "turns_without_usage": usage.unreported_turns,
+            "workers": workers,
             "failed_workers": failed.iter().map(|(id, e)| serde_json::json!({"id": id, "error": e})).collect::<Vec<_>>(),
         }));
         return;
     }
     outln!(
-        "done in {:.0} s: {} turn(s) by {} worker(s); PRs merged {} (open {}); {} board record(s); {} message(s); tokens in {} out {}; cost ${:.4}",
+        "done in {:.0} s: {} turn(s) by {} worker(s); PRs merged {} (open {}); {} board record(s); {} message(s); {}",
         elapsed.as_secs_f64(),
         summary.turns(),
         summary.workers.len(),
@@ -646,13 +771,29 @@ fn print_summary(
         stats.prs_open,
         stats.records,
         stats.messages,
-        usage.input_tokens,
-        usage.output_tokens,
-        usage.cost_usd
+        usage_text(&usage, summary.turns())
     );
     for (id, e) in failed {
         outln!("{id} failed: {e}");
     }
+}
+
+/// Tokens and cost as counted, and how many turns' agents reported none (never guessed).
+fn usage_text(u: &agensh_node::adapters::Usage, turns: u64) -> String {
+    if turns > 0 && u.unreported_turns >= turns {
+        return "tokens not reported by the agent".into();
+    }
+    let mut t = format!(
+        "tokens in {} (cached {}) out {}; cost ${:.4}",
+        u.input_tokens, u.cached_input_tokens, u.output_tokens, u.cost_usd
+    );
+    if u.unreported_turns > 0 {
+        t.push_str(&format!(
+            " ({} turn(s) without usage from the agent, not counted)",
+            u.unreported_turns
+        ));
+    }
+    t
 }
 
 pub async fn status(g: &Global, a: StatusArgs) -> Result<()> {
@@ -704,6 +845,16 @@ pub async fn status(g: &Global, a: StatusArgs) -> Result<()> {
             tokens,
             claim
         );
+    }
+    // Which agent each worker runs, one line per agent (and model).
+    let mut agents: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for w in &workers {
+        if let Some(a) = &w.agent {
+            agents.entry(a).or_default().push(&w.id);
+        }
+    }
+    for (agent, ids) in agents {
+        outln!("agent {agent}: {}", ids.join(", "));
     }
     outln!(
         "PRs: {} open, {} merged, {} closed · board: {} records · messages: {}",

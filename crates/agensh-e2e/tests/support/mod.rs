@@ -159,6 +159,8 @@ impl Org {
             token: self.token(id).to_string(),
             mcp_proxy: None,
             state_dir: self.dir().join(".agensh").join("logs").join(id),
+            agent_home: self.dir().join(".agensh").join("agents").join(id),
+            agensh: agensh_bin(),
             heartbeat: Default::default(),
         }
     }

@@ -302,6 +302,12 @@ async fn tools_call(
     };
     let mut content = vec![json!({ "type": "text", "text": outcome.text })];
     let mut structured = outcome.structured;
+    // Some agents show their model only the structured content (Claude Code, Codex): the
+    // text meant for the model, hints included, goes there too.
+    if let Some(Value::Object(o)) = structured.as_mut() {
+        o.entry("summary")
+            .or_insert_with(|| Value::String(outcome.text.clone()));
+    }
     if let Some(p) = &pending {
         if let Some(text) = &p.text {
             content.push(json!({ "type": "text", "text": text }));

@@ -43,8 +43,10 @@ pub async fn list_workers(s: &AppState) -> ApiResult<Vec<WorkerInfo>> {
     s.flush_activity().await;
     let mut workers = s.store.list_workers(s.now()).await?;
     let progress = s.progress.lock().expect("progress lock");
+    let agents = s.agents.lock().expect("agents lock");
     for w in &mut workers {
         w.progress = progress.get(&w.id).cloned();
+        w.agent = agents.get(&w.id).cloned();
     }
     Ok(workers)
 }
@@ -100,12 +102,17 @@ pub async fn set_statuses(
     )?;
     let mut statuses = Vec::with_capacity(body.workers.len());
     let mut progress = Vec::with_capacity(body.workers.len());
+    let mut agents = Vec::new();
     for w in body.workers {
         statuses.push((w.id.clone(), WorkerStatus::parse(&w.status)?));
+        if let Some(a) = w.agent {
+            agents.push((w.id.clone(), crate::routes::workers::clip_agent(a)));
+        }
         progress.push((w.id, w.progress));
     }
     let n = statuses.len();
     s.store.set_worker_statuses(statuses).await?;
+    s.agents.lock().expect("agents lock").extend(agents);
     let mut known = s.progress.lock().expect("progress lock");
     for (id, p) in progress {
         match p {
@@ -114,6 +121,16 @@ pub async fn set_statuses(
         };
     }
     Ok(Json(Updated { updated: n }))
+}
+
+/// A node's description of a worker's agent, cut to a length a listing can show.
+pub(crate) fn clip_agent(a: String) -> String {
+    const MOST: usize = 300;
+    if a.chars().count() <= MOST {
+        a
+    } else {
+        a.chars().take(MOST).collect::<String>() + "…"
+    }
 }
 
 /// Counts of what the organization has produced.

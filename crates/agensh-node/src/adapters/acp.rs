@@ -25,14 +25,16 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use agensh_domain::agents::{Endpoint, Launch, LaunchPlace, Preset, UsageReport, ENV_REMOVED};
 use agensh_domain::{Error, ErrorKind, Result};
-use agensh_process::{GroupChild, ProcessGroup};
+use agensh_process::{GroupChild, Mark, ProcessGroup};
 use agensh_protocol::acp::{
-    self, method, CancelNotification, ClientCapabilities, ContentBlock, FileSystemCapabilities,
-    HttpHeader, Implementation, InitializeRequest, InitializeResponse, LoadSessionRequest,
-    McpServer, McpServerHttp, NewSessionRequest, NewSessionResponse, PermissionOptionKind,
-    PromptRequest, PromptResponse, ProtocolVersion, RequestPermissionOutcome,
-    RequestPermissionRequest, RequestPermissionResponse, SelectedPermissionOutcome, SessionUpdate,
+    self, method, CancelNotification, ClientCapabilities, ContentBlock, EnvVariable,
+    FileSystemCapabilities, HttpHeader, Implementation, InitializeRequest, InitializeResponse,
+    LoadSessionRequest, McpServer, McpServerHttp, McpServerStdio, NewSessionRequest,
+    NewSessionResponse, PermissionOptionKind, PromptRequest, PromptResponse, ProtocolVersion,
+    RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse,
+    SelectedPermissionOutcome, SessionUpdate,
 };
 use agensh_protocol::framing::{decode_line, encode_line};
 use agensh_protocol::jsonrpc::{code, ErrorObject, Id, Message, Notification, Request, Response};
@@ -57,10 +59,10 @@ pub const SESSION_FILE: &str = "acp-session.json";
 
 /// How long the agent may take to answer `initialize`, `session/new` or `session/load`
 /// (agents started through npm can be slow to start).
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(120);
+pub(super) const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// How long `stop` waits for the agent to exit by itself before killing its group.
-const STOP_GRACE: Duration = Duration::from_secs(2);
+pub(super) const STOP_GRACE: Duration = Duration::from_secs(2);
 
 /// How much of the stderr log an error quotes.
 const STDERR_TAIL_BYTES: u64 = 2048;
@@ -74,7 +76,55 @@ pub struct AcpAgent {
     env: Vec<(String, String)>,
     /// How the agent shares the CPU with the node.
     cpu: AgentCpu,
+    /// The preset this agent is started from, if any: its home, settings and endpoint.
+    preset: Option<PresetRun>,
+    /// How the agent's permission requests are answered.
+    permissions: Permissions,
+    /// How the agent reports its usage.
+    usage: UsageReport,
+    /// Its input count leaves out prompt-cache reads and writes.
+    cache_apart: bool,
+    /// Whether every process the agent starts is found by a mark and ended with it.
+    contain: bool,
     running: Option<Running>,
+}
+
+/// A preset started for one worker: where it is installed and which model it talks to.
+#[derive(Debug, Clone)]
+pub struct PresetRun {
+    pub preset: &'static Preset,
+    /// The install prefix (`<data>/agents/<name>/<version>`).
+    pub prefix: PathBuf,
+    pub endpoint: Endpoint,
+}
+
+/// How the adapter answers `session/request_permission` (`run.permissions`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Permissions {
+    /// Allow this once (the default): nothing is remembered by the agent.
+    #[default]
+    AllowOnce,
+    /// Allow always (some agents write that into their settings in the checkout).
+    AllowAlways,
+    /// Reject.
+    Reject,
+}
+
+impl std::str::FromStr for Permissions {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "allow_once" | "" => Ok(Permissions::AllowOnce),
+            "allow_always" => Ok(Permissions::AllowAlways),
+            "reject" => Ok(Permissions::Reject),
+            other => Err(Error::invalid(
+                "bad_config",
+                format!(
+                    "run.permissions \"{other}\" is not a policy — use allow_once, allow_always or reject"
+                ),
+            )),
+        }
+    }
 }
 
 /// The agent process and its session.
@@ -91,6 +141,13 @@ struct Running {
     in_turn: bool,
     /// The cumulative session cost the agent last reported (`usage_update`).
     cost_seen: f64,
+    /// The session's totals as the agent last reported them, for an agent that reports
+    /// cumulative usage (a turn's usage is the difference).
+    totals: Usage,
+    /// The mark every process of this start carries, when contained.
+    mark: Option<Mark>,
+    /// Where the session is stored.
+    session_file: PathBuf,
     stderr_log: PathBuf,
     what: String,
     /// Where each tool call the agent starts is reported as the turn's current step.
@@ -124,8 +181,97 @@ impl AcpAgent {
             command,
             env,
             cpu: AgentCpu::default(),
+            preset: None,
+            permissions: Permissions::default(),
+            usage: UsageReport::default(),
+            cache_apart: false,
+            contain: false,
             running: None,
         }
+    }
+
+    /// The agent of a preset: its settings, its home under the worker's, its usage style;
+    /// started from `command` when not empty (a command of the user's own), else from its
+    /// install prefix. Contained.
+    pub fn preset(run: PresetRun, command: Vec<String>) -> Self {
+        let mut a = AcpAgent::new(command, Vec::new());
+        a.usage = run.preset.usage;
+        a.cache_apart = run.preset.cache_apart;
+        a.preset = Some(run);
+        a.contain = true;
+        a
+    }
+
+    /// The same agent answering permission requests by `p`.
+    pub fn with_permissions(mut self, p: Permissions) -> Self {
+        self.permissions = p;
+        self
+    }
+
+    /// The same agent with every process it starts marked and ended with it, however it
+    /// detaches ([`Mark`]).
+    pub fn contained(mut self) -> Self {
+        self.contain = true;
+        self
+    }
+
+    /// The processes still carrying this start's mark (contained agents; for tests).
+    pub fn marked_processes(&self) -> Vec<u32> {
+        self.running
+            .as_ref()
+            .and_then(|r| r.mark.as_ref())
+            .map(|m| m.processes())
+            .unwrap_or_default()
+    }
+
+    /// The command and extra environment of this start: a preset's are computed for the
+    /// worker, its files written into the agent's home (and left out of the answer).
+    fn prepare(&self, ctx: &AgentContext) -> Result<Launch> {
+        let Some(run) = &self.preset else {
+            return Ok(Launch {
+                command: self.command.clone(),
+                env: self.env.clone(),
+                files: Vec::new(),
+                env_removed: Vec::new(),
+            });
+        };
+        let place = LaunchPlace {
+            prefix: run.prefix.to_string_lossy().to_string(),
+            home: absolute(&ctx.agent_home),
+            arch: crate::install::arch(),
+            root: agensh_process::resources::is_root(),
+        };
+        let launch = run.preset.launch(&place, &run.endpoint);
+        private_dir(&ctx.agent_home)?;
+        for (rel, text) in &launch.files {
+            let path = ctx.agent_home.join(rel);
+            if let Some(parent) = path.parent() {
+                private_dir(parent)?;
+            }
+            write_private(&path, text)?;
+        }
+        let command = if self.command.is_empty() {
+            if !Path::new(&launch.command[0]).exists() {
+                return Err(Error::invalid(
+                    "agent_not_installed",
+                    format!(
+                        "{} {} is not installed (no {}) — run `agensh agents install {}`",
+                        run.preset.name, run.preset.version, launch.command[0], run.preset.name
+                    ),
+                ));
+            }
+            launch.command
+        } else {
+            self.command.clone()
+        };
+        let mut env = launch.env;
+        env.extend(self.env.iter().cloned());
+        Ok(Launch {
+            command,
+            env,
+            files: Vec::new(),
+            env_removed: launch.env_removed,
+        })
     }
 
     /// The same agent sharing the CPU with the node as `cpu` says (the default:
@@ -146,37 +292,41 @@ impl AcpAgent {
     }
 
     async fn launch(&mut self, ctx: &AgentContext) -> Result<Running> {
-        let (program, args) = self.command.split_first().ok_or_else(|| {
+        let Launch {
+            command,
+            env,
+            env_removed,
+            ..
+        } = self.prepare(ctx)?;
+        let (program, args) = command.split_first().ok_or_else(|| {
             Error::invalid(
                 "no_agent_command",
                 "the acp adapter needs a command to start the agent — set run.agent_command in agensh.toml, e.g. [\"gemini\", \"--acp\"]",
             )
         })?;
-        let what = self.command.join(" ");
-        std::fs::create_dir_all(&ctx.state_dir).map_err(|e| {
-            Error::internal(format!("cannot create {}: {e}", ctx.state_dir.display()))
-        })?;
-        let stderr_log = ctx.state_dir.join(STDERR_LOG);
-        let mut log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&stderr_log)
-            .map_err(|e| Error::internal(format!("cannot open {}: {e}", stderr_log.display())))?;
-        // Marks where this run's output starts (errors quote only this run).
-        let _ = std::io::Write::write_all(
-            &mut log,
-            format!("{LAUNCH_MARK} `{what}` at unix ms {}\n", unix_ms()).as_bytes(),
-        );
+        let what = command.join(" ");
+        let (stderr_log, log) = open_stderr_log(&ctx.state_dir, &what)?;
         let mut cmd = tokio::process::Command::new(program);
+        // The worker's token reaches the agent only in its MCP server entry.
         cmd.args(args)
             .current_dir(&ctx.checkout)
             .env_remove("AGENSH_PUSHER")
+            .env_remove("AGENSH_TOKEN")
             .env_remove("GIT_DIR")
             .env_remove("GIT_WORK_TREE")
             .env("AGENSH_WORKER", &ctx.worker)
-            .env("AGENSH_HUB", &ctx.hub_url)
-            .env("AGENSH_TOKEN", &ctx.token)
-            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .env("AGENSH_HUB", &ctx.hub_url);
+        if self.preset.is_some() {
+            for var in ENV_REMOVED.iter().chain(&env_removed) {
+                cmd.env_remove(var);
+            }
+        }
+        let mark = self.contain.then(|| Mark::new(&ctx.worker));
+        if let Some(m) = &mark {
+            let (k, v) = m.env();
+            cmd.env(k, v);
+        }
+        cmd.envs(env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::from(log))
@@ -201,7 +351,13 @@ impl AcpAgent {
             closed: AtomicBool::new(false),
         });
         let (tx, updates) = mpsc::unbounded_channel();
-        let reader = tokio::spawn(read_loop(stdout, conn.clone(), tx, ctx.heartbeat.clone()));
+        let reader = tokio::spawn(read_loop(
+            stdout,
+            conn.clone(),
+            tx,
+            ctx.heartbeat.clone(),
+            self.permissions,
+        ));
         Ok(Running {
             child,
             group,
@@ -211,6 +367,9 @@ impl AcpAgent {
             session_id: String::new(),
             in_turn: false,
             cost_seen: 0.0,
+            totals: Usage::default(),
+            mark,
+            session_file: ctx.state_dir.join(SESSION_FILE),
             stderr_log,
             what,
             heartbeat: ctx.heartbeat.clone(),
@@ -222,8 +381,35 @@ impl Drop for AcpAgent {
     fn drop(&mut self) {
         if let Some(r) = &self.running {
             r.group.kill();
+            if let Some(m) = &r.mark {
+                m.kill_all();
+            }
         }
     }
+}
+
+/// Creates `dir` (and its parents) readable by this user only.
+pub(super) fn private_dir(dir: &Path) -> Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| Error::internal(format!("cannot create {}: {e}", dir.display())))
+}
+
+/// Writes `text` to `path`, readable by this user only.
+pub(super) fn write_private(path: &Path, text: &str) -> Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| Error::internal(format!("cannot write {}: {e}", path.display())))?;
+    std::io::Write::write_all(&mut f, text.as_bytes())
+        .map_err(|e| Error::internal(format!("cannot write {}: {e}", path.display())))
 }
 
 #[async_trait::async_trait]
@@ -246,13 +432,7 @@ impl Agent for AcpAgent {
     }
 
     async fn turn(&mut self, prompt: &str) -> Result<TurnOutcome> {
-        let r = self.running.as_mut().ok_or_else(|| {
-            Error::new(
-                ErrorKind::Conflict,
-                "agent_not_started",
-                "the agent is not running — start it before a turn",
-            )
-        })?;
+        let r = self.running.as_mut().ok_or_else(super::not_started)?;
         // Updates left over from an abandoned turn belong to no one.
         while r.updates.try_recv().is_ok() {}
         let params = PromptRequest::new(r.session_id.clone(), vec![acp::text(prompt)]);
@@ -287,7 +467,13 @@ impl Agent for AcpAgent {
             Err(e) => return Err(r.refused("session/prompt", e)),
         };
         let answer = acp::read_prompt_answer(result);
-        let mut usage = usage_of(&answer.response);
+        let mut usage = turn_usage(self.usage, &answer.response, &mut r.totals);
+        if self.cache_apart {
+            usage.input_tokens += usage.cached_input_tokens + cache_writes(&answer.response);
+        }
+        if self.usage == UsageReport::Cumulative {
+            store_session(&r.session_file, &r.session_id, &r.what, &r.totals);
+        }
         if usage.cost_usd == 0.0 && r.cost_seen > cost_before {
             usage.cost_usd = r.cost_seen - cost_before;
         }
@@ -304,6 +490,10 @@ impl Agent for AcpAgent {
         if let Some(mut r) = self.running.take() {
             shutdown(&mut r).await;
         }
+    }
+
+    fn processes(&self) -> Vec<u32> {
+        self.marked_processes()
     }
 
     async fn died(&mut self) -> Error {
@@ -346,15 +536,13 @@ async fn handshake(r: &mut Running, ctx: &AgentContext) -> Result<()> {
         .map(|m| m.id().0.to_string())
         .collect();
     let cwd = PathBuf::from(absolute(&ctx.checkout));
-    let mcp = vec![McpServer::Http(
-        McpServerHttp::new("agensh", ctx.mcp_url()).headers(vec![HttpHeader::new(
-            "Authorization",
-            format!("Bearer {}", ctx.token),
-        )]),
-    )];
-    let session_file = ctx.state_dir.join(SESSION_FILE);
+    let http_mcp = init
+        .as_ref()
+        .is_some_and(|i| i.agent_capabilities.mcp_capabilities.http);
+    let mcp = vec![mcp_server(ctx, http_mcp)];
+    let session_file = r.session_file.clone();
     if can_load {
-        if let Some(id) = stored_session(&session_file, &r.what) {
+        if let Some((id, totals)) = stored_session(&session_file, &r.what) {
             let load = LoadSessionRequest::new(id.clone(), cwd.clone()).mcp_servers(mcp.clone());
             let loaded = r.call(method::SESSION_LOAD, load).await;
             // The agent replays the conversation as updates before it answers: not ours.
@@ -362,6 +550,7 @@ async fn handshake(r: &mut Running, ctx: &AgentContext) -> Result<()> {
             match loaded {
                 Ok(_) => {
                     r.session_id = id;
+                    r.totals = totals;
                     return Ok(());
                 }
                 Err(e) if e.code == "agent_exited" => return Err(e),
@@ -406,26 +595,60 @@ async fn handshake(r: &mut Running, ctx: &AgentContext) -> Result<()> {
         .session_id
         .0
         .to_string();
-    let record = json!({ "sessionId": id, "command": r.what });
-    if let Err(e) = std::fs::write(&session_file, record.to_string()) {
-        tracing::warn!("cannot write {}: {e}", session_file.display());
-    }
+    r.totals = Usage::default();
+    store_session(&session_file, &id, &r.what, &r.totals);
     r.session_id = id;
     Ok(())
 }
 
-/// The session id stored for this agent command, if any.
-fn stored_session(file: &Path, what: &str) -> Option<String> {
+/// The hub's MCP server as the agent gets it: over HTTP with the worker's token in a
+/// header where the agent advertises HTTP MCP, else `agensh mcp` (the stdio bridge) with
+/// the token in the bridge's own environment.
+fn mcp_server(ctx: &AgentContext, http: bool) -> McpServer {
+    let url = ctx.mcp_url();
+    if http {
+        return McpServer::Http(
+            McpServerHttp::new("agensh", url).headers(vec![HttpHeader::new(
+                "Authorization",
+                format!("Bearer {}", ctx.token),
+            )]),
+        );
+    }
+    // The bridge posts to `<hub>/mcp`: the node's proxy serves the same path.
+    let base = url.strip_suffix("/mcp").unwrap_or(&url).to_string();
+    McpServer::Stdio(
+        McpServerStdio::new("agensh", ctx.agensh.clone())
+            .args(vec!["mcp".to_string(), "--hub".to_string(), base])
+            .env(vec![EnvVariable::new("AGENSH_TOKEN", ctx.token.clone())]),
+    )
+}
+
+/// Remembers the session (and, for agents that report usage per session, its totals so
+/// far) for `session/load` after a restart.
+fn store_session(file: &Path, id: &str, what: &str, totals: &Usage) {
+    let record = json!({ "sessionId": id, "command": what, "totals": totals });
+    if let Err(e) = std::fs::write(file, record.to_string()) {
+        tracing::warn!("cannot write {}: {e}", file.display());
+    }
+}
+
+/// The session id stored for this agent command, if any, with the usage totals stored
+/// with it.
+fn stored_session(file: &Path, what: &str) -> Option<(String, Usage)> {
     let v: Value = serde_json::from_slice(&std::fs::read(file).ok()?).ok()?;
     if v.get("command").and_then(Value::as_str) != Some(what) {
         return None;
     }
+    let totals = v
+        .get("totals")
+        .and_then(|t| serde_json::from_value(t.clone()).ok())
+        .unwrap_or_default();
     v.get("sessionId")
         .and_then(Value::as_str)
-        .map(str::to_string)
+        .map(|id| (id.to_string(), totals))
 }
 
-fn absolute(p: &Path) -> String {
+pub(super) fn absolute(p: &Path) -> String {
     std::path::absolute(p)
         .unwrap_or_else(|_| p.to_path_buf())
         .display()
@@ -448,9 +671,26 @@ async fn shutdown(r: &mut Running) {
     let _ = tokio::time::timeout(STOP_GRACE, r.child.wait()).await;
     // The group may outlive its leader (a launcher's children, a shell tool's processes).
     r.group.kill();
+    end_marked(r).await;
     let _ = tokio::time::timeout(STOP_GRACE, r.child.wait()).await;
     r.reader.abort();
     r.conn.fail_all();
+}
+
+/// Kills every process that carries the start's mark (those that left the group: a new
+/// session, a double fork).
+async fn end_marked(r: &Running) {
+    if let Some(mark) = r.mark.clone() {
+        let killed = tokio::task::spawn_blocking(move || mark.kill_all())
+            .await
+            .unwrap_or(0);
+        if killed > 0 {
+            tracing::info!(
+                "ended {killed} process(es) the agent `{}` had started outside its group",
+                r.what
+            );
+        }
+    }
 }
 
 impl Running {
@@ -485,29 +725,65 @@ impl Running {
     /// The error for an agent whose output ended during `during`: its exit status and the
     /// tail of its stderr log.
     async fn exited(&mut self, during: &str) -> Error {
-        let status = tokio::time::timeout(STOP_GRACE, self.child.wait()).await;
-        let how = match status {
-            Ok(Ok(s)) => describe_exit(s),
-            Ok(Err(e)) => format!("stopped answering (its status is unknown: {e})"),
-            Err(_) => "closed its output but is still running".to_string(),
-        };
-        self.group.kill();
-        let tail = stderr_tail(&self.stderr_log);
-        let shown = if tail.trim().is_empty() {
-            "It wrote nothing to stderr.".to_string()
-        } else {
-            format!(
-                "Last lines of its stderr ({}):\n{}",
-                self.stderr_log.display(),
-                tail.trim_end()
-            )
-        };
-        Error::new(
-            ErrorKind::Internal,
-            "agent_exited",
-            format!("the agent `{}` {how} during {during}. {shown}", self.what),
-        )
+        let who = format!("the agent `{}`", self.what);
+        let (group, mark) = (self.group, self.mark.clone());
+        exit_error(&mut self.child, group, mark, &self.stderr_log, &who, during).await
     }
+}
+
+/// The error for an agent (`who`) whose output ended during `during`: its exit status and
+/// the tail of its stderr log; whatever it left running is ended.
+pub(super) async fn exit_error(
+    child: &mut Child,
+    group: ProcessGroup,
+    mark: Option<Mark>,
+    stderr_log: &Path,
+    who: &str,
+    during: &str,
+) -> Error {
+    let status = tokio::time::timeout(STOP_GRACE, child.wait()).await;
+    let how = match status {
+        Ok(Ok(s)) => describe_exit(s),
+        Ok(Err(e)) => format!("stopped answering (its status is unknown: {e})"),
+        Err(_) => "closed its output but is still running".to_string(),
+    };
+    group.kill();
+    if let Some(mark) = mark {
+        let _ = tokio::task::spawn_blocking(move || mark.kill_all()).await;
+    }
+    let tail = stderr_tail(stderr_log);
+    let shown = if tail.trim().is_empty() {
+        "It wrote nothing to stderr.".to_string()
+    } else {
+        format!(
+            "Last lines of its stderr ({}):\n{}",
+            stderr_log.display(),
+            tail.trim_end()
+        )
+    };
+    Error::new(
+        ErrorKind::Internal,
+        "agent_exited",
+        format!("{who} {how} during {during}. {shown}"),
+    )
+}
+
+/// Opens the agent's stderr log in `state_dir` for appending, with a line marking where
+/// the run of `what` starts (errors quote only this run).
+pub(super) fn open_stderr_log(state_dir: &Path, what: &str) -> Result<(PathBuf, std::fs::File)> {
+    std::fs::create_dir_all(state_dir)
+        .map_err(|e| Error::internal(format!("cannot create {}: {e}", state_dir.display())))?;
+    let path = state_dir.join(STDERR_LOG);
+    let mut log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .map_err(|e| Error::internal(format!("cannot open {}: {e}", path.display())))?;
+    let _ = std::io::Write::write_all(
+        &mut log,
+        format!("{LAUNCH_MARK} `{what}` at unix ms {}\n", unix_ms()).as_bytes(),
+    );
+    Ok((path, log))
 }
 
 fn unix_ms() -> u128 {
@@ -622,6 +898,7 @@ async fn read_loop(
     conn: Arc<Conn>,
     updates: mpsc::UnboundedSender<Option<SessionUpdate>>,
     heartbeat: super::Heartbeat,
+    permissions: Permissions,
 ) {
     let mut lines = BufReader::new(stdout).lines();
     while let Ok(Some(line)) = lines.next_line().await {
@@ -636,7 +913,9 @@ async fn read_loop(
         };
         match msg {
             Message::Request(r) if r.id != Id::Null => {
-                let _ = conn.write(&Message::Response(answer_request(&r))).await;
+                let _ = conn
+                    .write(&Message::Response(answer_request(&r, permissions)))
+                    .await;
             }
             // A request with a null id cannot be answered: taken as a notification.
             Message::Request(Request { method, params, .. })
@@ -658,7 +937,7 @@ async fn read_loop(
 }
 
 /// The policy answer to a request from the agent.
-fn answer_request(req: &Request) -> Response {
+fn answer_request(req: &Request, permissions: Permissions) -> Response {
     let id = req.id.clone();
     if req.method != method::SESSION_REQUEST_PERMISSION {
         return Response::error(
@@ -673,7 +952,7 @@ fn answer_request(req: &Request) -> Response {
         );
     }
     match req.params::<RequestPermissionRequest>() {
-        Ok(p) => Response::ok(id, permission_answer(&p)),
+        Ok(p) => Response::ok(id, permission_answer(&p, permissions)),
         Err(e) => {
             tracing::warn!(
                 "the agent asked for permission in a shape the protocol schema does not know: {e}"
@@ -683,8 +962,14 @@ fn answer_request(req: &Request) -> Response {
     }
 }
 
-/// Chooses `allow_always`, else `allow_once`; with neither, the request is cancelled.
-pub fn permission_answer(request: &RequestPermissionRequest) -> RequestPermissionResponse {
+/// The option the policy picks: its own kind first, then the other of the same answer
+/// (`allow_once` takes `allow_always` when that is all there is); with neither, the request
+/// is cancelled.
+pub fn permission_answer(
+    request: &RequestPermissionRequest,
+    policy: Permissions,
+) -> RequestPermissionResponse {
+    use PermissionOptionKind::{AllowAlways, AllowOnce, RejectAlways, RejectOnce};
     let pick = |kind: PermissionOptionKind| {
         request
             .options
@@ -692,9 +977,12 @@ pub fn permission_answer(request: &RequestPermissionRequest) -> RequestPermissio
             .find(|o| o.kind == kind)
             .map(|o| o.option_id.clone())
     };
-    let outcome = match pick(PermissionOptionKind::AllowAlways)
-        .or_else(|| pick(PermissionOptionKind::AllowOnce))
-    {
+    let (first, then) = match policy {
+        Permissions::AllowOnce => (AllowOnce, AllowAlways),
+        Permissions::AllowAlways => (AllowAlways, AllowOnce),
+        Permissions::Reject => (RejectOnce, RejectAlways),
+    };
+    let outcome = match pick(first).or_else(|| pick(then)) {
         Some(id) => RequestPermissionOutcome::Selected(SelectedPermissionOutcome::new(id)),
         None => RequestPermissionOutcome::Cancelled,
     };
@@ -800,22 +1088,52 @@ impl TurnLog {
     }
 }
 
-/// Token usage in a `session/prompt` answer: `usage` (the ACP draft, typed), else
-/// `_meta.usage`, which agents shape as they like (camelCase or snake_case names, a cost as
-/// a number or `cost.amount`), read loosely. Zeros when the agent reports none.
-fn usage_of(answer: &PromptResponse) -> Usage {
-    let meta = answer
-        .meta
-        .as_ref()
-        .and_then(|m| m.get("usage"))
-        .filter(|v| v.is_object());
-    let from_meta = |names: &[&str]| {
-        names
-            .iter()
-            .find_map(|n| meta.and_then(|u| u.get(*n)).and_then(Value::as_u64))
-            .unwrap_or(0)
+/// A turn's usage from the `session/prompt` answer, read as the agent reports it; `totals`
+/// carries a cumulative reporter's session totals from turn to turn.
+fn turn_usage(report: UsageReport, answer: &PromptResponse, totals: &mut Usage) -> Usage {
+    let Some(reported) = reported_usage(report, answer) else {
+        return Usage::not_reported();
     };
-    let cost_usd = meta
+    if report != UsageReport::Cumulative {
+        return reported;
+    }
+    // A total below the last one is a new session (the agent lost the old): all of it is
+    // this turn's.
+    let fresh = reported.input_tokens < totals.input_tokens
+        || reported.output_tokens < totals.output_tokens;
+    let before = if fresh { Usage::default() } else { *totals };
+    *totals = reported;
+    Usage {
+        input_tokens: reported.input_tokens - before.input_tokens,
+        cached_input_tokens: reported
+            .cached_input_tokens
+            .saturating_sub(before.cached_input_tokens),
+        output_tokens: reported.output_tokens - before.output_tokens,
+        cost_usd: (reported.cost_usd - before.cost_usd).max(0.0),
+        unreported_turns: 0,
+    }
+}
+
+/// Prompt-cache writes in the answer's typed `usage` (0 when not reported).
+fn cache_writes(answer: &PromptResponse) -> u64 {
+    answer
+        .usage
+        .as_ref()
+        .and_then(|u| u.cached_write_tokens)
+        .unwrap_or(0)
+}
+
+/// The counts in a `session/prompt` answer, where the agent puts them: `usage` (the ACP
+/// draft, typed), `_meta.usage` (shaped as each agent likes: camelCase or snake_case, a
+/// cost as a number or `cost.amount`), or `_meta.quota.token_count` (gemini). `None` when
+/// the answer holds no counts.
+fn reported_usage(report: UsageReport, answer: &PromptResponse) -> Option<Usage> {
+    if report == UsageReport::None {
+        return None;
+    }
+    let meta = answer.meta.as_ref();
+    let meta_usage = meta.and_then(|m| m.get("usage")).filter(|v| v.is_object());
+    let cost_usd = meta_usage
         .and_then(|u| {
             ["costUsd", "cost_usd", "totalCostUsd", "total_cost_usd"]
                 .iter()
@@ -823,18 +1141,44 @@ fn usage_of(answer: &PromptResponse) -> Usage {
                 .or_else(|| u.pointer("/cost/amount").and_then(Value::as_f64))
         })
         .unwrap_or(0.0);
-    match &answer.usage {
-        Some(u) => Usage {
+    if let Some(u) = &answer.usage {
+        return Some(Usage {
             input_tokens: u.input_tokens,
+            cached_input_tokens: u.cached_read_tokens.unwrap_or(0),
             output_tokens: u.output_tokens,
             cost_usd,
-        },
-        None => Usage {
-            input_tokens: from_meta(&["inputTokens", "input_tokens"]),
-            output_tokens: from_meta(&["outputTokens", "output_tokens"]),
-            cost_usd,
-        },
+            unreported_turns: 0,
+        });
     }
+    let quota = meta
+        .and_then(|m| m.get("quota"))
+        .and_then(|q| q.get("token_count"))
+        .filter(|v| v.is_object());
+    let counts = meta_usage.or(quota)?;
+    let read = |names: &[&str]| {
+        names
+            .iter()
+            .find_map(|n| counts.get(*n).and_then(Value::as_u64))
+    };
+    let input = read(&["inputTokens", "input_tokens", "promptTokenCount"]);
+    let output = read(&["outputTokens", "output_tokens", "candidatesTokenCount"]);
+    if input.is_none() && output.is_none() {
+        return None;
+    }
+    Some(Usage {
+        input_tokens: input.unwrap_or(0),
+        cached_input_tokens: read(&[
+            "cachedReadTokens",
+            "cached_read_tokens",
+            "cachedInputTokens",
+            "cached_input_tokens",
+            "cachedContentTokenCount",
+        ])
+        .unwrap_or(0),
+        output_tokens: output.unwrap_or(0),
+        cost_usd,
+        unreported_turns: 0,
+    })
 }
 
 #[cfg(test)]
@@ -842,43 +1186,62 @@ mod tests {
     use super::*;
 
     #[test]
-    fn permission_prefers_allow_always_then_allow_once() {
-        let opts = |kinds: &[&str]| {
+    fn permissions_follow_the_policy() {
+        let opts = |kinds: &[&str], policy: Permissions| {
             let request: RequestPermissionRequest = serde_json::from_value(json!({
                 "sessionId": "s",
                 "toolCall": { "toolCallId": "c1", "title": "git push" },
                 "options": kinds.iter().map(|k| json!({ "optionId": format!("o-{k}"), "name": k, "kind": k })).collect::<Vec<_>>(),
             }))
             .expect("a permission request");
-            serde_json::to_value(permission_answer(&request)).expect("serializes")
+            serde_json::to_value(permission_answer(&request, policy)).expect("serializes")
         };
+        let chosen = |id: &str| json!({ "outcome": { "outcome": "selected", "optionId": id } });
+        let all = ["reject_once", "reject_always", "allow_once", "allow_always"];
+        let mut policy = Permissions::AllowOnce;
+        assert_eq!(opts(&all, policy), chosen("o-allow_once"));
         assert_eq!(
-            opts(&["reject_once", "allow_once", "allow_always"]),
-            json!({ "outcome": { "outcome": "selected", "optionId": "o-allow_always" } })
+            opts(&["reject_once", "allow_always"], policy),
+            chosen("o-allow_always")
         );
         assert_eq!(
-            opts(&["reject_once", "allow_once"]),
-            json!({ "outcome": { "outcome": "selected", "optionId": "o-allow_once" } })
+            opts(&["reject_once"], policy),
+            json!({ "outcome": { "outcome": "cancelled" } })
+        );
+        policy = Permissions::AllowAlways;
+        assert_eq!(opts(&all, policy), chosen("o-allow_always"));
+        assert_eq!(opts(&["allow_once"], policy), chosen("o-allow_once"));
+        policy = Permissions::Reject;
+        assert_eq!(opts(&all, policy), chosen("o-reject_once"));
+        assert_eq!(
+            opts(&["reject_always", "allow_once"], policy),
+            chosen("o-reject_always")
         );
         assert_eq!(
-            opts(&["reject_once"]),
+            opts(&["allow_once"], policy),
             json!({ "outcome": { "outcome": "cancelled" } })
         );
     }
 
     #[test]
     fn unknown_requests_are_method_not_found() {
-        let r = answer_request(&Request::new(1u64, method::FS_READ_TEXT_FILE, json!({})));
+        let r = answer_request(
+            &Request::new(1u64, method::FS_READ_TEXT_FILE, json!({})),
+            Permissions::AllowOnce,
+        );
         assert_eq!(r.result.unwrap_err().code, code::METHOD_NOT_FOUND);
     }
 
     #[test]
     fn a_malformed_permission_request_is_invalid_params() {
-        let r = answer_request(&Request::new(
-            2u64,
-            method::SESSION_REQUEST_PERMISSION,
-            json!({ "options": [] }),
-        ));
+        let r = answer_request(
+            &Request::new(
+                2u64,
+                method::SESSION_REQUEST_PERMISSION,
+                json!({ "options": [] }),
+            ),
+            Permissions::AllowOnce,
+        );
         assert_eq!(r.id, Id::Number(2));
         assert_eq!(r.result.unwrap_err().code, code::INVALID_PARAMS);
     }
@@ -964,20 +1327,99 @@ mod tests {
     }
 
     #[test]
-    fn usage_is_read_from_the_draft_field_or_meta() {
-        let usage = |v: Value| usage_of(&acp::read_prompt_answer(v).response);
-        let u = usage(
-            json!({ "stopReason": "end_turn", "usage": { "inputTokens": 12, "outputTokens": 3, "totalTokens": 15 } }),
+    fn the_mcp_server_is_http_where_advertised_else_the_stdio_bridge() {
+        let ctx = AgentContext {
+            worker: "w01".into(),
+            checkout: "/org/workers/w01".into(),
+            hub_url: "http://127.0.0.1:7420".into(),
+            token: "agw_secret".into(),
+            mcp_proxy: Some("http://127.0.0.1:9000/mcp".into()),
+            state_dir: "/org/.agensh/logs/w01".into(),
+            agent_home: "/org/.agensh/agents/w01".into(),
+            agensh: "/bin/agensh".into(),
+            heartbeat: Default::default(),
+        };
+        let http = serde_json::to_value(mcp_server(&ctx, true)).unwrap();
+        assert_eq!(http["type"], "http");
+        assert_eq!(http["url"], "http://127.0.0.1:9000/mcp");
+        assert_eq!(http["headers"][0]["value"], "Bearer agw_secret");
+        let stdio = serde_json::to_value(mcp_server(&ctx, false)).unwrap();
+        assert_eq!(stdio["command"], "/bin/agensh");
+        assert_eq!(
+            stdio["args"],
+            json!(["mcp", "--hub", "http://127.0.0.1:9000"])
         );
-        assert_eq!((u.input_tokens, u.output_tokens), (12, 3));
+        assert_eq!(
+            stdio["env"],
+            json!([{ "name": "AGENSH_TOKEN", "value": "agw_secret" }])
+        );
+    }
+
+    fn usage(report: UsageReport, v: Value, totals: &mut Usage) -> Usage {
+        turn_usage(report, &acp::read_prompt_answer(v).response, totals)
+    }
+
+    #[test]
+    fn usage_is_read_from_the_draft_field_or_meta() {
+        let t = &mut Usage::default();
+        let per_turn = UsageReport::PerTurn;
         let u = usage(
+            per_turn,
+            json!({ "stopReason": "end_turn", "usage": { "inputTokens": 12, "outputTokens": 3, "totalTokens": 15, "cachedReadTokens": 8 } }),
+            t,
+        );
+        assert_eq!(
+            (u.input_tokens, u.cached_input_tokens, u.output_tokens),
+            (12, 8, 3)
+        );
+        let u = usage(
+            per_turn,
             json!({ "stopReason": "end_turn", "_meta": { "usage": { "input_tokens": 5, "output_tokens": 6, "cost_usd": 0.5 } } }),
+            t,
         );
         assert_eq!((u.input_tokens, u.output_tokens, u.cost_usd), (5, 6, 0.5));
         let u = usage(
+            per_turn,
             json!({ "stopReason": "paused", "usage": { "inputTokens": 4, "outputTokens": 1, "totalTokens": 5 }, "_meta": { "usage": { "cost": { "amount": 0.125 } } } }),
+            t,
         );
         assert_eq!((u.input_tokens, u.output_tokens, u.cost_usd), (4, 1, 0.125));
-        assert_eq!(usage(json!({ "stopReason": "end_turn" })), Usage::default());
+    }
+
+    #[test]
+    fn an_answer_without_counts_is_not_reported_not_zero() {
+        let t = &mut Usage::default();
+        let u = usage(UsageReport::PerTurn, json!({ "stopReason": "end_turn" }), t);
+        assert_eq!(u, Usage::not_reported());
+        let counted = json!({ "stopReason": "end_turn", "usage": { "inputTokens": 4, "outputTokens": 1, "totalTokens": 5 } });
+        assert_eq!(usage(UsageReport::None, counted, t), Usage::not_reported());
+    }
+
+    #[test]
+    fn cumulative_usage_is_counted_once() {
+        let t = &mut Usage::default();
+        let total = |i: u64, o: u64| json!({ "stopReason": "end_turn", "usage": { "inputTokens": i, "outputTokens": o, "totalTokens": i + o } });
+        let mut sum = Usage::default();
+        for (i, o) in [(30, 3), (60, 6), (90, 9)] {
+            sum += usage(UsageReport::Cumulative, total(i, o), t);
+        }
+        assert_eq!((sum.input_tokens, sum.output_tokens), (90, 9));
+        // A smaller total is a new session: all of it is the turn's.
+        let u = usage(UsageReport::Cumulative, total(10, 1), t);
+        assert_eq!((u.input_tokens, u.output_tokens), (10, 1));
+    }
+
+    #[test]
+    fn gemini_counts_are_read_from_meta_quota() {
+        let t = &mut Usage::default();
+        let u = usage(
+            UsageReport::MetaQuota,
+            json!({ "stopReason": "end_turn", "_meta": { "quota": { "token_count": { "input_tokens": 1500, "output_tokens": 20 } } } }),
+            t,
+        );
+        assert_eq!(
+            (u.input_tokens, u.output_tokens, u.unreported_turns),
+            (1500, 20, 0)
+        );
     }
 }

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 pub mod acp;
 pub mod builtin;
 pub mod cpu;
+pub mod pi;
 
 /// What an agent gets to work with.
 #[derive(Debug, Clone)]
@@ -26,6 +27,11 @@ pub struct AgentContext {
     pub mcp_proxy: Option<String>,
     /// Where the adapter may keep files of its own (session state, agent logs).
     pub state_dir: PathBuf,
+    /// The agent's own home (`.agensh/agents/<id>/`): a preset's HOME and settings files,
+    /// never the user's and never inside the checkout.
+    pub agent_home: PathBuf,
+    /// The `agensh` binary (for the stdio MCP bridge of agents without HTTP MCP).
+    pub agensh: PathBuf,
     /// Beaten by the adapter whenever the agent shows a sign of life or begins a step.
     pub heartbeat: Heartbeat,
 }
@@ -123,19 +129,43 @@ impl AgentContext {
     }
 }
 
-/// Tokens and cost one turn used, as the agent's own stream reported them.
+/// Tokens and cost one turn (or many) used, as the agent's own stream reported them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Usage {
     pub input_tokens: u64,
+    /// The part of `input_tokens` read from the provider's prompt cache.
+    #[serde(default)]
+    pub cached_input_tokens: u64,
     pub output_tokens: u64,
     pub cost_usd: f64,
+    /// Turns whose agent reported no token counts (their tokens are not in the sums: shown
+    /// as "not reported", never guessed).
+    #[serde(default)]
+    pub unreported_turns: u64,
+}
+
+impl Usage {
+    /// The usage of a turn whose agent reported no counts.
+    pub fn not_reported() -> Usage {
+        Usage {
+            unreported_turns: 1,
+            ..Usage::default()
+        }
+    }
+
+    /// Input and output tokens.
+    pub fn tokens(&self) -> u64 {
+        self.input_tokens + self.output_tokens
+    }
 }
 
 impl std::ops::AddAssign for Usage {
     fn add_assign(&mut self, o: Usage) {
         self.input_tokens += o.input_tokens;
+        self.cached_input_tokens += o.cached_input_tokens;
         self.output_tokens += o.output_tokens;
         self.cost_usd += o.cost_usd;
+        self.unreported_turns += o.unreported_turns;
     }
 }
 
@@ -166,6 +196,15 @@ pub struct TurnOutcome {
     pub tools_ms: u64,
 }
 
+/// The error for a turn asked of an agent that was not started.
+fn not_started() -> agensh_domain::Error {
+    agensh_domain::Error::new(
+        agensh_domain::ErrorKind::Conflict,
+        "agent_not_started",
+        "the agent is not running — start it before a turn",
+    )
+}
+
 /// One kind of agent, driven turn by turn.
 #[async_trait::async_trait]
 pub trait Agent: Send {
@@ -181,6 +220,11 @@ pub trait Agent: Send {
     /// prompt. Cancel-safe: dropped when the wait ends for another reason.
     async fn died(&mut self) -> agensh_domain::Error {
         std::future::pending().await
+    }
+    /// The processes the agent runs now, however they detached (those carrying its mark);
+    /// none for an agent without processes of its own or not contained.
+    fn processes(&self) -> Vec<u32> {
+        Vec::new()
     }
     /// Whether the agent bounds every step of a turn by timeouts of its own (the built-in
     /// agent: model requests and commands), so the turn loop need not watch it for hangs.

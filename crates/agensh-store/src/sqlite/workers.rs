@@ -112,6 +112,7 @@ pub fn list(conn: &Connection, now: i64) -> Result<Vec<WorkerInfo>> {
             claims: claims.remove(&id).unwrap_or_default(),
             status: WorkerStatus::parse(&status)?,
             progress: None,
+            agent: None,
             id,
             last_activity,
             created_at,

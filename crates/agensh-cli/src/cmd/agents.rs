@@ -1,0 +1,128 @@
+//! `agensh agents install [NAME…]` and `agensh agents list`: the presets' agent CLIs.
+
+use std::io::IsTerminal;
+use std::time::{Duration, Instant};
+
+use agensh_domain::agents::{presets_named, Preset, PRESETS};
+use agensh_model::data_dir;
+use agensh_node::install::{install, installed, prefix};
+use anyhow::Result;
+use indicatif::{ProgressBar, ProgressStyle};
+use serde_json::json;
+
+use crate::cli::{AgentsArgs, AgentsCommand};
+use crate::output::json as print_json;
+
+pub async fn run(a: AgentsArgs) -> Result<()> {
+    match a.command {
+        AgentsCommand::Install { names, json } => install_cmd(&names, json).await,
+        AgentsCommand::List { json } => list(json),
+    }
+}
+
+async fn install_cmd(names: &[String], as_json: bool) -> Result<()> {
+    let presets = presets_named(names)?;
+    let data = data_dir()?;
+    let logs = data.join("agents");
+    std::fs::create_dir_all(&logs)?;
+    let bar = bar(presets.len() as u64);
+    let mut done = Vec::new();
+    let mut failed = Vec::new();
+    for p in presets {
+        let spec = format!("{}@{}", p.package, p.version);
+        let started = Instant::now();
+        if installed(&data, p).is_none() {
+            bar.set_message(format!("npm install {spec}"));
+            if bar.is_hidden() {
+                eprintln!("installing {} ({spec})…", p.name);
+            }
+        }
+        let log = logs.join(format!("install-{}.log", p.name));
+        match install(&data, p, &log).await {
+            Ok(i) => {
+                let secs = started.elapsed().as_secs_f64();
+                bar.println(format!(
+                    "{:8} {} {} in {:.0} s: {}",
+                    p.name,
+                    p.package,
+                    i.version,
+                    secs,
+                    i.program.display()
+                ));
+                done.push(json!({ "name": p.name, "package": p.package, "version": i.version, "program": i.program, "secs": secs }));
+            }
+            Err(e) => {
+                bar.println(format!("{:8} FAILED: {}", p.name, e.message));
+                failed.push(json!({ "name": p.name, "error": e.message }));
+            }
+        }
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    if as_json {
+        print_json(&json!({ "installed": done, "failed": failed, "dir": logs }));
+    }
+    if !failed.is_empty() {
+        anyhow::bail!(
+            "{} of the agents could not be installed — see the messages above",
+            failed.len()
+        );
+    }
+    Ok(())
+}
+
+/// A bar over the packages with a spinner (npm reports no progress of its own); hidden off
+/// a terminal, where each package gets a plain line instead.
+fn bar(len: u64) -> ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(len);
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} [{pos}/{len}] {elapsed:>4} {msg}")
+            .expect("a valid template"),
+    );
+    bar.enable_steady_tick(Duration::from_millis(120));
+    bar
+}
+
+fn list(as_json: bool) -> Result<()> {
+    let data = data_dir()?;
+    let rows: Vec<_> = PRESETS.iter().map(|p| row(&data, p)).collect();
+    if as_json {
+        print_json(&json!({ "agents": rows }));
+        return Ok(());
+    }
+    for (p, r) in PRESETS.iter().zip(&rows) {
+        match r["installed"].as_str() {
+            Some(v) => outln!(
+                "{:8} {} {v}: {}",
+                p.name,
+                p.package,
+                r["program"].as_str().unwrap_or("")
+            ),
+            None => outln!(
+                "{:8} not installed ({} {}) → agensh agents install {}",
+                p.name,
+                p.package,
+                p.version,
+                p.name
+            ),
+        }
+    }
+    Ok(())
+}
+
+fn row(data: &std::path::Path, p: &Preset) -> serde_json::Value {
+    let i = installed(data, p);
+    json!({
+        "name": p.name,
+        "title": p.title,
+        "package": p.package,
+        "pinned": p.version,
+        "installed": i.as_ref().map(|i| i.version.clone()),
+        "program": i.as_ref().map(|i| i.program.clone()),
+        "prefix": prefix(data, p),
+        "api": p.api.as_str(),
+    })
+}

@@ -1,0 +1,416 @@
+//! The real agent CLIs through their presets (`agensh run --agent NAME`), against the replay
+//! model server on 127.0.0.1: each preset's worker runs a shell command in its checkout
+//! (one that leaves a detached background job behind) and posts a board record over MCP;
+//! the usage counted is what the replay server served; after the run no process of the
+//! agent is left, the detached job included.
+//!
+//! These need the CLIs installed (`agensh agents install`, a few hundred MB from the npm
+//! registry), so a plain `cargo test` skips them; `scripts/test` installs them and runs
+//! this tier with `--ignored`, inside a network namespace with loopback only where the
+//! machine allows one.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+
+use serde_json::Value;
+
+use common::{agensh, new_org};
+
+/// No `[[run.agents]]` groups: every worker runs the `--agent` preset.
+const NO_GROUPS: &str = "";
+
+/// The scenario: turn 1 runs a shell command (with a detached job that sleeps `SLEEP`
+/// seconds, a number no other process uses) and posts a FACT; turn 2 (the deadline
+/// notice) runs another command. Every answer's usage is fixed.
+fn scenario(sleep: u32) -> String {
+    let shell = |cmd: &str| {
+        let q = toml_string(cmd);
+        format!(
+            r#"{{ any = [
+    {{ name = "Bash", args = {{ command = {q}, description = "probe" }} }},
+    {{ name = "run_shell_command", args = {{ command = {q}, description = "probe" }} }},
+    {{ name = "exec_command", args = {{ cmd = {q} }} }},
+    {{ name = "shell_command", args = {{ command = {q} }} }},
+    {{ name = "shell", args = {{ command = ["bash", "-lc", {q}] }} }},
+    {{ name = "bash", args = {{ command = {q}, description = "probe", mode = "sync", initial_wait = 10 }} }},
+  ] }}"#
+        )
+    };
+    let first = shell(&format!(
+        "setsid sh -c 'sleep {sleep}' >/dev/null 2>&1 & echo hi > probe.txt; echo started"
+    ));
+    let second = shell("echo two >> probe.txt");
+    format!(
+        r#"side_text = "ok"
+final_text = "Nothing more to do."
+
+[[step]]
+text = "Running a command."
+tool_calls = [ {first} ]
+usage = {{ input = 1000, output = 10, cached = 400 }}
+
+[[step]]
+text = "Posting a fact."
+tool_calls = [ {{ name = "board_write", args = {{ kind = "FACT", text = "probe from the replay model" }} }} ]
+usage = {{ input = 2000, output = 20, cached = 800 }}
+
+[[step]]
+text = "Turn one done."
+usage = {{ input = 3000, output = 30, cached = 1200 }}
+
+[[step]]
+text = "Second turn."
+tool_calls = [ {second} ]
+usage = {{ input = 4000, output = 40, cached = 1600 }}
+
+[[step]]
+text = "Turn two done."
+usage = {{ input = 5000, output = 50, cached = 2000 }}
+"#
+    )
+}
+
+fn toml_string(s: &str) -> String {
+    serde_json::to_string(s).expect("a string serializes")
+}
+
+/// `agensh model replay` on a free loopback port; stopped when dropped.
+struct Replay {
+    child: Child,
+    url: String,
+    record: PathBuf,
+}
+
+impl Replay {
+    fn start(dir: &Path, scenario: &str) -> Replay {
+        let file = dir.join("scenario.toml");
+        std::fs::write(&file, scenario).unwrap();
+        let record = dir.join("record.jsonl");
+        let mut child = agensh()
+            .args(["model", "replay"])
+            .arg(&file)
+            .args(["--listen", "127.0.0.1:0", "--record"])
+            .arg(&record)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("the replay server starts");
+        let mut first = String::new();
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        out.read_line(&mut first).unwrap();
+        // The rest of its output is read too: a server that finds its stdout closed exits,
+        // as every agensh command does on a closed pipe.
+        std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+        let url = first
+            .split_whitespace()
+            .find(|w| w.starts_with("http://"))
+            .map(|w| w.trim_end_matches(';'))
+            .unwrap_or_else(|| panic!("no URL in {first:?}"))
+            .to_string();
+        Replay { child, url, record }
+    }
+
+    /// Every request it answered, as recorded.
+    fn requests(&self) -> Vec<Value> {
+        std::fs::read_to_string(&self.record)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+}
+
+impl Drop for Replay {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Processes whose environment carries a mark of the run `pid` (`AGENSH_AGENT_RUN=<worker>.<pid>.…`).
+fn marked_by(pid: u32) -> Vec<String> {
+    let needle = format!(".{pid}.");
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(env) = std::fs::read(e.path().join("environ")) else {
+            continue;
+        };
+        let hit = env.split(|b| *b == 0).any(|v| {
+            let v = String::from_utf8_lossy(v);
+            v.starts_with("AGENSH_AGENT_RUN=") && v.contains(&needle)
+        });
+        if hit {
+            let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+            found.push(String::from_utf8_lossy(&cmd).replace('\0', " "));
+        }
+    }
+    found
+}
+
+/// Processes whose command line holds `text`.
+fn running(text: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else {
+            continue;
+        };
+        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+        if cmd.contains(text) && !cmd.contains("agents-") {
+            found.push(cmd);
+        }
+    }
+    found
+}
+
+/// Sets `key = value` in the `[run]` table of the organization's agensh.toml.
+fn set_run(dir: &Path, lines: &[(&str, &str)]) {
+    let path = dir.join("agensh.toml");
+    let mut text = std::fs::read_to_string(&path).unwrap();
+    for (key, value) in lines {
+        let prefix = format!("{key} = ");
+        let line = format!("{key} = {value}");
+        match text.lines().find(|l| l.starts_with(&prefix)) {
+            Some(old) => text = text.replacen(old, &line, 1),
+            None => text = text.replacen("[run]\n", &format!("[run]\n{line}\n"), 1),
+        }
+    }
+    std::fs::write(path, text).unwrap();
+}
+
+/// What one `agensh run` of a preset showed.
+struct Ran {
+    summary: Value,
+    replay: Replay,
+    dir: PathBuf,
+    _tmp: tempfile::TempDir,
+}
+
+/// Runs `agents` (one preset name per worker, or a `[[run.agents]]` table) for a short run
+/// against a replay server, and checks what every preset must do.
+fn run_org(workers: usize, agent: &str, extra_toml: &str, sleep: u32) -> Ran {
+    let (mut tmp, dir) = new_org("Follow the model's lead; this is a test of the agent presets.");
+    // AGENSH_KEEP_TEST_DIR=1 keeps the organization (logs, agent homes, checkouts).
+    if std::env::var_os("AGENSH_KEEP_TEST_DIR").is_some() {
+        tmp.disable_cleanup(true);
+        eprintln!("keeping {}", tmp.path().display());
+    }
+    set_run(
+        &dir,
+        &[
+            ("workers", &workers.to_string()),
+            ("hours", "0.025"),
+            ("stagger_secs", "0.0"),
+            ("notices_minutes", "[0.5]"),
+        ],
+    );
+    if !extra_toml.is_empty() {
+        let path = dir.join("agensh.toml");
+        let mut text = std::fs::read_to_string(&path).unwrap();
+        text.push_str(extra_toml);
+        std::fs::write(path, text).unwrap();
+    }
+    let replay = Replay::start(tmp.path(), &scenario(sleep));
+    let child = agensh()
+        .arg("run")
+        .arg(&dir)
+        .args([
+            "--agent",
+            agent,
+            "--model-url",
+            &replay.url,
+            "--model",
+            "replay-model",
+        ])
+        .args(["--listen", "127.0.0.1:0", "--json"])
+        .env("AGENSH_TEST_KEY_A", "key-a")
+        .env("AGENSH_TEST_KEY_B", "key-b")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("agensh run starts");
+    let pid = child.id();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "agensh run failed: {stderr}");
+    let summary: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("no JSON summary ({e}): {stderr}"));
+    assert_eq!(
+        summary["failed_workers"],
+        serde_json::json!([]),
+        "{summary}\n{stderr}"
+    );
+    // Nothing the agents started is left, the detached job included.
+    let left = marked_by(pid);
+    assert!(left.is_empty(), "processes left after the run: {left:?}");
+    let sleeping = running(&format!("sleep {sleep}"));
+    assert!(
+        sleeping.is_empty(),
+        "the detached job is left: {sleeping:?}"
+    );
+    Ran {
+        summary,
+        replay,
+        dir,
+        _tmp: tmp,
+    }
+}
+
+/// The worker `id` ran the shell command in its checkout and posted its FACT as itself
+/// (the hub's answer, which names the author, reached the model).
+fn check_worker_acted(r: &Ran, id: &str) {
+    let probe = r.dir.join("workers").join(id).join("probe.txt");
+    let text = std::fs::read_to_string(&probe)
+        .unwrap_or_else(|e| panic!("{id} ran no shell command ({e}): {}", r.summary));
+    assert!(text.starts_with("hi\n"), "{text:?}");
+    let posted = format!("[{id}/FACT");
+    let seen = r
+        .replay
+        .requests()
+        .iter()
+        .any(|q| q["body"].to_string().contains(&posted));
+    assert!(seen, "no model request shows the hub's answer `{posted} …`");
+    // Nothing the agent wrote for itself is in the checkout's git status.
+    let status = std::process::Command::new("git")
+        .args(["status", "--porcelain", "--untracked-files=all"])
+        .current_dir(r.dir.join("workers").join(id))
+        .output()
+        .unwrap();
+    let status = String::from_utf8_lossy(&status.stdout);
+    for line in status.lines() {
+        assert!(
+            line.ends_with("probe.txt"),
+            "{id}'s checkout holds files of the agent's own: {status}"
+        );
+    }
+}
+
+/// The worker's counted usage: what the replay server served the key `key`, exactly, or
+/// "not reported" for an agent that reports none.
+fn check_usage(r: &Ran, id: &str, key: &str, reported: bool) {
+    let w = r.summary["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["id"] == id)
+        .unwrap_or_else(|| panic!("{id} is not in the summary: {}", r.summary));
+    let turns = w["turns"].as_u64().unwrap();
+    assert!(turns >= 1, "{w}");
+    if !reported {
+        assert_eq!(w["turns_without_usage"].as_u64(), Some(turns), "{w}");
+        assert_eq!(w["input_tokens"].as_u64(), Some(0), "{w}");
+        return;
+    }
+    let (mut input, mut output) = (0, 0);
+    for q in r.replay.requests() {
+        // Requests without tools (titles, summaries) are the CLI's own; agents report the
+        // tokens of their turns.
+        if q["key"] == key && q["tools"].as_array().is_some_and(|t| !t.is_empty()) {
+            input += q["usage"]["input"].as_u64().unwrap_or(0);
+            output += q["usage"]["output"].as_u64().unwrap_or(0);
+        }
+    }
+    assert!(input > 0, "the replay server served {key} nothing");
+    assert_eq!(
+        (w["input_tokens"].as_u64(), w["output_tokens"].as_u64()),
+        (Some(input), Some(output)),
+        "counted {w} against served in {input} out {output}"
+    );
+    assert_eq!(w["turns_without_usage"].as_u64(), Some(0), "{w}");
+}
+
+#[test]
+#[ignore = "needs the agent CLIs: scripts/test installs them (agensh agents install) and runs this tier with --ignored"]
+fn claude_runs_shell_and_board_tools_and_leaves_nothing() {
+    let r = run_org(1, "claude", NO_GROUPS, 7311);
+    check_worker_acted(&r, "w01");
+    check_usage(&r, "w01", "agensh-local", true);
+}
+
+#[test]
+#[ignore = "needs the agent CLIs: scripts/test installs them (agensh agents install) and runs this tier with --ignored"]
+fn codex_runs_shell_and_board_tools_and_leaves_nothing() {
+    let r = run_org(1, "codex", NO_GROUPS, 7312);
+    check_worker_acted(&r, "w01");
+    check_usage(&r, "w01", "agensh-local", false);
+}
+
+#[test]
+#[ignore = "needs the agent CLIs: scripts/test installs them (agensh agents install) and runs this tier with --ignored"]
+fn copilot_runs_shell_and_board_tools_and_leaves_nothing() {
+    let r = run_org(1, "copilot", NO_GROUPS, 7313);
+    check_worker_acted(&r, "w01");
+    check_usage(&r, "w01", "agensh-local", true);
+}
+
+#[test]
+#[ignore = "needs the agent CLIs: scripts/test installs them (agensh agents install) and runs this tier with --ignored"]
+fn gemini_runs_shell_and_board_tools_and_leaves_nothing() {
+    let r = run_org(1, "gemini", NO_GROUPS, 7314);
+    check_worker_acted(&r, "w01");
+    check_usage(&r, "w01", "agensh-local", true);
+}
+
+#[test]
+#[ignore = "needs the agent CLIs: scripts/test installs them (agensh agents install) and runs this tier with --ignored"]
+fn pi_through_its_rpc_mode_runs_shell_and_board_tools_and_leaves_nothing() {
+    let r = run_org(1, "pi", NO_GROUPS, 7316);
+    check_worker_acted(&r, "w01");
+    check_usage(&r, "w01", "agensh-local", true);
+}
+
+#[test]
+#[ignore = "needs the agent CLIs: scripts/test installs them (agensh agents install) and runs this tier with --ignored"]
+fn a_mixed_organization_runs_two_presets_side_by_side() {
+    let groups = r#"
+[[run.agents]]
+workers = "w01"
+agent = "gemini"
+api_key_env = "AGENSH_TEST_KEY_A"
+
+[[run.agents]]
+workers = "w02"
+agent = "copilot"
+api_key_env = "AGENSH_TEST_KEY_B"
+"#;
+    let r = run_org(2, "gemini", groups, 7315);
+    check_worker_acted(&r, "w01");
+    check_worker_acted(&r, "w02");
+    check_usage(&r, "w01", "key-a", true);
+    check_usage(&r, "w02", "key-b", true);
+}
+
+#[test]
+#[ignore = "needs the agent CLIs: scripts/test installs them (agensh agents install) and runs this tier with --ignored"]
+fn a_model_endpoint_that_cannot_be_reached_is_said_before_any_agent_starts() {
+    let (_tmp, dir) = new_org("anything");
+    // A port nothing listens on: bound, then closed.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("http://127.0.0.1:{port}/v1");
+    let out = agensh()
+        .arg("run")
+        .arg(&dir)
+        .args([
+            "--agent",
+            "claude",
+            "--model-url",
+            &url,
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(4));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("the model endpoint {url} cannot be reached")),
+        "{err}"
+    );
+    assert!(!dir.join("workers").exists(), "no worker started");
+}
