@@ -27,7 +27,7 @@ pub struct Args {
     #[arg(long, value_delimiter = ',')]
     agents: Vec<String>,
     /// Turns per agent.
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 10)]
     turns: usize,
     /// Seconds the agent idles after its start before its memory is read.
     #[arg(long, default_value_t = 5)]
@@ -195,6 +195,18 @@ async fn one(agensh: &Path, data: &Path, name: &str, a: &Args) -> Result<serde_j
     }
     agent.stop().await;
     drop(replay);
+    // The turns did their work: a line per shell command, a record per board_write.
+    let lines = std::fs::read_to_string(ctx.checkout.join("bench.txt"))
+        .unwrap_or_default()
+        .lines()
+        .count();
+    let records = admin.stats().await?.records;
+    if lines < a.turns || (records as usize) < a.turns {
+        bail!(
+            "the turns did not do their work: {lines} shell command(s) and {records} record(s) for {} turn(s)",
+            a.turns
+        );
+    }
     walls.sort_by(f64::total_cmp);
     let turns = a.turns.max(1) as f64;
     let mib = |b: u64| b as f64 / (1 << 20) as f64;

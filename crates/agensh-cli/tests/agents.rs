@@ -414,3 +414,62 @@ fn a_model_endpoint_that_cannot_be_reached_is_said_before_any_agent_starts() {
     );
     assert!(!dir.join("workers").exists(), "no worker started");
 }
+
+#[test]
+#[ignore = "needs the agent CLIs: scripts/test installs them (agensh agents install) and runs this tier with --ignored"]
+fn a_model_key_refused_is_a_failed_turn_with_the_cause() {
+    let (tmp, dir) = new_org("anything");
+    set_run(
+        &dir,
+        &[
+            ("workers", "2"),
+            ("hours", "0.01"),
+            ("stagger_secs", "0.0"),
+            ("restart_backoff_secs", "30.0"),
+        ],
+    );
+    let groups = "\n[[run.agents]]\nworkers = \"w01\"\nagent = \"claude\"\n\n[[run.agents]]\nworkers = \"w02\"\nagent = \"copilot\"\n";
+    let path = dir.join("agensh.toml");
+    let text = std::fs::read_to_string(&path).unwrap() + groups;
+    std::fs::write(&path, text).unwrap();
+    // The server takes only its own key.
+    let replay = Replay::start(
+        tmp.path(),
+        &format!("keys = [\"the-right-key\"]\n{}", scenario(7317)),
+    );
+    let out = agensh()
+        .arg("run")
+        .arg(&dir)
+        .args(["--model-url", &replay.url, "--model", "replay-model"])
+        .args([
+            "--api-key-env",
+            "AGENSH_TEST_WRONG_KEY",
+            "--listen",
+            "127.0.0.1:0",
+            "--json",
+        ])
+        .env("AGENSH_TEST_WRONG_KEY", "a-wrong-key")
+        // Claude Code retries a refused request for minutes by default.
+        .env("CLAUDE_CODE_MAX_RETRIES", "1")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // Claude answers the prompt with an error; Copilot ends its turn saying it retried:
+    // either way the turn failed, with the cause.
+    for id in ["w01", "w02"] {
+        let log = std::fs::read_to_string(dir.join(".agensh/logs").join(id).join("turns.jsonl"))
+            .unwrap_or_default();
+        let failed: Vec<Value> = log
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|t| t.get("error").is_some())
+            .collect();
+        assert!(
+            failed.iter().any(|t| {
+                let e = t["error"].as_str().unwrap();
+                e.contains("refused session/prompt") || e.contains("got no answer from its model")
+            }),
+            "{id}: no failed turn with its cause: {failed:?}\n{stderr}"
+        );
+    }
+}

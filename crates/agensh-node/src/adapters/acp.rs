@@ -477,13 +477,19 @@ impl Agent for AcpAgent {
         if usage.cost_usd == 0.0 && r.cost_seen > cost_before {
             usage.cost_usd = r.cost_seen - cost_before;
         }
-        Ok(TurnOutcome {
+        let outcome = TurnOutcome {
             stop_reason: answer.stop_reason,
             usage,
             events: turn.events,
             model_ms: 0,
             tools_ms: 0,
-        })
+        };
+        if self.preset.is_some() && self.usage != UsageReport::None {
+            if let Some(e) = no_model_answer(&r.what, &outcome) {
+                return Err(e);
+            }
+        }
+        Ok(outcome)
     }
 
     async fn stop(&mut self) {
@@ -1114,6 +1120,45 @@ fn turn_usage(report: UsageReport, answer: &PromptResponse, totals: &mut Usage) 
     }
 }
 
+/// For an agent that reports its usage: a turn that ended by itself with no usage at all
+/// and no tool call got no answer from its model (the endpoint unreachable, the key
+/// refused: some agents retry, say so in their text and end the turn as if it went well).
+/// That turn is a failure, with what the agent said as its cause.
+fn no_model_answer(what: &str, out: &TurnOutcome) -> Option<Error> {
+    let silent = out.usage.unreported_turns > 0 || out.usage.tokens() == 0;
+    let acted = out
+        .events
+        .iter()
+        .any(|e| matches!(e, TurnEvent::ToolCall { .. }));
+    if out.stop_reason != "end_turn" || !silent || acted {
+        return None;
+    }
+    let said: String = out
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            TurnEvent::Message { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join(" ");
+    let said = said.trim();
+    let said = if said.is_empty() {
+        "nothing".to_string()
+    } else if said.chars().count() > 300 {
+        format!("\"{}…\"", said.chars().take(300).collect::<String>())
+    } else {
+        format!("\"{said}\"")
+    };
+    Some(Error::new(
+        ErrorKind::Internal,
+        "model_failed",
+        format!(
+            "the agent `{what}` got no answer from its model this turn (it reported no usage and called no tool); it said {said} — check the model endpoint and its key"
+        ),
+    ))
+}
+
 /// Prompt-cache writes in the answer's typed `usage` (0 when not reported).
 fn cache_writes(answer: &PromptResponse) -> u64 {
     answer
@@ -1324,6 +1369,40 @@ mod tests {
         assert_eq!(started.as_deref(), Some("run: make test"));
         let chunk = json!({ "sessionUpdate": "agent_message_chunk", "content": { "type": "text", "text": "ok" } });
         assert_eq!(log.update(typed_update(Some(&up(chunk))), &mut cost), None);
+    }
+
+    #[test]
+    fn a_turn_without_usage_or_tool_calls_got_no_model_answer() {
+        let out = |usage: Usage, events: Vec<TurnEvent>| TurnOutcome {
+            stop_reason: "end_turn".into(),
+            usage,
+            events,
+            model_ms: 0,
+            tools_ms: 0,
+        };
+        let said = TurnEvent::Message {
+            text: "Info: Response was interrupted due to a server error. Retrying...".into(),
+        };
+        let e = no_model_answer("copilot", &out(Usage::not_reported(), vec![said.clone()]))
+            .expect("a failed turn");
+        assert_eq!(e.code, "model_failed");
+        assert!(
+            e.message
+                .contains("it said \"Info: Response was interrupted"),
+            "{}",
+            e.message
+        );
+        let counted = Usage {
+            input_tokens: 10,
+            output_tokens: 1,
+            ..Usage::default()
+        };
+        assert!(no_model_answer("copilot", &out(counted, vec![said])).is_none());
+        let tool = TurnEvent::ToolCall {
+            name: "claim".into(),
+            status: "completed".into(),
+        };
+        assert!(no_model_answer("copilot", &out(Usage::not_reported(), vec![tool])).is_none());
     }
 
     #[test]
