@@ -477,6 +477,13 @@ impl Agent for AcpAgent {
         if usage.cost_usd == 0.0 && r.cost_seen > cost_before {
             usage.cost_usd = r.cost_seen - cost_before;
         }
+        // Signs that the model answered: counted usage, or (for an agent that counts none)
+        // a `usage_update`, which agents send after each answer.
+        let answered = if self.usage == UsageReport::None {
+            turn.usage_updates > 0
+        } else {
+            usage.unreported_turns == 0 && usage.tokens() > 0
+        };
         let outcome = TurnOutcome {
             stop_reason: answer.stop_reason,
             usage,
@@ -484,8 +491,8 @@ impl Agent for AcpAgent {
             model_ms: 0,
             tools_ms: 0,
         };
-        if self.preset.is_some() && self.usage != UsageReport::None {
-            if let Some(e) = no_model_answer(&r.what, &outcome) {
+        if self.preset.is_some() {
+            if let Some(e) = no_model_answer(&r.what, &outcome, answered) {
                 return Err(e);
             }
         }
@@ -1018,6 +1025,8 @@ struct TurnLog {
     calls: HashMap<String, usize>,
     /// The last event is a message still receiving chunks.
     open_message: bool,
+    /// `usage_update`s received (an agent sends one after each model answer).
+    usage_updates: u64,
 }
 
 impl TurnLog {
@@ -1084,6 +1093,7 @@ impl TurnLog {
                 }
             }
             SessionUpdate::UsageUpdate(u) => {
+                self.usage_updates += 1;
                 if let Some(c) = u.cost {
                     *cost_seen = c.amount;
                 }
@@ -1120,12 +1130,12 @@ fn turn_usage(report: UsageReport, answer: &PromptResponse, totals: &mut Usage) 
     }
 }
 
-/// For an agent that reports its usage: a turn that ended by itself with no usage at all
-/// and no tool call got no answer from its model (the endpoint unreachable, the key
-/// refused: some agents retry, say so in their text and end the turn as if it went well).
-/// That turn is a failure, with what the agent said as its cause.
-fn no_model_answer(what: &str, out: &TurnOutcome) -> Option<Error> {
-    let silent = out.usage.unreported_turns > 0 || out.usage.tokens() == 0;
+/// A turn that ended by itself with no sign of a model answer (`answered`: usage counted,
+/// or a `usage_update`) and no tool call got no answer from its model (the endpoint
+/// unreachable, the key refused: some agents retry, say so in their text and end the turn
+/// as if it went well). That turn is a failure, with what the agent said as its cause.
+fn no_model_answer(what: &str, out: &TurnOutcome, answered: bool) -> Option<Error> {
+    let silent = !answered;
     let acted = out
         .events
         .iter()
@@ -1154,7 +1164,7 @@ fn no_model_answer(what: &str, out: &TurnOutcome) -> Option<Error> {
         ErrorKind::Internal,
         "model_failed",
         format!(
-            "the agent `{what}` got no answer from its model this turn (it reported no usage and called no tool); it said {said} — check the model endpoint and its key"
+            "the agent `{what}` got no answer from its model this turn (no usage, no tool call); it said {said} — check the model endpoint and its key"
         ),
     ))
 }
@@ -1383,8 +1393,12 @@ mod tests {
         let said = TurnEvent::Message {
             text: "Info: Response was interrupted due to a server error. Retrying...".into(),
         };
-        let e = no_model_answer("copilot", &out(Usage::not_reported(), vec![said.clone()]))
-            .expect("a failed turn");
+        let e = no_model_answer(
+            "copilot",
+            &out(Usage::not_reported(), vec![said.clone()]),
+            false,
+        )
+        .expect("a failed turn");
         assert_eq!(e.code, "model_failed");
         assert!(
             e.message
@@ -1392,17 +1406,15 @@ mod tests {
             "{}",
             e.message
         );
-        let counted = Usage {
-            input_tokens: 10,
-            output_tokens: 1,
-            ..Usage::default()
-        };
-        assert!(no_model_answer("copilot", &out(counted, vec![said])).is_none());
+        let counted = Usage::default();
+        assert!(no_model_answer("copilot", &out(counted, vec![said]), true).is_none());
         let tool = TurnEvent::ToolCall {
             name: "claim".into(),
             status: "completed".into(),
         };
-        assert!(no_model_answer("copilot", &out(Usage::not_reported(), vec![tool])).is_none());
+        assert!(
+            no_model_answer("copilot", &out(Usage::not_reported(), vec![tool]), false).is_none()
+        );
     }
 
     #[test]
