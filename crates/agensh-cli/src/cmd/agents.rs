@@ -28,6 +28,14 @@ async fn install_cmd(names: &[String], as_json: bool) -> Result<()> {
     let bar = bar(presets.len() as u64);
     let mut done = Vec::new();
     let mut failed = Vec::new();
+    // A hidden bar prints nothing: off a terminal each line goes to stderr itself.
+    let say = |line: String| {
+        if bar.is_hidden() {
+            eprintln!("{line}");
+        } else {
+            bar.println(line);
+        }
+    };
     for p in presets {
         let spec = format!("{}@{}", p.package, p.version);
         let started = Instant::now();
@@ -41,7 +49,7 @@ async fn install_cmd(names: &[String], as_json: bool) -> Result<()> {
         match install(&data, p, &log).await {
             Ok(i) => {
                 let secs = started.elapsed().as_secs_f64();
-                bar.println(format!(
+                say(format!(
                     "{:8} {} {} in {:.0} s: {}",
                     p.name,
                     p.package,
@@ -52,7 +60,7 @@ async fn install_cmd(names: &[String], as_json: bool) -> Result<()> {
                 done.push(json!({ "name": p.name, "package": p.package, "version": i.version, "program": i.program, "secs": secs }));
             }
             Err(e) => {
-                bar.println(format!("{:8} FAILED: {}", p.name, e.message));
+                say(format!("{:8} FAILED: {}", p.name, e.message));
                 failed.push(json!({ "name": p.name, "error": e.message }));
             }
         }
