@@ -5,10 +5,13 @@
 //! - [`rest`]: bodies and answers of the REST API (`/api/v1`, docs/API.md).
 //! - [`jsonrpc`]: one JSON-RPC 2.0 envelope and its error codes (MCP and ACP both use it).
 //! - [`framing`]: NDJSON (one message per line) and SSE (`text/event-stream`).
+//! - [`model_usage`]: token usage as each model API writes it (whole bodies and streams),
+//!   and prices, for the model gateway.
 //! - [`acp`]: the Agent Client Protocol messages, as the typed structures of
 //!   `agent-client-protocol-schema`.
 
 pub mod acp;
 pub mod framing;
 pub mod jsonrpc;
+pub mod model_usage;
 pub mod rest;
