@@ -124,6 +124,11 @@ impl Client {
         self.send(self.request(Method::GET, "/stats")).await
     }
 
+    /// Model usage through the gateway per worker and model (a worker: its own).
+    pub async fn usage(&self) -> Result<Vec<agensh_protocol::rest::ModelUsage>> {
+        self.send(self.request(Method::GET, "/usage")).await
+    }
+
     pub async fn whoami(&self) -> Result<WhoAmI> {
         self.send(self.request(Method::GET, "/whoami")).await
     }

@@ -35,3 +35,46 @@ async fn metrics_do_not_count_rejected_records() {
         .unwrap_err();
     assert_eq!(hub.metric("agensh_board_records_total").await, before);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn usage_shows_the_admin_every_worker_and_a_worker_its_own() {
+    use agensh_store::{ModelRequest, SqliteStore, Store};
+    let hub = TestHub::start().await;
+    let ws = hub.workers(2).await;
+    let ids: Vec<String> = {
+        let mut v = Vec::new();
+        for w in &ws {
+            v.push(w.whoami().await.unwrap().id);
+        }
+        v
+    };
+    // What the model gateway records, written to the hub's store file.
+    let store = SqliteStore::open(&hub.store_path()).unwrap();
+    for (id, input) in [(&ids[0], 100), (&ids[0], 50), (&ids[1], 7)] {
+        store
+            .record_model_request(ModelRequest {
+                worker: id.clone(),
+                upstream: "replay".into(),
+                model: "m".into(),
+                status: 200,
+                input_tokens: input,
+                output_tokens: 1,
+                ..ModelRequest::default()
+            })
+            .await
+            .unwrap();
+    }
+    let all = hub.admin().usage().await.unwrap();
+    assert_eq!(
+        all.iter()
+            .map(|u| (u.worker.as_str(), u.requests, u.input_tokens))
+            .collect::<Vec<_>>(),
+        [(ids[0].as_str(), 2, 150), (ids[1].as_str(), 1, 7)]
+    );
+    let own = ws[1].usage().await.unwrap();
+    assert_eq!(own.len(), 1);
+    assert_eq!(
+        (own[0].worker.as_str(), own[0].input_tokens),
+        (ids[1].as_str(), 7)
+    );
+}

@@ -39,6 +39,40 @@ pub struct Stats {
     pub prs_closed: u64,
 }
 
+/// One model request that went through the model gateway, as recorded (issue 13).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ModelRequest {
+    pub worker: String,
+    /// The worker's turn, when the gateway knows it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn: Option<u64>,
+    /// The upstream's name.
+    pub upstream: String,
+    pub model: String,
+    /// The upstream's HTTP status.
+    pub status: u16,
+    /// The whole prompt, cached tokens included.
+    pub input_tokens: u64,
+    pub cached_input_tokens: u64,
+    pub output_tokens: u64,
+    pub cost_usd: f64,
+    pub latency_ms: u64,
+    /// Unix ms of the answer's end.
+    pub at: i64,
+}
+
+/// Usage totals of one worker on one model (`GET /api/v1/usage`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ModelUsage {
+    pub worker: String,
+    pub model: String,
+    pub requests: u64,
+    pub input_tokens: u64,
+    pub cached_input_tokens: u64,
+    pub output_tokens: u64,
+    pub cost_usd: f64,
+}
+
 /// Every refusal: `{"error":{"code","message"}}` with the HTTP status of its kind.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ErrorBody {

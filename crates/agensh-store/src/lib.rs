@@ -19,7 +19,7 @@ use tokio::sync::broadcast;
 
 pub mod sqlite;
 
-pub use agensh_protocol::rest::{QueueState, Stats, Unfolded};
+pub use agensh_protocol::rest::{ModelRequest, ModelUsage, QueueState, Stats, Unfolded};
 pub use sqlite::SqliteStore;
 
 /// Which messages `read_messages` returns.
@@ -178,6 +178,12 @@ pub trait Store: Send + Sync + 'static {
 
     /// Counts of workers, records, messages, events and PRs by state.
     async fn stats(&self) -> Result<Stats>;
+
+    /// Records one model request of the gateway, durably before it returns.
+    async fn record_model_request(&self, r: ModelRequest) -> Result<()>;
+    /// Usage totals per worker and model (of `worker` only, when given), in worker and
+    /// model order.
+    async fn model_usage(&self, worker: Option<&str>) -> Result<Vec<ModelUsage>>;
 
     /// Events committed from now on, in commit order.
     fn subscribe(&self) -> broadcast::Receiver<Arc<Event>>;

@@ -24,6 +24,7 @@ pub fn api(body_limit: usize) -> Router<AppState> {
     Router::new()
         .route("/whoami", get(workers::whoami))
         .route("/stats", get(workers::stats))
+        .route("/usage", get(workers::usage))
         .route("/workers", get(workers::list).post(workers::add))
         .route("/workers/{id}/token", get(workers::token))
         .route("/workers/{id}/status", put(workers::set_status))

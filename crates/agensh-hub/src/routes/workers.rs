@@ -137,3 +137,13 @@ pub(crate) fn clip_agent(a: String) -> String {
 pub async fn stats(State(s): State<AppState>, _caller: Caller) -> ApiResult<Json<Stats>> {
     Ok(Json(s.store.stats().await?))
 }
+
+/// Model usage through the gateway per worker and model: the admin's every worker's, a
+/// worker's its own.
+pub async fn usage(
+    State(s): State<AppState>,
+    caller: Caller,
+) -> ApiResult<Json<Vec<agensh_protocol::rest::ModelUsage>>> {
+    let only = (!caller.admin).then_some(caller.id.as_str());
+    Ok(Json(s.store.model_usage(only).await?))
+}

@@ -6,6 +6,7 @@ mod events;
 pub mod fts;
 mod messages;
 mod prs;
+mod usage;
 mod workers;
 
 use std::path::Path;
@@ -312,6 +313,17 @@ impl Store for SqliteStore {
                     prs_closed: count("SELECT count(*) FROM prs WHERE state = 'closed'")?,
                 })
             })
+            .await
+    }
+
+    async fn record_model_request(&self, r: crate::ModelRequest) -> Result<()> {
+        self.db.write(move |ctx| usage::record(ctx, &r)).await
+    }
+
+    async fn model_usage(&self, worker: Option<&str>) -> Result<Vec<crate::ModelUsage>> {
+        let worker = worker.map(str::to_string);
+        self.db
+            .read(move |c| usage::totals(c, worker.as_deref()))
             .await
     }
 

@@ -1,0 +1,55 @@
+//! The model gateway's requests and their usage totals.
+
+use agensh_domain::Result;
+use rusqlite::{params, Connection};
+
+use super::conn::{sql_err, WriteCtx};
+use crate::{ModelRequest, ModelUsage};
+
+pub fn record(ctx: &mut WriteCtx<'_>, r: &ModelRequest) -> Result<()> {
+    ctx.conn
+        .execute(
+            "INSERT INTO model_requests (worker, turn, upstream, model, status, input_tokens, \
+             cached_input_tokens, output_tokens, cost_usd, latency_ms, at) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+            params![
+                r.worker,
+                r.turn.map(|t| t as i64),
+                r.upstream,
+                r.model,
+                r.status,
+                r.input_tokens as i64,
+                r.cached_input_tokens as i64,
+                r.output_tokens as i64,
+                r.cost_usd,
+                r.latency_ms as i64,
+                r.at,
+            ],
+        )
+        .map_err(sql_err)?;
+    Ok(())
+}
+
+pub fn totals(c: &Connection, worker: Option<&str>) -> Result<Vec<ModelUsage>> {
+    let mut stmt = c
+        .prepare_cached(
+            "SELECT worker, model, count(*), sum(input_tokens), sum(cached_input_tokens), \
+             sum(output_tokens), sum(cost_usd) FROM model_requests \
+             WHERE ?1 IS NULL OR worker = ?1 GROUP BY worker, model ORDER BY worker, model",
+        )
+        .map_err(sql_err)?;
+    let rows = stmt
+        .query_map(params![worker], |r| {
+            Ok(ModelUsage {
+                worker: r.get(0)?,
+                model: r.get(1)?,
+                requests: r.get::<_, i64>(2)? as u64,
+                input_tokens: r.get::<_, i64>(3)? as u64,
+                cached_input_tokens: r.get::<_, i64>(4)? as u64,
+                output_tokens: r.get::<_, i64>(5)? as u64,
+                cost_usd: r.get(6)?,
+            })
+        })
+        .map_err(sql_err)?;
+    rows.collect::<std::result::Result<_, _>>().map_err(sql_err)
+}
