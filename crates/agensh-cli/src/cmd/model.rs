@@ -38,13 +38,16 @@ pub async fn run(a: ModelArgs) -> Result<()> {
 async fn replay(scenario: &Path, listen: &str, record: Option<PathBuf>) -> Result<()> {
     let scenario = agensh_replay::Scenario::load(scenario)?;
     let steps = scenario.steps.len();
+    // The handlers go in before the address is printed: a client that stops the server as
+    // soon as it has been answered must find it listening for the signal.
+    let stop = stop_signal()?;
     let server = agensh_replay::ReplayServer::start(scenario, listen, record).await?;
     let url = server.url();
     outln!("replaying {steps} step(s) at {url}; Ctrl-C stops");
     outln!("  Anthropic Messages: ANTHROPIC_BASE_URL={url}");
     outln!("  OpenAI Chat Completions and Responses: base URL {url}/v1");
     outln!("  Gemini: GOOGLE_GEMINI_BASE_URL={url}");
-    stop_signal()?.await;
+    stop.await;
     let served = server.served();
     server.stop().await;
     for (key, s) in &served {
