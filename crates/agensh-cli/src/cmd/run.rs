@@ -45,25 +45,39 @@ enum Workers {
 /// this many slots, and the measured speed picks how many of them are used.
 const AUTO_MOST_WORKERS: usize = 8;
 
-/// The agent the workers run, how many workers, and the local model server when the
+/// The agents the workers run, how many workers, and the local model server when the
 /// built-in agent runs on the local model (kept alive for the run; stopped when dropped).
-async fn prepare_agent(
-    config: &Config,
-    dir: &Path,
-    workers: Workers,
-) -> Result<(AgentKind, Option<ModelServer>, usize)> {
-    if matches!(config.run.agent.as_str(), "builtin" | "") {
+struct Prepared {
+    /// The agent of every worker in no group.
+    agent: AgentKind,
+    /// `run.agents`' groups and their agents.
+    groups: Vec<(AgentGroup, AgentKind)>,
+    server: Option<ModelServer>,
+    workers: usize,
+}
+
+/// Resolves the run's agents, with every preset's model endpoint checked before any
+/// agent starts.
+async fn prepare_agent(config: &Config, dir: &Path, workers: Workers) -> Result<Prepared> {
+    let groups = group_kinds(config, dir)?;
+    let (agent, server, n) = if matches!(config.run.agent.as_str(), "builtin" | "") {
         let (builtin, server, n) = builtin_config(config, workers).await?;
-        return Ok((AgentKind::Builtin(builtin), server, n));
-    }
-    let (Workers::Given(n) | Workers::Default(n)) = workers;
-    let agent = agent_kind(config, dir)?;
-    for kind in std::iter::once(&agent).chain(group_kinds(config, dir)?.iter().map(|(_, k)| k)) {
+        (AgentKind::Builtin(builtin), server, n)
+    } else {
+        let (Workers::Given(n) | Workers::Default(n)) = workers;
+        (agent_kind(config, dir)?, None, n)
+    };
+    for kind in std::iter::once(&agent).chain(groups.iter().map(|(_, k)| k)) {
         if let AgentKind::Preset { run, .. } = kind {
             reachable(&run.endpoint.url).await?;
         }
     }
-    Ok((agent, None, n))
+    Ok(Prepared {
+        agent,
+        groups,
+        server,
+        workers: n,
+    })
 }
 
 /// Checks that a model endpoint given by URL accepts connections, so a wrong port or a
@@ -273,6 +287,7 @@ fn plan(
     workers: Vec<(String, String)>,
     size: usize,
     agent: AgentKind,
+    groups: Vec<(AgentGroup, AgentKind)>,
 ) -> Result<NodePlan> {
     let ends_at = (config.run.hours > 0.0)
         .then(|| SystemTime::now() + Duration::from_secs_f64(config.run.hours * 3600.0));
@@ -281,7 +296,7 @@ fn plan(
         hub_url: hub_url.to_string(),
         workers,
         agent,
-        groups: group_kinds(config, dir)?,
+        groups,
         permissions: config.run.permissions.parse()?,
         goal: config.organization.goal.clone(),
         organization_size: size,
@@ -378,7 +393,12 @@ pub async fn run(g: &Global, a: RunArgs) -> Result<()> {
         Source::Default => Workers::Default(config.run.workers),
         _ => Workers::Given(config.run.workers),
     };
-    let (agent, model_server, n) = prepare_agent(&config, &dir, workers).await?;
+    let Prepared {
+        agent,
+        groups,
+        server: model_server,
+        workers: n,
+    } = prepare_agent(&config, &dir, workers).await?;
     let started = Instant::now();
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&state_dir(&dir).join(STORE_FILE))?);
     let repo = state_dir(&dir).join(agensh_workspace::REPO_DIR);
@@ -404,7 +424,7 @@ pub async fn run(g: &Global, a: RunArgs) -> Result<()> {
     for w in known.iter().take(n) {
         workers.push((w.id.clone(), admin.worker_token(&w.id).await?.token));
     }
-    let plan = plan(&config, &dir, &hub.url, workers, n, agent)?;
+    let plan = plan(&config, &dir, &hub.url, workers, n, agent, groups)?;
     let clock = RunClock {
         started,
         ends_at: plan.ends_at,
@@ -465,9 +485,21 @@ pub async fn node(g: &Global, a: NodeArgs) -> Result<()> {
             known.len()
         );
     }
-    let (agent, model_server, _) =
-        prepare_agent(&config, &g.dir, Workers::Given(a.workers)).await?;
-    let plan = plan(&config, &g.dir, admin.base(), workers, known.len(), agent)?;
+    let Prepared {
+        agent,
+        groups,
+        server: model_server,
+        ..
+    } = prepare_agent(&config, &g.dir, Workers::Given(a.workers)).await?;
+    let plan = plan(
+        &config,
+        &g.dir,
+        admin.base(),
+        workers,
+        known.len(),
+        agent,
+        groups,
+    )?;
     let stop = stop_on_signal()?;
     let (tx, rx) = mpsc::unbounded_channel();
     let node = tokio::spawn(run_node(plan, stop, tx));

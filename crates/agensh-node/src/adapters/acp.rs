@@ -98,6 +98,43 @@ pub struct PresetRun {
     pub endpoint: Endpoint,
 }
 
+impl PresetRun {
+    /// The preset started for the worker of `ctx`: its settings files written into the
+    /// agent's home (readable by this user only), its command — `own` when not empty (a
+    /// command of the user's), else its installed program, which must be there — and its
+    /// environment. The answer's `files` are written already, so it holds none.
+    pub(super) fn prepare(&self, ctx: &AgentContext, own: &[String]) -> Result<Launch> {
+        let place = LaunchPlace {
+            prefix: self.prefix.to_string_lossy().to_string(),
+            home: absolute(&ctx.agent_home),
+            arch: crate::install::arch(),
+            root: agensh_process::resources::is_root(),
+        };
+        let mut launch = self.preset.launch(&place, &self.endpoint);
+        private_dir(&ctx.agent_home)?;
+        for (rel, text) in std::mem::take(&mut launch.files) {
+            let path = ctx.agent_home.join(rel);
+            if let Some(parent) = path.parent() {
+                private_dir(parent)?;
+            }
+            write_private(&path, &text)?;
+        }
+        if !own.is_empty() {
+            launch.command = own.to_vec();
+        } else if !Path::new(&launch.command[0]).exists() {
+            let p = self.preset;
+            return Err(Error::invalid(
+                "agent_not_installed",
+                format!(
+                    "{} {} is not installed (no {}) — run `agensh agents install {}`",
+                    p.name, p.version, launch.command[0], p.name
+                ),
+            ));
+        }
+        Ok(launch)
+    }
+}
+
 /// How the adapter answers `session/request_permission` (`run.permissions`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Permissions {
@@ -235,43 +272,10 @@ impl AcpAgent {
                 env_removed: Vec::new(),
             });
         };
-        let place = LaunchPlace {
-            prefix: run.prefix.to_string_lossy().to_string(),
-            home: absolute(&ctx.agent_home),
-            arch: crate::install::arch(),
-            root: agensh_process::resources::is_root(),
-        };
-        let launch = run.preset.launch(&place, &run.endpoint);
-        private_dir(&ctx.agent_home)?;
-        for (rel, text) in &launch.files {
-            let path = ctx.agent_home.join(rel);
-            if let Some(parent) = path.parent() {
-                private_dir(parent)?;
-            }
-            write_private(&path, text)?;
-        }
-        let command = if self.command.is_empty() {
-            if !Path::new(&launch.command[0]).exists() {
-                return Err(Error::invalid(
-                    "agent_not_installed",
-                    format!(
-                        "{} {} is not installed (no {}) — run `agensh agents install {}`",
-                        run.preset.name, run.preset.version, launch.command[0], run.preset.name
-                    ),
-                ));
-            }
-            launch.command
-        } else {
-            self.command.clone()
-        };
+        let launch = run.prepare(ctx, &self.command)?;
         let mut env = launch.env;
         env.extend(self.env.iter().cloned());
-        Ok(Launch {
-            command,
-            env,
-            files: Vec::new(),
-            env_removed: launch.env_removed,
-        })
+        Ok(Launch { env, ..launch })
     }
 
     /// The same agent sharing the CPU with the node as `cpu` says (the default:
@@ -684,7 +688,7 @@ async fn shutdown(r: &mut Running) {
     let _ = tokio::time::timeout(STOP_GRACE, r.child.wait()).await;
     // The group may outlive its leader (a launcher's children, a shell tool's processes).
     r.group.kill();
-    end_marked(r).await;
+    end_marked(r.mark.clone(), &format!("the agent `{}`", r.what)).await;
     let _ = tokio::time::timeout(STOP_GRACE, r.child.wait()).await;
     r.reader.abort();
     r.conn.fail_all();
@@ -692,16 +696,13 @@ async fn shutdown(r: &mut Running) {
 
 /// Kills every process that carries the start's mark (those that left the group: a new
 /// session, a double fork).
-async fn end_marked(r: &Running) {
-    if let Some(mark) = r.mark.clone() {
+pub(super) async fn end_marked(mark: Option<Mark>, who: &str) {
+    if let Some(mark) = mark {
         let killed = tokio::task::spawn_blocking(move || mark.kill_all())
             .await
             .unwrap_or(0);
         if killed > 0 {
-            tracing::info!(
-                "ended {killed} process(es) the agent `{}` had started outside its group",
-                r.what
-            );
+            tracing::info!("ended {killed} process(es) {who} had started outside its group");
         }
     }
 }
@@ -761,9 +762,7 @@ pub(super) async fn exit_error(
         Err(_) => "closed its output but is still running".to_string(),
     };
     group.kill();
-    if let Some(mark) = mark {
-        let _ = tokio::task::spawn_blocking(move || mark.kill_all()).await;
-    }
+    end_marked(mark, who).await;
     let tail = stderr_tail(stderr_log);
     let shown = if tail.trim().is_empty() {
         "It wrote nothing to stderr.".to_string()

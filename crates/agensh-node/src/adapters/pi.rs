@@ -12,10 +12,10 @@
 //! latest (`--continue`). The process is contained like an ACP agent's: its own process
 //! group and a mark in its environment.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Stdio;
 
-use agensh_domain::agents::{LaunchPlace, ENV_REMOVED};
+use agensh_domain::agents::ENV_REMOVED;
 use agensh_domain::{Error, ErrorKind, Result};
 use agensh_process::{GroupChild, Mark, ProcessGroup};
 use serde_json::{json, Value};
@@ -25,7 +25,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::acp::{
-    absolute, exit_error, open_stderr_log, private_dir, write_private, PresetRun,
+    absolute, end_marked, exit_error, open_stderr_log, private_dir, write_private, PresetRun,
     HANDSHAKE_TIMEOUT, STOP_GRACE,
 };
 use super::cpu::AgentCpu;
@@ -83,22 +83,9 @@ impl PiAgent {
     }
 
     async fn launch(&mut self, ctx: &AgentContext) -> Result<Running> {
-        let place = LaunchPlace {
-            prefix: self.run.prefix.to_string_lossy().to_string(),
-            home: absolute(&ctx.agent_home),
-            arch: crate::install::arch(),
-            root: agensh_process::resources::is_root(),
-        };
-        let launch = self.run.preset.launch(&place, &self.run.endpoint);
+        let launch = self.run.prepare(ctx, &self.command)?;
         let agent_dir = ctx.agent_home.join(".pi").join("agent");
         private_dir(&agent_dir.join("extensions"))?;
-        for (rel, text) in &launch.files {
-            let path = ctx.agent_home.join(rel);
-            if let Some(parent) = path.parent() {
-                private_dir(parent)?;
-            }
-            write_private(&path, text)?;
-        }
         write_private(
             &agent_dir.join("extensions").join("agensh-tools.ts"),
             TOOLS_EXTENSION,
@@ -109,20 +96,7 @@ impl PiAgent {
         )?;
         let sessions = ctx.agent_home.join(".pi").join("sessions");
         private_dir(&sessions)?;
-        let mut command = if self.command.is_empty() {
-            if !Path::new(&launch.command[0]).exists() {
-                return Err(Error::invalid(
-                    "agent_not_installed",
-                    format!(
-                        "pi {} is not installed (no {}) — run `agensh agents install pi`",
-                        self.run.preset.version, launch.command[0]
-                    ),
-                ));
-            }
-            launch.command.clone()
-        } else {
-            self.command.clone()
-        };
+        let mut command = launch.command.clone();
         command.push("--session-dir".into());
         command.push(absolute(&sessions));
         if std::fs::read_dir(&sessions).is_ok_and(|mut d| d.next().is_some()) {
@@ -289,8 +263,7 @@ async fn shutdown(r: &mut Running) {
     r.stdin.take();
     let _ = tokio::time::timeout(STOP_GRACE, r.child.wait()).await;
     r.group.kill();
-    let mark = r.mark.clone();
-    let _ = tokio::task::spawn_blocking(move || mark.kill_all()).await;
+    end_marked(Some(r.mark.clone()), &format!("pi `{}`", r.what)).await;
     let _ = tokio::time::timeout(STOP_GRACE, r.child.wait()).await;
     r.reader.abort();
 }
