@@ -25,6 +25,8 @@ pub struct Config {
     pub run: RunConfig,
     #[serde(default)]
     pub model: ModelConfig,
+    #[serde(default)]
+    pub gateway: crate::gateway::GatewayConfig,
 }
 
 /// The calling styles the built-in agent knows (`model.style`).
@@ -64,6 +66,9 @@ pub struct ModelConfig {
     /// How much the built-in agent is shown: `small` (a short prompt, the few tools a part
     /// needs), `full`, or `auto` (small on the local model, full on any other endpoint).
     pub mode: String,
+    /// Agents reach their model through the hub's gateway (`/model/...`) with their worker's
+    /// token; `false`: each agent talks to the endpoint itself, with the real key.
+    pub gateway: bool,
 }
 
 impl Default for ModelConfig {
@@ -80,6 +85,7 @@ impl Default for ModelConfig {
             command_timeout_secs: 120,
             local_size: "1.5b".into(),
             mode: "auto".into(),
+            gateway: true,
         }
     }
 }
@@ -165,26 +171,7 @@ impl AgentGroup {
     /// Whether the worker `id` is in this group. `w01-w04` covers the ids between the two
     /// ends with the same prefix, compared by number.
     pub fn covers(&self, id: &str) -> bool {
-        self.workers
-            .split(',')
-            .map(str::trim)
-            .any(|part| match part.split_once('-') {
-                Some((from, to)) => in_range(id, from.trim(), to.trim()),
-                None => part == id,
-            })
-    }
-}
-
-/// `id` between `from` and `to` (same letters, then a number).
-fn in_range(id: &str, from: &str, to: &str) -> bool {
-    fn split(s: &str) -> Option<(&str, u64)> {
-        let digits = s.len() - s.trim_start_matches(|c: char| !c.is_ascii_digit()).len();
-        let (prefix, n) = s.split_at(digits);
-        Some((prefix, n.parse().ok()?))
-    }
-    match (split(id), split(from), split(to)) {
-        (Some((p, n)), Some((pf, a)), Some((pt, b))) => p == pf && p == pt && (a..=b).contains(&n),
-        _ => false,
+        crate::gateway::covers(&self.workers, id)
     }
 }
 
@@ -323,6 +310,7 @@ impl Config {
             merge: MergeConfig::default(),
             run: RunConfig::default(),
             model: ModelConfig::default(),
+            gateway: crate::gateway::GatewayConfig::default(),
         }
     }
 
@@ -451,6 +439,7 @@ impl Config {
             ));
         }
         self.model.validate()?;
+        self.gateway.validate()?;
         if self.hub.max_wait_secs == 0 || self.hub.max_wait_secs > 3_600 {
             return Err(Error::invalid(
                 "bad_config",
@@ -462,7 +451,12 @@ impl Config {
 
     /// The file `agensh init` writes: every setting with its default and a comment.
     pub fn template(&self) -> String {
-        format!("{}{}", self.template_main(), self.model.template())
+        format!(
+            "{}{}{}",
+            self.template_main(),
+            self.model.template(),
+            self.gateway.template()
+        )
     }
 
     fn template_main(&self) -> String {
@@ -666,6 +660,10 @@ local_size = {size}
 # needs, the claimed files shown with the claim, no chatter on the board), "full", or
 # "auto" (small on the local model, full on any other endpoint).
 mode = {mode}
+# Agents reach the model through the hub's gateway with their own agensh token (usage
+# counted per worker, the real key kept at the hub); false: each agent gets the real key
+# and talks to the endpoint itself.
+gateway = {gateway}
 "#,
             url = toml::Value::String(self.url.clone()),
             name = toml::Value::String(self.name.clone()),
@@ -678,6 +676,7 @@ mode = {mode}
             cmd = self.command_timeout_secs,
             size = toml::Value::String(self.local_size.clone()),
             mode = toml::Value::String(self.mode.clone()),
+            gateway = self.gateway,
         )
     }
 }

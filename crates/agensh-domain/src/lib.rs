@@ -9,6 +9,7 @@ pub mod agents;
 pub mod config;
 pub mod error;
 pub mod event;
+pub mod gateway;
 pub mod ids;
 pub mod message;
 pub mod page;

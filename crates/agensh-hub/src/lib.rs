@@ -7,6 +7,7 @@
 pub mod auth;
 pub mod clock;
 pub mod error;
+pub mod gateway;
 pub mod mcp;
 pub mod metrics;
 pub mod routes;
@@ -125,6 +126,7 @@ pub async fn start_with_clock(
     let addr = listener
         .local_addr()
         .map_err(|e| Error::internal(format!("no local address: {e}")))?;
+    let gateway = gateway::Gateway::new(&config.gateway, |var| std::env::var(var).ok())?;
     let (stop, shutdown) = ShutdownTrigger::new();
     let body_limit = config.hub.body_limit;
     let state = AppState {
@@ -142,6 +144,8 @@ pub async fn start_with_clock(
             gate_queue: tokio::sync::Mutex::new(()),
             shutdown: shutdown.clone(),
             clock,
+            gateway,
+            turns: Mutex::new(HashMap::new()),
         }),
     };
     // One route table shared by every connection: a plain Router given to `serve` is
@@ -225,6 +229,7 @@ pub fn router(state: AppState, body_limit: usize) -> Router {
         .nest("/api/v1", routes::api(body_limit))
         .merge(routes::git::routes())
         .merge(mcp::routes())
+        .merge(gateway::routes())
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics_text))
         .fallback(error::not_found)

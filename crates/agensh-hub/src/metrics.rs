@@ -20,6 +20,17 @@ pub struct Metrics {
     pub long_polls_waiting: AtomicU64,
     /// Long-polls that found nothing pending and began to wait (cancelled ones included).
     pub long_polls: AtomicU64,
+    /// Model requests through the gateway that reached their end (any status).
+    pub model_requests: AtomicU64,
+    /// Of them, answered with an error status (or cut off).
+    pub model_errors: AtomicU64,
+    pub model_input_tokens: AtomicU64,
+    pub model_cached_input_tokens: AtomicU64,
+    pub model_output_tokens: AtomicU64,
+    /// Cost in millionths of a dollar.
+    pub model_cost_micros: AtomicU64,
+    /// Tries again after a refusal or a dropped connection.
+    pub model_retries: AtomicU64,
 }
 
 /// Adds one to a counter.
@@ -28,6 +39,19 @@ pub fn inc(c: &AtomicU64) {
 }
 
 impl Metrics {
+    /// Counts a model request's end: its usage, its cost and whether it failed.
+    pub fn note_model(&self, u: &agensh_protocol::model_usage::TokenUsage, cost: f64, status: u16) {
+        inc(&self.model_requests);
+        if status >= 400 {
+            inc(&self.model_errors);
+        }
+        let add = |c: &AtomicU64, v: u64| c.fetch_add(v, Ordering::Relaxed);
+        add(&self.model_input_tokens, u.input);
+        add(&self.model_cached_input_tokens, u.cached_input);
+        add(&self.model_output_tokens, u.output);
+        add(&self.model_cost_micros, (cost * 1e6).round() as u64);
+    }
+
     /// Renders every metric, plus the worker count and resident memory given by the caller.
     pub fn render(&self, workers: usize, rss_bytes: Option<u64>) -> String {
         let mut out = String::new();
@@ -117,6 +141,42 @@ impl Metrics {
             get(&self.long_polls),
         );
         metric(
+            "agensh_model_requests_total",
+            "counter",
+            "Model requests through the gateway that ended (any status).",
+            get(&self.model_requests),
+        );
+        metric(
+            "agensh_model_errors_total",
+            "counter",
+            "Model requests that ended with an error status or were cut off.",
+            get(&self.model_errors),
+        );
+        metric(
+            "agensh_model_input_tokens_total",
+            "counter",
+            "Prompt tokens of model requests, cached ones included.",
+            get(&self.model_input_tokens),
+        );
+        metric(
+            "agensh_model_cached_input_tokens_total",
+            "counter",
+            "Prompt tokens read from a prompt cache.",
+            get(&self.model_cached_input_tokens),
+        );
+        metric(
+            "agensh_model_output_tokens_total",
+            "counter",
+            "Generated tokens.",
+            get(&self.model_output_tokens),
+        );
+        metric(
+            "agensh_model_retries_total",
+            "counter",
+            "Model requests tried again (429, 5xx, or a connection dropped before the first byte).",
+            get(&self.model_retries),
+        );
+        metric(
             "agensh_workers",
             "gauge",
             "Registered workers.",
@@ -130,6 +190,11 @@ impl Metrics {
                 rss,
             );
         }
+        let _ = writeln!(
+            out,
+            "# HELP agensh_model_cost_dollars_total What model requests cost, at the upstreams' prices.\n# TYPE agensh_model_cost_dollars_total counter\nagensh_model_cost_dollars_total {}",
+            get(&self.model_cost_micros) as f64 / 1e6
+        );
         out
     }
 }

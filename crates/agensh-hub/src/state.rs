@@ -40,6 +40,11 @@ pub struct Inner {
     pub shutdown: Shutdown,
     /// Where every timestamp, lease and expiry check of the hub reads the time.
     pub clock: Arc<dyn Clock>,
+    /// The model gateway: its upstreams and routes.
+    pub gateway: crate::gateway::Gateway,
+    /// Each worker's turn, counted from its node's reports (busy after anything else
+    /// starts a turn), and whether it is busy now; memory only.
+    pub turns: Mutex<HashMap<String, (u64, bool)>>,
 }
 
 impl std::ops::Deref for AppState {
@@ -63,6 +68,26 @@ impl Inner {
             .iter()
             .find(|(_, w)| *w == worker)
             .map(|(t, _)| t.clone())
+    }
+
+    /// The turn `worker` is in (or last was), when its node has reported one.
+    pub fn turn_of(&self, worker: &str) -> Option<u64> {
+        self.turns
+            .lock()
+            .expect("turns lock")
+            .get(worker)
+            .map(|(t, _)| *t)
+            .filter(|t| *t > 0)
+    }
+
+    /// Notes a worker's reported status: busy after anything else is a new turn.
+    pub fn note_status(&self, worker: &str, busy: bool) {
+        let mut turns = self.turns.lock().expect("turns lock");
+        let (turn, was_busy) = turns.entry(worker.to_string()).or_insert((0, false));
+        if busy && !*was_busy {
+            *turn += 1;
+        }
+        *was_busy = busy;
     }
 
     /// Notes that `worker` made a request now.

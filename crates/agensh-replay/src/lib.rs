@@ -1,9 +1,10 @@
 //! A replay model server: the model APIs real agent CLIs speak, answered from a
 //! [`Scenario`] instead of a model, for tests and offline trials (`agensh model replay`).
 //!
-//! Each request that offers tools takes the next step of the scenario; every client key
-//! (`Authorization: Bearer`, `x-api-key`, `x-goog-api-key`, `?key=`) has its own place in
-//! it, so the workers of one organization each follow the whole scenario. A request that
+//! Each request that offers tools takes the next step of the scenario; every client has its
+//! own place in it — the worker the agensh gateway names (`x-agensh-worker`), else the key
+//! (`Authorization: Bearer`, `x-api-key`, `x-goog-api-key`, `?key=`) — so the workers of
+//! one organization each follow the whole scenario. A request that
 //! offers no tools (an agent's title or summary request) is answered with the scenario's
 //! `side_text` and takes no step. Usage is reported in each API's own fields and added up
 //! per key ([`ReplayServer::served`]); every request is kept ([`ReplayServer::requests`])
@@ -49,6 +50,8 @@ pub struct Served {
     /// Of them, read from the cache.
     pub cached_input_tokens: u64,
     pub output_tokens: u64,
+    /// Requests refused by the scenario's rate-limit storm (`refuse_every`).
+    pub refused: u64,
 }
 
 /// One request as the server saw it.
@@ -58,6 +61,9 @@ pub struct Recorded {
     pub path: String,
     /// The client's key (empty when it sent none).
     pub key: String,
+    /// The worker the gateway named (`x-agensh-worker`), if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub worker: Option<String>,
     pub stream: bool,
     /// The names of the tools it offered.
     pub tools: Vec<String>,
@@ -77,6 +83,8 @@ struct Shared {
     requests: Mutex<Vec<Recorded>>,
     record: Option<Mutex<std::fs::File>>,
     ids: AtomicU64,
+    /// Model requests seen, for `refuse_every`.
+    seen: AtomicU64,
 }
 
 /// A running replay server.
@@ -117,6 +125,7 @@ impl ReplayServer {
             requests: Mutex::default(),
             record,
             ids: AtomicU64::new(1),
+            seen: AtomicU64::new(0),
         });
         let listener = tokio::net::TcpListener::bind(listen).await.map_err(|e| {
             std::io::Error::new(e.kind(), format!("cannot listen on {listen}: {e}"))
@@ -244,6 +253,20 @@ fn key_of(headers: &HeaderMap, query: Option<&str>) -> String {
         .unwrap_or_default()
 }
 
+/// The worker the agensh gateway says a request is for.
+fn worker_of(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get("x-agensh-worker")
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| !v.is_empty())
+        .map(str::to_string)
+}
+
+/// Who has a place in the scenario: the gateway's worker, else the key.
+fn client_of(headers: &HeaderMap, query: Option<&str>) -> String {
+    worker_of(headers).unwrap_or_else(|| key_of(headers, query))
+}
+
 /// A request's body, when it is a JSON object.
 fn parse_body(body: &Bytes) -> Option<Value> {
     serde_json::from_slice::<Value>(body)
@@ -265,6 +288,9 @@ struct Ask {
     api: Api,
     path: String,
     key: String,
+    /// Who has a place in the scenario: the gateway's worker, else the key.
+    client: String,
+    worker: Option<String>,
     model: String,
     stream: bool,
     chat_usage: bool,
@@ -276,9 +302,14 @@ impl Shared {
         format!("{prefix}{}", self.ids.fetch_add(1, Ordering::Relaxed))
     }
 
-    /// Answers `ask`: from the key's next step, the final text, or the side text.
+    /// Answers `ask`: from the client's next step, the final text, or the side text — or a
+    /// refusal of the scenario's rate-limit storm.
     fn answer(&self, ask: Ask) -> Response {
         let offered = api::offered_tools(ask.api, &ask.body);
+        let n = self.seen.fetch_add(1, Ordering::Relaxed) + 1;
+        if self.scenario.refuse_every > 0 && n.is_multiple_of(self.scenario.refuse_every) {
+            return self.refuse(ask, offered);
+        }
         let (outcome, step) = self.outcome(&ask, &offered);
         let usage = outcome.as_ref().ok().map(|a| a.usage);
         let (status, response) = match &outcome {
@@ -289,7 +320,7 @@ impl Shared {
             }
             Ok(a) => {
                 let mut served = lock(&self.served);
-                let s = served.entry(ask.key.clone()).or_default();
+                let s = served.entry(ask.client.clone()).or_default();
                 if offered.is_empty() {
                     s.side_requests += 1;
                 } else {
@@ -310,11 +341,43 @@ impl Shared {
             api: ask.api.name(),
             path: ask.path,
             key: ask.key,
+            worker: ask.worker,
             stream: ask.stream,
             tools: offered.into_iter().map(|t| t.name).collect(),
             step,
             status: status.as_u16(),
             usage,
+            body: ask.body,
+        });
+        response
+    }
+
+    /// A 429 with `Retry-After`, in the API's error shape; no step is taken.
+    fn refuse(&self, ask: Ask, offered: Vec<OfferedTool>) -> Response {
+        let e = ErrorSpec {
+            status: 429,
+            message:
+                "rate limited by the replay scenario (refuse_every); try again after Retry-After"
+                    .into(),
+        };
+        lock(&self.served)
+            .entry(ask.client.clone())
+            .or_default()
+            .refused += 1;
+        let mut response = json_response(StatusCode::TOO_MANY_REQUESTS, &api::error(ask.api, &e));
+        if let Ok(v) = header::HeaderValue::from_str(&self.scenario.retry_after.to_string()) {
+            response.headers_mut().insert(header::RETRY_AFTER, v);
+        }
+        self.keep(Recorded {
+            api: ask.api.name(),
+            path: ask.path,
+            key: ask.key,
+            worker: ask.worker,
+            stream: ask.stream,
+            tools: offered.into_iter().map(|t| t.name).collect(),
+            step: None,
+            status: 429,
+            usage: None,
             body: ask.body,
         });
         response
@@ -342,7 +405,7 @@ impl Shared {
         if offered.is_empty() {
             return (Ok(text(&self.scenario.side_text)), None);
         }
-        let at = self.advance(&ask.key);
+        let at = self.advance(&ask.client);
         let Some(step) = self.scenario.steps.get(at) else {
             return (Ok(text(&self.scenario.final_text)), None);
         };
@@ -358,7 +421,7 @@ impl Shared {
         (Ok(answer), Some(at + 1))
     }
 
-    /// The key's place in the scenario, moved on by one.
+    /// The client's place in the scenario, moved on by one.
     fn advance(&self, key: &str) -> usize {
         let mut cursors = lock(&self.cursors);
         let at = cursors.entry(key.to_string()).or_insert(0);
@@ -470,6 +533,8 @@ fn body_api(
         api,
         path: path.to_string(),
         key: key_of(headers, query),
+        client: client_of(headers, query),
+        worker: worker_of(headers),
         model: model_of(&body),
         stream: body.get("stream").and_then(Value::as_bool).unwrap_or(false),
         chat_usage: api == Api::Chat && api::chat_wants_usage(&body),
@@ -583,6 +648,8 @@ async fn gemini(
         api: Api::Gemini,
         path: format!("/v1beta/models/{rest}"),
         key: key_of(&headers, query.as_deref()),
+        client: client_of(&headers, query.as_deref()),
+        worker: worker_of(&headers),
         model: model.to_string(),
         stream,
         chat_usage: false,

@@ -42,6 +42,13 @@ pub struct Scenario {
     /// Keys accepted; empty: any key, or none.
     #[serde(default)]
     pub keys: Vec<String>,
+    /// Refuse every Nth model request (counted over the whole server, before any step is
+    /// taken) with 429 and `Retry-After` — a rate-limit storm; 0: never.
+    #[serde(default)]
+    pub refuse_every: u64,
+    /// The `Retry-After` of those refusals, in seconds (fractions allowed).
+    #[serde(default)]
+    pub retry_after: f64,
     /// The steps, in order, one per request that offers tools.
     #[serde(default, rename = "step")]
     pub steps: Vec<Step>,

@@ -82,6 +82,7 @@ pub async fn set_status(
         .into());
     }
     let status = WorkerStatus::parse(&body.status)?;
+    s.note_status(&id, status == WorkerStatus::Busy);
     s.store.set_worker_status(&id, status).await?;
     Ok(Json(json!({ "id": id, "status": status })))
 }
@@ -104,7 +105,9 @@ pub async fn set_statuses(
     let mut progress = Vec::with_capacity(body.workers.len());
     let mut agents = Vec::new();
     for w in body.workers {
-        statuses.push((w.id.clone(), WorkerStatus::parse(&w.status)?));
+        let status = WorkerStatus::parse(&w.status)?;
+        s.note_status(&w.id, status == WorkerStatus::Busy);
+        statuses.push((w.id.clone(), status));
         if let Some(a) = w.agent {
             agents.push((w.id.clone(), crate::routes::workers::clip_agent(a)));
         }
