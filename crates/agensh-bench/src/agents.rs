@@ -157,6 +157,7 @@ async fn one(agensh: &Path, data: &Path, name: &str, a: &Args) -> Result<serde_j
             model: "replay-model".into(),
             api_key: None,
         },
+        gateway: false,
     };
     let mut agent = AgentKind::Preset {
         run,

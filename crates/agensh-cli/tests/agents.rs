@@ -11,13 +11,12 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 
 use serde_json::Value;
 
-use common::{agensh, new_org};
+use common::{agensh, new_org, Replay};
 
 /// No `[[run.agents]]` groups: every worker runs the `--agent` preset.
 const NO_GROUPS: &str = "";
@@ -75,59 +74,6 @@ usage = {{ input = 5000, output = 50, cached = 2000 }}
 
 fn toml_string(s: &str) -> String {
     serde_json::to_string(s).expect("a string serializes")
-}
-
-/// `agensh model replay` on a free loopback port; stopped when dropped.
-struct Replay {
-    child: Child,
-    url: String,
-    record: PathBuf,
-}
-
-impl Replay {
-    fn start(dir: &Path, scenario: &str) -> Replay {
-        let file = dir.join("scenario.toml");
-        std::fs::write(&file, scenario).unwrap();
-        let record = dir.join("record.jsonl");
-        let mut child = agensh()
-            .args(["model", "replay"])
-            .arg(&file)
-            .args(["--listen", "127.0.0.1:0", "--record"])
-            .arg(&record)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("the replay server starts");
-        let mut first = String::new();
-        let mut out = BufReader::new(child.stdout.take().unwrap());
-        out.read_line(&mut first).unwrap();
-        // The rest of its output is read too: a server that finds its stdout closed exits,
-        // as every agensh command does on a closed pipe.
-        std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
-        let url = first
-            .split_whitespace()
-            .find(|w| w.starts_with("http://"))
-            .map(|w| w.trim_end_matches(';'))
-            .unwrap_or_else(|| panic!("no URL in {first:?}"))
-            .to_string();
-        Replay { child, url, record }
-    }
-
-    /// Every request it answered, as recorded.
-    fn requests(&self) -> Vec<Value> {
-        std::fs::read_to_string(&self.record)
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| serde_json::from_str(l).ok())
-            .collect()
-    }
-}
-
-impl Drop for Replay {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// Processes whose environment carries a mark of the run `pid` (`AGENSH_AGENT_RUN=<worker>.<pid>.…`).
@@ -287,8 +233,10 @@ fn check_worker_acted(r: &Ran, id: &str) {
     }
 }
 
-/// The worker's counted usage: what the replay server served the key `key`, exactly, or
-/// "not reported" for an agent that reports none.
+/// The worker's counted usage. Every request reached the replay server through the hub's
+/// gateway, for this worker, with the upstream's key `key` (empty: none), never the
+/// worker's token; the gateway counted exactly what the server served the worker; and the
+/// agent's own report (when it makes one) counts the requests of its turns exactly.
 fn check_usage(r: &Ran, id: &str, key: &str, reported: bool) {
     let w = r.summary["workers"]
         .as_array()
@@ -298,21 +246,47 @@ fn check_usage(r: &Ran, id: &str, key: &str, reported: bool) {
         .unwrap_or_else(|| panic!("{id} is not in the summary: {}", r.summary));
     let turns = w["turns"].as_u64().unwrap();
     assert!(turns >= 1, "{w}");
+    let mine: Vec<Value> = r
+        .replay
+        .requests()
+        .into_iter()
+        .filter(|q| q["worker"] == id)
+        .collect();
+    assert!(!mine.is_empty(), "the replay server served {id} nothing");
+    for q in &mine {
+        assert_eq!(
+            q["key"], key,
+            "{id}'s request reached the server with another key: {q}"
+        );
+    }
+    let sum = |tools_only: bool, field: &str| {
+        mine.iter()
+            .filter(|q| !tools_only || q["tools"].as_array().is_some_and(|t| !t.is_empty()))
+            .map(|q| q["usage"][field].as_u64().unwrap_or(0))
+            .sum::<u64>()
+    };
+    let g = &w["gateway"];
+    assert_eq!(
+        (
+            g["requests"].as_u64(),
+            g["input_tokens"].as_u64(),
+            g["output_tokens"].as_u64()
+        ),
+        (
+            Some(mine.len() as u64),
+            Some(sum(false, "input")),
+            Some(sum(false, "output"))
+        ),
+        "the gateway counted {w}"
+    );
     if !reported {
         assert_eq!(w["turns_without_usage"].as_u64(), Some(turns), "{w}");
         assert_eq!(w["input_tokens"].as_u64(), Some(0), "{w}");
         return;
     }
-    let (mut input, mut output) = (0, 0);
-    for q in r.replay.requests() {
-        // Requests without tools (titles, summaries) are the CLI's own; agents report the
-        // tokens of their turns.
-        if q["key"] == key && q["tools"].as_array().is_some_and(|t| !t.is_empty()) {
-            input += q["usage"]["input"].as_u64().unwrap_or(0);
-            output += q["usage"]["output"].as_u64().unwrap_or(0);
-        }
-    }
-    assert!(input > 0, "the replay server served {key} nothing");
+    // Requests without tools (titles, summaries) are the CLI's own; agents report the
+    // tokens of their turns.
+    let (input, output) = (sum(true, "input"), sum(true, "output"));
     assert_eq!(
         (w["input_tokens"].as_u64(), w["output_tokens"].as_u64()),
         (Some(input), Some(output)),
@@ -326,7 +300,7 @@ fn check_usage(r: &Ran, id: &str, key: &str, reported: bool) {
 fn claude_runs_shell_and_board_tools_and_leaves_nothing() {
     let r = run_org(1, "claude", NO_GROUPS, 7311);
     check_worker_acted(&r, "w01");
-    check_usage(&r, "w01", "agensh-local", true);
+    check_usage(&r, "w01", "", true);
 }
 
 #[test]
@@ -334,7 +308,7 @@ fn claude_runs_shell_and_board_tools_and_leaves_nothing() {
 fn codex_runs_shell_and_board_tools_and_leaves_nothing() {
     let r = run_org(1, "codex", NO_GROUPS, 7312);
     check_worker_acted(&r, "w01");
-    check_usage(&r, "w01", "agensh-local", false);
+    check_usage(&r, "w01", "", false);
 }
 
 #[test]
@@ -342,7 +316,7 @@ fn codex_runs_shell_and_board_tools_and_leaves_nothing() {
 fn copilot_runs_shell_and_board_tools_and_leaves_nothing() {
     let r = run_org(1, "copilot", NO_GROUPS, 7313);
     check_worker_acted(&r, "w01");
-    check_usage(&r, "w01", "agensh-local", true);
+    check_usage(&r, "w01", "", true);
 }
 
 #[test]
@@ -350,7 +324,7 @@ fn copilot_runs_shell_and_board_tools_and_leaves_nothing() {
 fn gemini_runs_shell_and_board_tools_and_leaves_nothing() {
     let r = run_org(1, "gemini", NO_GROUPS, 7314);
     check_worker_acted(&r, "w01");
-    check_usage(&r, "w01", "agensh-local", true);
+    check_usage(&r, "w01", "", true);
 }
 
 #[test]
@@ -358,7 +332,7 @@ fn gemini_runs_shell_and_board_tools_and_leaves_nothing() {
 fn pi_through_its_rpc_mode_runs_shell_and_board_tools_and_leaves_nothing() {
     let r = run_org(1, "pi", NO_GROUPS, 7316);
     check_worker_acted(&r, "w01");
-    check_usage(&r, "w01", "agensh-local", true);
+    check_usage(&r, "w01", "", true);
 }
 
 #[test]

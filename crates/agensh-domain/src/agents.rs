@@ -22,6 +22,21 @@ pub enum ModelApi {
 }
 
 impl ModelApi {
+    /// The API family of the hub's model gateway that serves it (`/model/<family>`).
+    pub fn family(self) -> &'static str {
+        match self {
+            ModelApi::Anthropic => "anthropic",
+            ModelApi::OpenAiResponses | ModelApi::OpenAiChat => "openai",
+            ModelApi::Gemini => "gemini",
+        }
+    }
+
+    /// The gateway's base URL for this API at the hub `hub_url` (`{hub}/model/{family}`;
+    /// each API's paths, `/v1/...` or `/v1beta/...`, go after it).
+    pub fn gateway_base(self, hub_url: &str) -> String {
+        format!("{}/model/{}", hub_url.trim_end_matches('/'), self.family())
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             ModelApi::Anthropic => "Anthropic Messages",
@@ -78,6 +93,9 @@ pub struct Preset {
     pub cache_apart: bool,
     /// The environment variable the CLI reads its API key from when no endpoint is set.
     pub key_var: &'static str,
+    /// The vendor's API when no endpoint is set, for the model gateway to reach with the key
+    /// of `key_var`; empty: the CLI signs in its own way (the gateway cannot stand in).
+    pub vendor_url: &'static str,
     /// Files the agent writes for itself in its working directory, kept out of git.
     pub checkout_excludes: &'static [&'static str],
 }
@@ -96,6 +114,7 @@ pub const PRESETS: [Preset; 5] = [
         api: ModelApi::Anthropic,
         usage: UsageReport::PerTurn,
         key_var: "ANTHROPIC_API_KEY",
+        vendor_url: "https://api.anthropic.com",
         checkout_excludes: &[".claude/settings.local.json", "CLAUDE.local.md"],
     },
     Preset {
@@ -110,6 +129,7 @@ pub const PRESETS: [Preset; 5] = [
         api: ModelApi::OpenAiResponses,
         usage: UsageReport::None,
         key_var: "OPENAI_API_KEY",
+        vendor_url: "https://api.openai.com/v1",
         checkout_excludes: &[],
     },
     Preset {
@@ -124,6 +144,7 @@ pub const PRESETS: [Preset; 5] = [
         api: ModelApi::OpenAiChat,
         usage: UsageReport::Cumulative,
         key_var: "COPILOT_PROVIDER_API_KEY",
+        vendor_url: "",
         checkout_excludes: &[],
     },
     Preset {
@@ -138,6 +159,7 @@ pub const PRESETS: [Preset; 5] = [
         api: ModelApi::Gemini,
         usage: UsageReport::MetaQuota,
         key_var: "GEMINI_API_KEY",
+        vendor_url: "https://generativelanguage.googleapis.com",
         checkout_excludes: &[],
     },
     Preset {
@@ -152,6 +174,7 @@ pub const PRESETS: [Preset; 5] = [
         api: ModelApi::OpenAiChat,
         usage: UsageReport::PerTurn,
         key_var: "ANTHROPIC_API_KEY",
+        vendor_url: "",
         checkout_excludes: &[],
     },
 ];

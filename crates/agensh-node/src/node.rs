@@ -103,12 +103,17 @@ impl AgentKind {
                 } else {
                     run.endpoint.model.clone()
                 };
-                let at = if run.endpoint.url.is_empty() {
+                let at = if run.gateway {
+                    "the hub's model gateway".to_string()
+                } else if run.endpoint.url.is_empty() {
                     "its vendor's service".to_string()
                 } else {
                     run.endpoint.url.clone()
                 };
                 format!("{what} on {model} at {at}")
+            }
+            AgentKind::Builtin(c) if c.gateway => {
+                format!("built-in agent on {} at the hub's model gateway", c.model)
             }
             AgentKind::Builtin(c) => format!("built-in agent on {} at {}", c.model, c.base_url),
         }

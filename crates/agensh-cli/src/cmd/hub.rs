@@ -11,7 +11,14 @@ use crate::cli::{Global, HubArgs};
 
 pub async fn run(g: &Global, a: HubArgs) -> Result<()> {
     let dir = g.org_dir(&a.dir);
-    let config = crate::cmd::config::load(&dir, &a.values())?;
+    let mut config = crate::cmd::config::load(&dir, &a.values())?;
+    if config.model.gateway {
+        // The local model runs on each node, out of the hub's reach: only endpoints by URL
+        // and vendors' keys become upstreams here.
+        let shorthand = crate::cmd::run::gateway_shorthand(&config, None);
+        config.gateway = config.gateway.with_shorthand(&shorthand);
+        config.gateway.validate()?;
+    }
     raise_open_file_limit();
     refuse_if_running(&dir)?;
     let listen = config.hub.listen.clone();

@@ -11,6 +11,7 @@ use agensh_client::Client;
 use agensh_domain::agents::Endpoint;
 use agensh_domain::config::AgentGroup;
 use agensh_domain::config::{Config, Source};
+use agensh_domain::gateway::Shorthand;
 use agensh_domain::worker::{WorkerInfo, WorkerStatus};
 use agensh_hub::{state_dir, write_hub_info, HubInfo, STORE_FILE};
 use agensh_model::ModelServer;
@@ -21,6 +22,7 @@ use agensh_node::node::{run_node, AgentKind, NodePlan, NodeSummary, WorkerLine};
 use agensh_node::turn::Progress;
 use agensh_node::turn::Recovery;
 use agensh_process::{Shutdown, ShutdownTrigger};
+use agensh_protocol::rest::ModelUsage;
 use agensh_store::{SqliteStore, Store};
 use anyhow::{bail, Context, Result};
 use tokio::sync::mpsc;
@@ -54,19 +56,54 @@ struct Prepared {
     groups: Vec<(AgentGroup, AgentKind)>,
     server: Option<ModelServer>,
     workers: usize,
+    /// The gateway's upstreams and routes from the one-upstream shorthand (`[model]`,
+    /// `run.agents`' own endpoints, the local model, a vendor's key in the environment).
+    shorthand: Vec<Shorthand>,
+}
+
+/// Where the run's hub is: in this process (`agensh run`, which then also routes the local
+/// model through its gateway), or elsewhere (`agensh node`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum HubAt {
+    Here,
+    Elsewhere,
 }
 
 /// Resolves the run's agents, with every preset's model endpoint checked before any
-/// agent starts.
-async fn prepare_agent(config: &Config, dir: &Path, workers: Workers) -> Result<Prepared> {
-    let groups = group_kinds(config, dir)?;
-    let (agent, server, n) = if matches!(config.run.agent.as_str(), "builtin" | "") {
+/// agent starts; the agents that reach their model through the hub's gateway are told so.
+async fn prepare_agent(
+    config: &Config,
+    dir: &Path,
+    workers: Workers,
+    hub: HubAt,
+) -> Result<Prepared> {
+    let mut groups = group_kinds(config, dir)?;
+    let (mut agent, server, n) = if matches!(config.run.agent.as_str(), "builtin" | "") {
         let (builtin, server, n) = builtin_config(config, workers).await?;
         (AgentKind::Builtin(builtin), server, n)
     } else {
         let (Workers::Given(n) | Workers::Default(n)) = workers;
         (agent_kind(config, dir)?, None, n)
     };
+    let local_url = match (&server, hub) {
+        (Some(s), HubAt::Here) => Some(s.base_url()),
+        _ => None,
+    };
+    let shorthand = if config.model.gateway {
+        gateway_shorthand(config, local_url.as_deref())
+    } else {
+        Vec::new()
+    };
+    let configured = !config.gateway.upstreams.is_empty();
+    let main_routed = shorthand.iter().any(|s| s.workers == "all");
+    set_gateway(
+        &mut agent,
+        config.model.gateway && (configured || main_routed),
+    );
+    for (i, (_, kind)) in groups.iter_mut().enumerate() {
+        let routed = shorthand.iter().any(|s| s.name == group_upstream(i)) || main_routed;
+        set_gateway(kind, config.model.gateway && (configured || routed));
+    }
     for kind in std::iter::once(&agent).chain(groups.iter().map(|(_, k)| k)) {
         if let AgentKind::Preset { run, .. } = kind {
             reachable(&run.endpoint.url).await?;
@@ -77,7 +114,85 @@ async fn prepare_agent(config: &Config, dir: &Path, workers: Workers) -> Result<
         groups,
         server,
         workers: n,
+        shorthand,
     })
+}
+
+/// Points a preset or the built-in agent at the hub's gateway.
+fn set_gateway(kind: &mut AgentKind, on: bool) {
+    match kind {
+        AgentKind::Preset { run, .. } => run.gateway = on,
+        AgentKind::Builtin(b) => b.gateway = on,
+        _ => {}
+    }
+}
+
+/// The name of the upstream of `run.agents[i]`'s own endpoint.
+fn group_upstream(i: usize) -> String {
+    format!("agents-{}", i + 1)
+}
+
+/// The gateway's upstreams from the one-upstream shorthand: each `run.agents` group with an
+/// endpoint of its own, then `[model]` (or the local model at `local_url`) for every other
+/// worker. A preset without an endpoint reaches its vendor's API through the gateway when
+/// its key is in the environment (the hub holds it; the agent never sees it); without the
+/// key the CLI signs in its own way, directly.
+pub(crate) fn gateway_shorthand(config: &Config, local_url: Option<&str>) -> Vec<Shorthand> {
+    let m = &config.model;
+    let pick = |own: &str, shared: &str| if own.is_empty() { shared } else { own }.to_string();
+    let mut out = Vec::new();
+    for (i, g) in config.run.agents.iter().enumerate() {
+        let url = pick(&g.model_url, &m.url);
+        let key_env = pick(&g.api_key_env, &m.api_key_env);
+        if let Some((url, key_env)) = upstream_of(&g.agent, &url, &key_env) {
+            out.push(Shorthand {
+                workers: g.workers.clone(),
+                name: group_upstream(i),
+                url,
+                model: pick(&g.model, &m.name),
+                api_key_env: key_env,
+            });
+        }
+    }
+    let builtin = matches!(config.run.agent.as_str(), "builtin" | "");
+    let main = match local_url {
+        Some(local) if builtin && m.is_local() => Some(("local", local.to_string(), String::new())),
+        _ if builtin && m.is_local() => None,
+        _ => upstream_of(&config.run.agent, &m.url, &m.api_key_env)
+            .map(|(url, key)| ("model", url, key)),
+    };
+    if let Some((name, url, api_key_env)) = main {
+        out.push(Shorthand {
+            workers: "all".into(),
+            name: name.into(),
+            url,
+            model: m.name.clone(),
+            api_key_env,
+        });
+    }
+    out
+}
+
+/// The upstream an agent's endpoint makes: its URL and key variable; or a preset's vendor
+/// with the key the preset reads, when that key is set; or none.
+fn upstream_of(agent: &str, url: &str, key_env: &str) -> Option<(String, String)> {
+    if matches!(agent, "acp" | "script") {
+        return None;
+    }
+    if !url.trim().is_empty() {
+        return Some((url.trim().to_string(), key_env.to_string()));
+    }
+    let p = agensh_domain::agents::preset(agent)?;
+    if p.vendor_url.is_empty() {
+        return None;
+    }
+    let var = if key_env.is_empty() {
+        p.key_var
+    } else {
+        key_env
+    };
+    std::env::var(var).ok().filter(|k| !k.is_empty())?;
+    Some((p.vendor_url.to_string(), var.to_string()))
 }
 
 /// Checks that a model endpoint given by URL accepts connections, so a wrong port or a
@@ -117,7 +232,7 @@ async fn builtin_config(
     let m = &config.model;
     let style: ToolStyle = m.style.parse()?;
     let mut b = BuiltinConfig {
-        base_url: m.url.trim().trim_end_matches('/').to_string(),
+        base_url: chat_base(&m.url),
         model: m.name.clone(),
         api_key: None,
         style,
@@ -182,6 +297,16 @@ async fn builtin_config(
         b.style = ToolStyle::Json;
     }
     Ok((b, Some(server), n))
+}
+
+/// The Chat Completions base of an endpoint URL: as given, or with `/v1` when it names a
+/// host only (`http://127.0.0.1:8000` is `http://127.0.0.1:8000/v1`, as every preset takes it).
+fn chat_base(url: &str) -> String {
+    let url = url.trim().trim_end_matches('/');
+    match reqwest::Url::parse(url) {
+        Ok(u) if matches!(u.path(), "" | "/") => format!("{url}/v1"),
+        _ => url.to_string(),
+    }
 }
 
 fn agent_kind(config: &Config, dir: &Path) -> Result<AgentKind> {
@@ -263,6 +388,7 @@ fn group_kind(config: &Config, g: &AgentGroup, dir: &Path) -> Result<AgentKind> 
                         model: pick(&g.model, &m.name),
                         api_key,
                     },
+                    gateway: false,
                 },
                 command: g.agent_command.clone(),
             })
@@ -398,7 +524,11 @@ pub async fn run(g: &Global, a: RunArgs) -> Result<()> {
         groups,
         server: model_server,
         workers: n,
-    } = prepare_agent(&config, &dir, workers).await?;
+        shorthand,
+    } = prepare_agent(&config, &dir, workers, HubAt::Here).await?;
+    let mut config = config;
+    config.gateway = config.gateway.with_shorthand(&shorthand);
+    config.gateway.validate()?;
     let started = Instant::now();
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&state_dir(&dir).join(STORE_FILE))?);
     let repo = state_dir(&dir).join(agensh_workspace::REPO_DIR);
@@ -446,8 +576,10 @@ pub async fn run(g: &Global, a: RunArgs) -> Result<()> {
         server.stop().await;
     }
     hub.shutdown().await;
+    // After the hub: every request it answered is recorded by then.
+    let gateway = per_worker(&store.model_usage(None).await?);
     let _ = std::fs::remove_file(state_dir(&dir).join(agensh_hub::HUB_JSON));
-    print_summary(&summary, &stats, started.elapsed(), a.json);
+    print_summary(&summary, &stats, &gateway, started.elapsed(), a.json);
     every_worker_failed(&summary)
 }
 
@@ -490,7 +622,7 @@ pub async fn node(g: &Global, a: NodeArgs) -> Result<()> {
         groups,
         server: model_server,
         ..
-    } = prepare_agent(&config, &g.dir, Workers::Given(a.workers)).await?;
+    } = prepare_agent(&config, &g.dir, Workers::Given(a.workers), HubAt::Elsewhere).await?;
     let plan = plan(
         &config,
         &g.dir,
@@ -757,9 +889,54 @@ fn truncate(s: &str, n: usize) -> String {
     }
 }
 
+/// The gateway's usage summed per worker over its models (the key `""` holds the whole
+/// organization's).
+fn per_worker(rows: &[ModelUsage]) -> BTreeMap<String, ModelUsage> {
+    let mut out: BTreeMap<String, ModelUsage> = BTreeMap::new();
+    for r in rows {
+        for key in [r.worker.as_str(), ""] {
+            let t = out.entry(key.to_string()).or_insert_with(|| ModelUsage {
+                worker: key.to_string(),
+                ..ModelUsage::default()
+            });
+            t.requests += r.requests;
+            t.input_tokens += r.input_tokens;
+            t.cached_input_tokens += r.cached_input_tokens;
+            t.output_tokens += r.output_tokens;
+            t.cost_usd += r.cost_usd;
+            if !t.model.split(", ").any(|m| m == r.model) {
+                if !t.model.is_empty() {
+                    t.model.push_str(", ");
+                }
+                t.model.push_str(&r.model);
+            }
+        }
+    }
+    out
+}
+
+/// Usage counted by the gateway, as JSON.
+fn gateway_json(u: Option<&ModelUsage>) -> serde_json::Value {
+    let u = u.cloned().unwrap_or_default();
+    serde_json::json!({
+        "requests": u.requests, "input_tokens": u.input_tokens,
+        "cached_input_tokens": u.cached_input_tokens, "output_tokens": u.output_tokens,
+        "cost_usd": u.cost_usd,
+    })
+}
+
+/// Usage counted by the gateway, in words.
+fn gateway_text(u: &ModelUsage) -> String {
+    format!(
+        "{} model request(s) through the gateway: tokens in {} (cached {}) out {}; cost ${:.4}",
+        u.requests, u.input_tokens, u.cached_input_tokens, u.output_tokens, u.cost_usd
+    )
+}
+
 fn print_summary(
     summary: &NodeSummary,
     stats: &agensh_store::Stats,
+    gateway: &BTreeMap<String, ModelUsage>,
     elapsed: Duration,
     as_json: bool,
 ) {
@@ -778,6 +955,7 @@ fn print_summary(
                     "output_tokens": w.usage.output_tokens,
                     "cost_usd": w.usage.cost_usd,
                     "turns_without_usage": w.usage.unreported_turns,
+                    "gateway": gateway_json(gateway.get(id.as_str())),
                 })
             })
             .collect();
@@ -789,6 +967,7 @@ fn print_summary(
             "input_tokens": usage.input_tokens, "cached_input_tokens": usage.cached_input_tokens,
             "output_tokens": usage.output_tokens, "cost_usd": usage.cost_usd,
             "turns_without_usage": usage.unreported_turns,
+            "gateway": gateway_json(gateway.get("")),
             "workers": workers,
             "failed_workers": failed.iter().map(|(id, e)| serde_json::json!({"id": id, "error": e})).collect::<Vec<_>>(),
         }));
@@ -805,6 +984,9 @@ fn print_summary(
         stats.messages,
         usage_text(&usage, summary.turns())
     );
+    if let Some(g) = gateway.get("") {
+        outln!("{}", gateway_text(g));
+    }
     for (id, e) in failed {
         outln!("{id} failed: {e}");
     }
@@ -831,21 +1013,23 @@ fn usage_text(u: &agensh_node::adapters::Usage, turns: u64) -> String {
 pub async fn status(g: &Global, a: StatusArgs) -> Result<()> {
     let conn = crate::connect::connect(g).await?;
     let c = &conn.client;
-    let (workers, stats) = (c.workers().await, c.stats().await);
+    let (workers, stats, usage) = (c.workers().await, c.stats().await, c.usage().await);
     conn.close().await;
-    let (workers, stats) = (workers?, stats?);
+    let (workers, stats, usage) = (workers?, stats?, usage?);
     if a.json {
-        json(&serde_json::json!({ "workers": workers, "stats": stats }));
+        json(&serde_json::json!({ "workers": workers, "stats": stats, "usage": usage }));
         return Ok(());
     }
+    let used = per_worker(&usage);
     let now = now_ms();
     outln!(
-        "{:<8} {:<9} {:<12} {:<44} {:<18} CLAIM",
+        "{:<8} {:<9} {:<12} {:<44} {:<18} {:<20} CLAIM",
         "WORKER",
         "STATUS",
         "ACTIVE",
         "STEP",
-        "TURN TOKENS"
+        "TURN TOKENS",
+        "MODEL USE"
     );
     for w in &workers {
         let active = w
@@ -868,13 +1052,21 @@ pub async fn status(g: &Global, a: StatusArgs) -> Result<()> {
             ),
             None => ("-".into(), "-".into()),
         };
+        let model_use = used.get(&w.id).map_or("-".to_string(), |u| {
+            format!(
+                "{} ${:.2}",
+                count(u.input_tokens + u.output_tokens),
+                u.cost_usd
+            )
+        });
         outln!(
-            "{:<8} {:<9} {:<12} {:<44} {:<18} {}",
+            "{:<8} {:<9} {:<12} {:<44} {:<18} {:<20} {}",
             w.id,
             w.status.as_str(),
             active,
             truncate(&step, 44),
             tokens,
+            model_use,
             claim
         );
     }
@@ -896,12 +1088,31 @@ pub async fn status(g: &Global, a: StatusArgs) -> Result<()> {
         stats.records,
         stats.messages
     );
+    if let Some(g) = used.get("") {
+        outln!("{}", gateway_text(g));
+    }
     Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_host_only_endpoint_gets_v1_and_any_other_is_kept() {
+        assert_eq!(
+            chat_base("http://127.0.0.1:8000/"),
+            "http://127.0.0.1:8000/v1"
+        );
+        assert_eq!(
+            chat_base("http://127.0.0.1:8000/v1"),
+            "http://127.0.0.1:8000/v1"
+        );
+        assert_eq!(
+            chat_base("https://example.test/v1beta/openai"),
+            "https://example.test/v1beta/openai"
+        );
+    }
 
     fn workers(n: usize) -> BTreeMap<String, WorkerLine> {
         (0..n)

@@ -2,6 +2,7 @@
 
 #![allow(dead_code)]
 
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -118,6 +119,59 @@ impl HubProcess {
 }
 
 impl Drop for HubProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `agensh model replay` on a free loopback port; stopped when dropped.
+pub struct Replay {
+    child: Child,
+    pub url: String,
+    record: PathBuf,
+}
+
+impl Replay {
+    pub fn start(dir: &Path, scenario: &str) -> Replay {
+        let file = dir.join("scenario.toml");
+        std::fs::write(&file, scenario).unwrap();
+        let record = dir.join("record.jsonl");
+        let mut child = agensh()
+            .args(["model", "replay"])
+            .arg(&file)
+            .args(["--listen", "127.0.0.1:0", "--record"])
+            .arg(&record)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("the replay server starts");
+        let mut first = String::new();
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        out.read_line(&mut first).unwrap();
+        // The rest of its output is read too: a server that finds its stdout closed exits,
+        // as every agensh command does on a closed pipe.
+        std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+        let url = first
+            .split_whitespace()
+            .find(|w| w.starts_with("http://"))
+            .map(|w| w.trim_end_matches(';'))
+            .unwrap_or_else(|| panic!("no URL in {first:?}"))
+            .to_string();
+        Replay { child, url, record }
+    }
+
+    /// Every request it answered, as recorded.
+    pub fn requests(&self) -> Vec<serde_json::Value> {
+        std::fs::read_to_string(&self.record)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+}
+
+impl Drop for Replay {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();

@@ -47,13 +47,28 @@ pub struct Upstream {
     pub name: String,
     /// The API it speaks; `None`: any (the one the worker's agent speaks).
     api: Option<Family>,
-    /// Its base URL without a trailing `/` or `/v1`.
-    root: String,
+    /// Its base URL without a trailing `/`.
+    base: String,
+    /// The URL has a path (`…/v1`, `…/api/v1`, `…/v1beta/openai`): it stands for the API's
+    /// version segment, which a request's path then goes without. Without one, a request's
+    /// whole path (`v1/messages`) goes after the host.
+    versioned: bool,
     key: Option<String>,
     prices: Prices,
     fallback: Option<String>,
     queue: Arc<FairQueue>,
     http: reqwest::Client,
+}
+
+impl Upstream {
+    /// Where a request for `path` (`v1/messages`, `v1beta/models/m:generateContent`) goes.
+    fn url_of(&self, path: &str) -> String {
+        let rest = match (self.versioned, path.split_once('/')) {
+            (true, Some((_version, rest))) => rest,
+            _ => path,
+        };
+        format!("{}/{rest}", self.base)
+    }
 }
 
 /// The gateway's configuration and upstreams.
@@ -104,11 +119,19 @@ fn upstream(u: &UpstreamConfig, env: &impl Fn(&str) -> Option<String>) -> Result
             )
         })?)
     };
-    let url = u.url.trim().trim_end_matches('/');
-    let root = url.strip_suffix("/v1").unwrap_or(url).to_string();
-    let loopback = reqwest::Url::parse(&root)
-        .ok()
-        .and_then(|p| p.host_str().map(str::to_string))
+    let base = u.url.trim().trim_end_matches('/').to_string();
+    let parsed = reqwest::Url::parse(&base).map_err(|e| {
+        Error::invalid(
+            "bad_config",
+            format!(
+                "the upstream \"{}\" has no valid URL ({e}) — fix its url",
+                u.name
+            ),
+        )
+    })?;
+    let versioned = !matches!(parsed.path(), "" | "/");
+    let loopback = parsed
+        .host_str()
         .is_some_and(|h| h == "localhost" || h == "[::1]" || h.starts_with("127."));
     let mut http = reqwest::Client::builder()
         .connect_timeout(Duration::from_secs(10))
@@ -124,7 +147,8 @@ fn upstream(u: &UpstreamConfig, env: &impl Fn(&str) -> Option<String>) -> Result
     Ok(Upstream {
         name: u.name.clone(),
         api: Family::parse(&u.api),
-        root,
+        base,
+        versioned,
         key,
         prices: Prices {
             input: u.prices.input,
@@ -505,7 +529,7 @@ async fn send(
         tries += 1;
         let last = tries > cfg.retries;
         let permit = up.queue.acquire(req.worker).await;
-        let mut url = format!("{}/{}", up.root, req.path);
+        let mut url = up.url_of(req.path);
         if let Some(q) = req.query {
             url.push('?');
             url.push_str(q);
@@ -760,6 +784,48 @@ mod tests {
             None
         );
         assert_eq!(g(Family::Gemini, Method::POST, "v1beta/files"), None);
+    }
+
+    #[test]
+    fn a_request_path_goes_after_the_upstreams_url_with_one_version() {
+        let at = |url: &str, path: &str| {
+            let mut c = GatewayConfig::default();
+            c.upstreams.push(UpstreamConfig {
+                name: "u".into(),
+                api: "any".into(),
+                url: url.into(),
+                api_key_env: String::new(),
+                concurrency: 0,
+                prices: Default::default(),
+                fallback: String::new(),
+            });
+            let g = Gateway::new(&c, |_| None).unwrap();
+            g.upstreams["u"].url_of(path)
+        };
+        let chat = "v1/chat/completions";
+        assert_eq!(
+            at("https://api.anthropic.com", "v1/messages"),
+            "https://api.anthropic.com/v1/messages"
+        );
+        assert_eq!(
+            at("https://api.openai.com/v1/", chat),
+            "https://api.openai.com/v1/chat/completions"
+        );
+        assert_eq!(
+            at("https://openrouter.ai/api/v1", chat),
+            "https://openrouter.ai/api/v1/chat/completions"
+        );
+        assert_eq!(
+            at(
+                "https://generativelanguage.googleapis.com/v1beta/openai",
+                chat
+            ),
+            "https://generativelanguage.googleapis.com/v1beta/openai/chat/completions"
+        );
+        assert_eq!(
+            at("http://127.0.0.1:9", "v1beta/models/m:generateContent"),
+            "http://127.0.0.1:9/v1beta/models/m:generateContent"
+        );
     }
 
     fn cfg() -> GatewayConfig {

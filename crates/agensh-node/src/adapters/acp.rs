@@ -96,6 +96,23 @@ pub struct PresetRun {
     /// The install prefix (`<data>/agents/<name>/<version>`).
     pub prefix: PathBuf,
     pub endpoint: Endpoint,
+    /// Reach the model through the hub's gateway with the worker's token: `endpoint`'s
+    /// model is kept, its URL and key are the hub's and the worker's.
+    pub gateway: bool,
+}
+
+impl PresetRun {
+    /// The endpoint the worker of `ctx` talks to.
+    pub fn endpoint_for(&self, ctx: &AgentContext) -> Endpoint {
+        if !self.gateway {
+            return self.endpoint.clone();
+        }
+        Endpoint {
+            url: self.preset.api.gateway_base(&ctx.hub_url),
+            model: self.endpoint.model.clone(),
+            api_key: Some(ctx.token.clone()),
+        }
+    }
 }
 
 impl PresetRun {
@@ -110,7 +127,7 @@ impl PresetRun {
             arch: crate::install::arch(),
             root: agensh_process::resources::is_root(),
         };
-        let mut launch = self.preset.launch(&place, &self.endpoint);
+        let mut launch = self.preset.launch(&place, &self.endpoint_for(ctx));
         private_dir(&ctx.agent_home)?;
         for (rel, text) in std::mem::take(&mut launch.files) {
             let path = ctx.agent_home.join(rel);

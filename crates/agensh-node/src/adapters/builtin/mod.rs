@@ -123,6 +123,9 @@ pub struct BuiltinConfig {
     pub model: String,
     /// Sent as a bearer token; never logged.
     pub api_key: Option<String>,
+    /// Reach the model through the hub's gateway (`{hub}/model/openai/v1`) with the
+    /// worker's own token, instead of `base_url` with `api_key`.
+    pub gateway: bool,
     pub style: ToolStyle,
     pub mode: Mode,
     /// The model's context window in tokens; the conversation is compacted near it.
@@ -144,6 +147,7 @@ impl Default for BuiltinConfig {
             base_url: "http://127.0.0.1:8080/v1".into(),
             model: "default".into(),
             api_key: None,
+            gateway: false,
             style: ToolStyle::Auto,
             mode: Mode::Full,
             context_tokens: 8192,
@@ -163,6 +167,7 @@ impl std::fmt::Debug for BuiltinConfig {
             .field("base_url", &self.base_url)
             .field("model", &self.model)
             .field("api_key", &self.api_key.as_ref().map(|_| "<set>"))
+            .field("gateway", &self.gateway)
             .field("style", &self.style)
             .field("mode", &self.mode)
             .field("context_tokens", &self.context_tokens)
@@ -298,10 +303,16 @@ impl Agent for BuiltinAgent {
         }
         let tools_chars = tools.to_string().chars().count();
         let schema = actions::action_schema(&specs);
+        let (base_url, api_key) = if cfg.gateway {
+            let base = agensh_domain::agents::ModelApi::OpenAiChat.gateway_base(&ctx.hub_url);
+            (format!("{base}/v1"), Some(ctx.token.clone()))
+        } else {
+            (cfg.base_url.clone(), cfg.api_key.clone())
+        };
         log.write(json!({
             "event": "start",
             "worker": ctx.worker,
-            "endpoint": cfg.base_url,
+            "endpoint": base_url,
             "model": cfg.model,
             "style": cfg.style.to_string(),
             "mode": cfg.mode.to_string(),
@@ -317,7 +328,7 @@ impl Agent for BuiltinAgent {
             worker: ctx.worker.clone(),
             mcp: Some(mcp),
             history: History::new(system, cfg.context_tokens),
-            endpoint: Endpoint::new(&cfg.base_url, cfg.api_key.clone(), cfg.request_timeout),
+            endpoint: Endpoint::new(&base_url, api_key, cfg.request_timeout),
             specs,
             json,
             auto_pending: cfg.style == ToolStyle::Auto,
