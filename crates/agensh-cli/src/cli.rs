@@ -109,6 +109,9 @@ pub enum Command {
     Node(NodeArgs),
     /// The organization's state: workers, claims, PRs, records.
     Status(StatusArgs),
+    /// Model budgets: what each worker and the organization may spend and have spent; raise
+    /// them while the organization runs (a worker a budget stopped goes on).
+    Budget(BudgetArgs),
     /// The effective configuration and where each value came from (flag, environment, agensh.toml, default).
     Config(ConfigArgs),
     /// Check what agensh needs on this machine (git, python, the local model, agent CLIs) and say what to do.
@@ -132,7 +135,8 @@ impl Command {
             | Command::Notice(_)
             | Command::Pr(_)
             | Command::Mcp(_)
-            | Command::Status(_) => CLIENT,
+            | Command::Status(_)
+            | Command::Budget(_) => CLIENT,
             Command::Agent(_)
             | Command::Agents(_)
             | Command::Model(_)
@@ -357,6 +361,41 @@ pub enum EventsCommand {
     Ack {
         /// Sequence numbers (default: every pending event).
         seqs: Vec<i64>,
+    },
+}
+
+#[derive(Args, Debug)]
+pub struct BudgetArgs {
+    #[command(subcommand)]
+    pub command: Option<BudgetCommand>,
+    /// Print JSON.
+    #[arg(long, global = true)]
+    pub json: bool,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum BudgetCommand {
+    /// Set budgets (admin): every worker's (default), one worker's (--worker) or the
+    /// organization's (--organization); 0 removes a limit. Takes effect at once.
+    Set {
+        /// Only this worker's budget.
+        #[arg(long, conflicts_with = "organization")]
+        worker: Option<String>,
+        /// The whole organization's budget.
+        #[arg(long)]
+        organization: bool,
+        /// Prompt and generated tokens.
+        #[arg(long)]
+        tokens: Option<u64>,
+        /// Dollars, at the upstreams' prices.
+        #[arg(long, value_name = "USD")]
+        cost_usd: Option<f64>,
+        /// Model requests.
+        #[arg(long)]
+        requests: Option<u64>,
+        /// Hours since the first model request.
+        #[arg(long)]
+        hours: Option<f64>,
     },
 }
 

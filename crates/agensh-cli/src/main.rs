@@ -76,6 +76,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Msg(a) => cmd::msg::run(&g, a).await,
         Command::Events(a) => cmd::events::run(&g, a).await,
         Command::Notice(a) => cmd::events::notice(&g, a).await,
+        Command::Budget(a) => cmd::budget::run(&g, a).await,
         Command::Pr(a) => cmd::pr::run(&g, a).await,
         Command::Mcp(a) => cmd::mcp::run(&g, a).await,
         Command::Agent(a) => cmd::agent::run(a).await,

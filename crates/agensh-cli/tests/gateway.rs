@@ -112,3 +112,142 @@ fn without_the_gateway_the_agent_holds_the_key_and_nothing_is_counted_at_the_hub
         "{summary}"
     );
 }
+
+/// The lines of `worker`'s turn log.
+fn log_of(dir: &Path, worker: &str) -> String {
+    std::fs::read_to_string(dir.join(".agensh/logs").join(worker).join("turns.jsonl"))
+        .unwrap_or_default()
+}
+
+fn wait_for(what: &str, limit: std::time::Duration, mut ok: impl FnMut() -> bool) {
+    let until = std::time::Instant::now() + limit;
+    while !ok() {
+        assert!(
+            std::time::Instant::now() < until,
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
+
+/// An organization of `workers` built-in workers that ask their model again a second after
+/// each turn, with one budget set: `(section, key, value)`.
+fn busy_org(
+    workers: usize,
+    hours: &str,
+    budget: (&str, &str, &str),
+) -> (tempfile::TempDir, std::path::PathBuf) {
+    let (tmp, dir) = new_org("Say done; this is a test of budgets.");
+    set(&dir, "run", "workers", &workers.to_string());
+    set(&dir, "run", "hours", hours);
+    set(&dir, "run", "stagger_secs", "0.0");
+    set(&dir, "run", "idle_timeout_secs", "1");
+    set(&dir, budget.0, budget.1, budget.2);
+    (tmp, dir)
+}
+
+fn start(dir: &Path, replay: &Replay) -> std::process::Child {
+    agensh()
+        .arg("run")
+        .arg(dir)
+        .args(["--agent", "builtin", "--model-url", &replay.url])
+        .args([
+            "--model",
+            "replay-model",
+            "--listen",
+            "127.0.0.1:0",
+            "--json",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("agensh run starts")
+}
+
+fn summary_of(child: std::process::Child) -> Value {
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "agensh run failed: {stderr}");
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("no summary ({e}): {stderr}"))
+}
+
+fn gateway_requests(summary: &Value, id: &str) -> u64 {
+    summary["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["id"] == id)
+        .and_then(|w| w["gateway"]["requests"].as_u64())
+        .unwrap_or_else(|| panic!("{id} is not in {summary}"))
+}
+
+#[test]
+fn a_spent_budget_stops_its_worker_until_it_is_raised_while_the_run_goes_on() {
+    let (tmp, dir) = busy_org(2, "0.012", ("budget.worker", "requests", "2"));
+    let replay = Replay::start(tmp.path(), "final_text = \"Done: nothing to do.\"\n");
+    let child = start(&dir, &replay);
+    let limit = std::time::Duration::from_secs(30);
+    wait_for("w01 stopped by its budget", limit, || {
+        log_of(&dir, "w01").contains("\"stopped\"")
+    });
+    let out = agensh()
+        .args(["status", "--dir"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let status = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        status.contains("w01 stopped: w01's request budget"),
+        "{status}"
+    );
+    let out = agensh()
+        .args([
+            "budget",
+            "set",
+            "--worker",
+            "w01",
+            "--requests",
+            "100",
+            "--dir",
+        ])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(shown.contains("w01") && shown.contains("/ 100"), "{shown}");
+    wait_for("w01 going on", limit, || {
+        log_of(&dir, "w01").contains("\"resumed\"")
+    });
+    let summary = summary_of(child);
+    assert!(gateway_requests(&summary, "w01") > 2, "{summary}");
+    assert_eq!(gateway_requests(&summary, "w02"), 2, "{summary}");
+    assert!(log_of(&dir, "w02").contains("\"stopped\""));
+    assert_eq!(
+        summary["failed_workers"],
+        serde_json::json!([]),
+        "{summary}"
+    );
+}
+
+#[test]
+fn the_organizations_budget_ends_the_run_with_its_summary() {
+    let (tmp, dir) = busy_org(2, "0.05", ("budget.organization", "requests", "4"));
+    let replay = Replay::start(tmp.path(), "final_text = \"Done: nothing to do.\"\n");
+    let started = std::time::Instant::now();
+    let summary = summary_of(start(&dir, &replay));
+    // The run was to last three minutes; the budget ended it.
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(60),
+        "{summary}"
+    );
+    let total = summary["gateway"]["requests"].as_u64().unwrap();
+    assert!((4..=6).contains(&total), "{summary}");
+    for id in ["w01", "w02"] {
+        assert!(log_of(&dir, id).contains("\"organization\":true"), "{id}");
+    }
+}

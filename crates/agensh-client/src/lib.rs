@@ -129,6 +129,20 @@ impl Client {
         self.send(self.request(Method::GET, "/usage")).await
     }
 
+    /// The budgets in force and what was spent (the admin: every worker's; a worker: its own).
+    pub async fn budget(&self) -> Result<agensh_protocol::rest::BudgetView> {
+        self.send(self.request(Method::GET, "/budget")).await
+    }
+
+    /// Changes a budget (admin); workers it stopped that may go on are told to.
+    pub async fn set_budget(
+        &self,
+        change: &agensh_domain::budget::LimitsChange,
+    ) -> Result<agensh_protocol::rest::BudgetView> {
+        self.send(self.request(Method::PUT, "/budget").json(change))
+            .await
+    }
+
     pub async fn whoami(&self) -> Result<WhoAmI> {
         self.send(self.request(Method::GET, "/whoami")).await
     }

@@ -27,6 +27,8 @@ pub struct Config {
     pub model: ModelConfig,
     #[serde(default)]
     pub gateway: crate::gateway::GatewayConfig,
+    #[serde(default)]
+    pub budget: crate::budget::BudgetConfig,
 }
 
 /// The calling styles the built-in agent knows (`model.style`).
@@ -311,6 +313,7 @@ impl Config {
             run: RunConfig::default(),
             model: ModelConfig::default(),
             gateway: crate::gateway::GatewayConfig::default(),
+            budget: crate::budget::BudgetConfig::default(),
         }
     }
 
@@ -440,6 +443,7 @@ impl Config {
         }
         self.model.validate()?;
         self.gateway.validate()?;
+        self.budget.validate()?;
         if self.hub.max_wait_secs == 0 || self.hub.max_wait_secs > 3_600 {
             return Err(Error::invalid(
                 "bad_config",
@@ -452,10 +456,11 @@ impl Config {
     /// The file `agensh init` writes: every setting with its default and a comment.
     pub fn template(&self) -> String {
         format!(
-            "{}{}{}",
+            "{}{}{}{}",
             self.template_main(),
             self.model.template(),
-            self.gateway.template()
+            self.gateway.template(),
+            self.budget.template()
         )
     }
 

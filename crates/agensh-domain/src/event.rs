@@ -100,6 +100,11 @@ pub mod kinds {
     pub const PR_MERGE_FAILED: &str = "pr.merge_failed";
     /// `main` moved: a merge or an admin push (broadcast, normal).
     pub const MAIN_UPDATED: &str = "main.updated";
+    /// Stop: a budget is spent (to one worker, or broadcast when it is the organization's;
+    /// normal, so its node takes it at the turn's end). Payload: `reason`, `organization`.
+    pub const WORKER_STOP: &str = "worker.stop";
+    /// Go on: the budget that stopped the worker was raised (to one worker, normal).
+    pub const WORKER_RESUME: &str = "worker.resume";
 }
 
 /// An event to enqueue. `target: None` is a broadcast, stored once for every worker.

@@ -6,6 +6,7 @@
 //! of the board and the configuration file's schema.
 
 pub mod agents;
+pub mod budget;
 pub mod config;
 pub mod error;
 pub mod event;

@@ -14,6 +14,8 @@ pub const RESUME_TEMPLATE: &str = include_str!("../../../prompts/resume.md");
 pub const DEADLINE_TEMPLATE: &str = include_str!("../../../prompts/deadline.md");
 /// The first prompt after the worker's agent failed and was restarted.
 pub const RESTART_TEMPLATE: &str = include_str!("../../../prompts/restart.md");
+/// The first prompt of a worker that a spent budget stopped, once the budget is raised.
+pub const BUDGET_RAISED_TEMPLATE: &str = include_str!("../../../prompts/budget_raised.md");
 
 /// Fills `{{name}}` placeholders from `values`; a placeholder without a value is an error
 /// (a typo in a template must not reach an agent as literal braces).
@@ -128,6 +130,7 @@ mod tests {
         )
         .is_ok());
         assert!(render(RESUME_TEMPLATE, &[("worker_id", "w01")]).is_ok());
+        assert!(render(BUDGET_RAISED_TEMPLATE, &[("worker_id", "w01")]).is_ok());
         assert!(render(
             DEADLINE_TEMPLATE,
             &[("worker_id", "w01"), ("minutes_left", "5"), ("advice", "x")]

@@ -143,6 +143,9 @@ pub struct WorkerInfo {
     /// memory, not stored).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<String>,
+    /// Why the hub stopped it (a budget spent), while it stays stopped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped_for: Option<String>,
     /// Live CLAIM records.
     pub claims: Vec<Record>,
     /// Unix ms of the last request made as this worker.

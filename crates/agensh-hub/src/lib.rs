@@ -126,7 +126,12 @@ pub async fn start_with_clock(
     let addr = listener
         .local_addr()
         .map_err(|e| Error::internal(format!("no local address: {e}")))?;
-    let gateway = gateway::Gateway::new(&config.gateway, |var| std::env::var(var).ok())?;
+    let gateway = gateway::Gateway::new(&config.gateway, &config.budget, |var| {
+        std::env::var(var).ok()
+    })?;
+    gateway
+        .budgets
+        .load(&store.model_usage(None).await?, &store.budgets().await?);
     let (stop, shutdown) = ShutdownTrigger::new();
     let body_limit = config.hub.body_limit;
     let state = AppState {

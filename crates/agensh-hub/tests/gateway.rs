@@ -395,3 +395,161 @@ async fn a_route_sets_the_model_and_an_upstream_that_is_down_is_said() {
     let (requests, input, ..) = recorded(&hub, "w02", 1).await;
     assert_eq!((requests, input), (1, 0));
 }
+
+/// Polls `worker`'s queue until an event of `kind` is there; returns it.
+async fn event_of(c: &agensh_client::Client, kind: &str) -> agensh_domain::event::Event {
+    for _ in 0..200 {
+        if let Some(e) = c
+            .events(0, 0)
+            .await
+            .unwrap()
+            .into_iter()
+            .find(|e| e.kind == kind)
+        {
+            return e;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("no {kind} event arrived");
+}
+
+#[tokio::test]
+async fn a_token_budget_warns_then_stops_a_worker_and_raising_it_lets_the_worker_go_on() {
+    // Each answer costs about 1,050 tokens: the third passes 2,500.
+    let replay = ReplayServer::start(scenario(8, ""), "127.0.0.1:0", None)
+        .await
+        .unwrap();
+    let hub = hub_with(&replay, |c| c.budget.worker.tokens = 2500).await;
+    let tokens = hub.tokens(2).await;
+    let w01 = hub.client(&tokens[0]);
+    w01.post_record(&common::claim("the parser", Some("parser"), &[], None))
+        .await
+        .unwrap();
+    let (path, body) = request("anthropic", false);
+    for i in 0..3 {
+        let resp = post(&hub, "anthropic", &path, &tokens[0], &body).await;
+        assert_eq!(resp.status(), 200, "request {i}");
+        resp.text().await.unwrap();
+    }
+    // The notice at 80%, then the stop, which the worker's node takes at its turn's end.
+    let notice = event_of(&w01, "notice").await;
+    let text = notice.payload["text"].as_str().unwrap();
+    assert!(text.contains("80% of your token budget"), "{text}");
+    let stop = event_of(&w01, "worker.stop").await;
+    assert!(stop.payload["reason"]
+        .as_str()
+        .unwrap()
+        .contains("token budget"));
+    // Refused now, in the provider's shape, saying which budget ran out.
+    let resp = post(&hub, "anthropic", &path, &tokens[0], &body).await;
+    assert_eq!(resp.status(), 403);
+    let v: Value = resp.json().await.unwrap();
+    let m = v["error"]["message"].as_str().unwrap();
+    assert!(
+        m.contains("w01's token budget") && m.contains("2500 tokens"),
+        "{m}"
+    );
+    // Its claim is released, #general is told, its status says why.
+    let workers = hub.admin().workers().await.unwrap();
+    let me = workers.iter().find(|w| w.id == "w01").unwrap();
+    assert!(me.claims.is_empty(), "{:?}", me.claims);
+    assert_eq!(me.status, agensh_domain::worker::WorkerStatus::Stopped);
+    assert!(me.stopped_for.as_deref().unwrap().contains("token budget"));
+    let general = hub
+        .admin()
+        .message_history(&agensh_client::MessageFilter {
+            with: Some("#general".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert!(
+        general.iter().any(|m| m.text.starts_with("w01 is stopped")),
+        "{general:?}"
+    );
+    // Another worker's budget is its own.
+    let resp = post(&hub, "anthropic", &path, &tokens[1], &body).await;
+    assert_eq!(resp.status(), 200);
+    // Raised: w01 is told to go on and its requests pass again.
+    let view = hub
+        .admin()
+        .set_budget(&agensh_domain::budget::LimitsChange {
+            worker: Some("w01".into()),
+            tokens: Some(100_000),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let mine = view.workers.iter().find(|w| w.worker == "w01").unwrap();
+    assert_eq!(
+        (mine.limits.tokens, mine.stopped_for.as_ref()),
+        (100_000, None)
+    );
+    event_of(&w01, "worker.resume").await;
+    let resp = post(&hub, "anthropic", &path, &tokens[0], &body).await;
+    assert_eq!(resp.status(), 200);
+    // A worker may read its own budget but not set one.
+    let own = w01.budget().await.unwrap();
+    assert_eq!(own.workers.len(), 1);
+    let refused = w01
+        .set_budget(&agensh_domain::budget::LimitsChange {
+            tokens: Some(1),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(refused.kind, agensh_domain::ErrorKind::Forbidden);
+}
+
+#[tokio::test]
+async fn the_organizations_budget_stops_every_worker() {
+    let replay = ReplayServer::start(scenario(8, ""), "127.0.0.1:0", None)
+        .await
+        .unwrap();
+    let hub = hub_with(&replay, |c| c.budget.organization.requests = 3).await;
+    let tokens = hub.tokens(2).await;
+    let (path, body) = request("chat", false);
+    for t in [&tokens[0], &tokens[1], &tokens[0]] {
+        assert_eq!(post(&hub, "chat", &path, t, &body).await.status(), 200);
+    }
+    let w02 = hub.client(&tokens[1]);
+    let stop = event_of(&w02, "worker.stop").await;
+    assert_eq!(stop.payload["organization"], true);
+    let resp = post(&hub, "chat", &path, &tokens[1], &body).await;
+    assert_eq!(resp.status(), 403);
+    let v: Value = resp.json().await.unwrap();
+    assert!(v["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("organization's request budget"));
+}
+
+#[tokio::test]
+async fn budgets_set_and_usage_spent_outlive_a_restart() {
+    let replay = ReplayServer::start(scenario(8, ""), "127.0.0.1:0", None)
+        .await
+        .unwrap();
+    let hub = hub_with(&replay, |_| {}).await;
+    let tokens = hub.tokens(1).await;
+    let (path, body) = request("gemini", false);
+    assert_eq!(
+        post(&hub, "gemini", &path, &tokens[0], &body)
+            .await
+            .status(),
+        200
+    );
+    recorded(&hub, "w01", 1).await;
+    hub.admin()
+        .set_budget(&agensh_domain::budget::LimitsChange {
+            organization: true,
+            cost_usd: Some(12.5),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let hub = hub.restart().await;
+    let v = hub.admin().budget().await.unwrap();
+    assert_eq!(v.organization.cost_usd, 12.5);
+    assert_eq!(v.organization_spent.requests, 1);
+    assert!(v.workers[0].spent.tokens > 0 && v.workers[0].spent.first_at > 0);
+}

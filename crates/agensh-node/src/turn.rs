@@ -11,7 +11,8 @@ use agensh_client::Client;
 use agensh_domain::config::RunConfig;
 use agensh_domain::event::{kinds, Event, Priority};
 use agensh_domain::prompt::{
-    render, CONTINUE_TEMPLATE, DEADLINE_TEMPLATE, RESTART_TEMPLATE, RESUME_TEMPLATE,
+    render, BUDGET_RAISED_TEMPLATE, CONTINUE_TEMPLATE, DEADLINE_TEMPLATE, RESTART_TEMPLATE,
+    RESUME_TEMPLATE,
 };
 use agensh_domain::time::unix_ms;
 use agensh_domain::worker::{WorkerProgress, WorkerStatus};
@@ -198,6 +199,34 @@ pub async fn run_worker(
 
     loop {
         if let Some((e, in_turn)) = failure.take() {
+            // Refused model requests end a turn with an error too: when a budget stopped
+            // the worker, that is no failure of its agent to recover from.
+            let pending = match hub.events(after, 0).await {
+                Ok(p) if p.iter().any(|e| e.kind == kinds::WORKER_STOP) => Some(p),
+                _ => None,
+            };
+            if let Some(pending) = pending {
+                let paused = pause_for_budget(
+                    &pending,
+                    &mut *agent,
+                    &plan,
+                    &hub,
+                    &link.events,
+                    &mut log,
+                    &set_status,
+                    &mut stop,
+                )
+                .await;
+                match paused {
+                    Paused::Over => break,
+                    Paused::Resumed { after: a, error } => {
+                        after = a;
+                        failure = error.map(|e| (e, false));
+                        prompt = render(BUDGET_RAISED_TEMPLATE, &[("worker_id", &id)])?;
+                        continue;
+                    }
+                }
+            }
             let error = e.message.clone();
             let recovered = recover(
                 &mut *agent,
@@ -333,6 +362,33 @@ pub async fn run_worker(
             }
             carried.clear();
         }
+        let next = match next {
+            // A spent budget: the agent stops until the budget is raised (or for good,
+            // when it is the organization's).
+            Next::Events(events) if events.iter().any(|e| e.kind == kinds::WORKER_STOP) => {
+                let paused = pause_for_budget(
+                    &events,
+                    &mut *agent,
+                    &plan,
+                    &hub,
+                    &link.events,
+                    &mut log,
+                    &set_status,
+                    &mut stop,
+                )
+                .await;
+                match paused {
+                    Paused::Over => break,
+                    Paused::Resumed { after: a, error } => {
+                        after = a;
+                        failure = error.map(|e| (e, false));
+                        prompt = render(BUDGET_RAISED_TEMPLATE, &[("worker_id", &id)])?;
+                        continue;
+                    }
+                }
+            }
+            other => other,
+        };
         prompt = match next {
             Next::Stop | Next::Died(_) => break,
             Next::Events(events) => {
@@ -492,6 +548,113 @@ async fn wait_for_reason(
             Ok(_) => {}
             Err(e) => {
                 tracing::warn!(worker = %plan.ctx.worker, "could not poll events: {e}");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
+    }
+}
+
+/// How a worker stopped by a budget came back.
+enum Paused {
+    /// Not at all: the organization's budget is spent, or the run ended.
+    Over,
+    /// Its budget was raised: the agent was started again (`error` if that failed), and
+    /// events up to `after` were taken.
+    Resumed {
+        after: i64,
+        error: Option<agensh_domain::Error>,
+    },
+}
+
+/// A `worker.stop` in `events`: stops the agent, marks the worker stopped and waits for
+/// `worker.resume` (its budget raised), then starts the agent again. Every event taken
+/// meanwhile is acknowledged: the worker catches up from the board and its messages.
+#[allow(clippy::too_many_arguments)]
+async fn pause_for_budget<S, F>(
+    events: &[Event],
+    agent: &mut dyn Agent,
+    plan: &WorkerPlan,
+    hub: &Client,
+    pump: &EventPump,
+    log: &mut TurnLog,
+    set_status: &S,
+    stop: &mut Shutdown,
+) -> Paused
+where
+    S: Fn(WorkerStatus) -> F,
+    F: std::future::Future<Output = ()>,
+{
+    let ctx = &plan.ctx;
+    let order = events
+        .iter()
+        .find(|e| e.kind == kinds::WORKER_STOP)
+        .expect("a stop event");
+    let reason = order.payload["reason"]
+        .as_str()
+        .unwrap_or("a budget is spent")
+        .to_string();
+    let org = order.payload["organization"].as_bool().unwrap_or(false);
+    let mut after = events.iter().map(|e| e.seq).max().unwrap_or(0);
+    let mut acks: Vec<i64> = events.iter().map(|e| e.seq).collect();
+    tracing::warn!(worker = %ctx.worker, "stopped: {reason}");
+    log.write(json!({ "stopped": reason, "organization": org, "at": unix_ms(SystemTime::now()) }));
+    agent.stop().await;
+    set_status(WorkerStatus::Stopped).await;
+    let over = |acks: Vec<i64>| async move {
+        if let Err(e) = hub.ack(&acks).await {
+            tracing::warn!(worker = %ctx.worker, "could not acknowledge events: {e}");
+        }
+        Paused::Over
+    };
+    if org {
+        return over(acks).await;
+    }
+    loop {
+        if stop.is_shutdown() || past(plan.ends_at) {
+            return over(acks).await;
+        }
+        let mut wait = WAIT_SECS;
+        if let Some(ends_at) = plan.ends_at {
+            let left = ends_at
+                .duration_since(SystemTime::now())
+                .unwrap_or_default();
+            wait = wait.min(left.as_secs().max(1));
+        }
+        let next = pump.next(&ctx.worker, &ctx.token, after, &acks);
+        let polled = tokio::select! {
+            r = tokio::time::timeout(Duration::from_secs(wait), next) => r,
+            _ = stop.wait() => return over(acks).await,
+        };
+        let Ok(polled) = polled else { continue };
+        match polled {
+            Ok(taken) => {
+                acks = taken.iter().map(|e| e.seq).collect();
+                after = taken
+                    .iter()
+                    .map(|e| e.seq)
+                    .max()
+                    .unwrap_or(after)
+                    .max(after);
+                let org_stop = taken.iter().any(|e| {
+                    e.kind == kinds::WORKER_STOP && e.payload["organization"] == json!(true)
+                });
+                if org_stop {
+                    return over(acks).await;
+                }
+                if taken.iter().any(|e| e.kind == kinds::WORKER_RESUME) {
+                    if let Err(e) = hub.ack(&acks).await {
+                        tracing::warn!(worker = %ctx.worker, "could not acknowledge events: {e}");
+                    }
+                    tracing::info!(worker = %ctx.worker, "its budget was raised: going on");
+                    log.write(
+                        json!({ "resumed": "budget raised", "at": unix_ms(SystemTime::now()) }),
+                    );
+                    let error = agent.start(ctx).await.err();
+                    return Paused::Resumed { after, error };
+                }
+            }
+            Err(e) => {
+                tracing::warn!(worker = %ctx.worker, "could not poll events: {e}");
                 tokio::time::sleep(Duration::from_secs(1)).await;
             }
         }

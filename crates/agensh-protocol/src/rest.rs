@@ -71,6 +71,36 @@ pub struct ModelUsage {
     pub cached_input_tokens: u64,
     pub output_tokens: u64,
     pub cost_usd: f64,
+    /// Unix ms of the first of these requests.
+    #[serde(default)]
+    pub first_at: i64,
+}
+
+/// The budgets in force and what was spent (`GET`/`PUT /api/v1/budget`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BudgetView {
+    /// Unix ms the view was taken at (hours are counted to it).
+    pub at: i64,
+    /// The share of a budget at which a notice goes out.
+    pub notice_at: f64,
+    /// Every worker's budget unless one of its own was set.
+    pub every_worker: agensh_domain::budget::Limits,
+    pub organization: agensh_domain::budget::Limits,
+    pub organization_spent: agensh_domain::budget::Spent,
+    /// Why every worker is stopped, when the organization's budget is spent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub organization_stopped_for: Option<String>,
+    pub workers: Vec<WorkerBudget>,
+}
+
+/// One worker's budget and what it spent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkerBudget {
+    pub worker: String,
+    pub limits: agensh_domain::budget::Limits,
+    pub spent: agensh_domain::budget::Spent,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped_for: Option<String>,
 }
 
 /// Every refusal: `{"error":{"code","message"}}` with the HTTP status of its kind.

@@ -184,6 +184,11 @@ pub trait Store: Send + Sync + 'static {
     /// Usage totals per worker and model (of `worker` only, when given), in worker and
     /// model order.
     async fn model_usage(&self, worker: Option<&str>) -> Result<Vec<ModelUsage>>;
+    /// Sets the budget of `scope` (`*`: every worker's default, `organization`, or a
+    /// worker's id), durably before it returns.
+    async fn set_budget(&self, scope: &str, limits: agensh_domain::budget::Limits) -> Result<()>;
+    /// Every budget set with [`Store::set_budget`], in scope order.
+    async fn budgets(&self) -> Result<Vec<(String, agensh_domain::budget::Limits)>>;
 
     /// Events committed from now on, in commit order.
     fn subscribe(&self) -> broadcast::Receiver<Arc<Event>>;

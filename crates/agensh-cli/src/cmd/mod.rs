@@ -3,6 +3,7 @@
 pub mod agent;
 pub mod agents;
 pub mod board;
+pub mod budget;
 pub mod completions;
 pub mod config;
 pub mod doctor;

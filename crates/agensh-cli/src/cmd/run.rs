@@ -704,7 +704,7 @@ fn clock(d: Duration) -> String {
 }
 
 /// `950`, `12.3k`, `1.2M`.
-fn count(n: u64) -> String {
+pub(crate) fn count(n: u64) -> String {
     match n {
         0..=999 => n.to_string(),
         1_000..=999_999 => format!("{:.1}k", n as f64 / 1e3),
@@ -1079,6 +1079,11 @@ pub async fn status(g: &Global, a: StatusArgs) -> Result<()> {
     }
     for (agent, ids) in agents {
         outln!("agent {agent}: {}", ids.join(", "));
+    }
+    for w in &workers {
+        if let Some(why) = &w.stopped_for {
+            outln!("{} stopped: {why}", w.id);
+        }
     }
     outln!(
         "PRs: {} open, {} merged, {} closed · board: {} records · messages: {}",

@@ -14,6 +14,7 @@
 //! worker's token is removed from the headers and the query before the request goes on.
 
 pub mod body;
+pub mod budget;
 pub mod fair;
 pub mod shape;
 
@@ -75,12 +76,15 @@ impl Upstream {
 pub struct Gateway {
     pub config: GatewayConfig,
     upstreams: HashMap<String, Arc<Upstream>>,
+    pub budgets: budget::Budgets,
 }
 
 impl Gateway {
-    /// The upstreams of `config`, each key read through `env` (the hub's environment).
+    /// The upstreams of `config`, each key read through `env` (the hub's environment), and
+    /// the budgets of `budgets` (what was spent is loaded later, from the store).
     pub fn new(
         config: &GatewayConfig,
+        budgets: &agensh_domain::budget::BudgetConfig,
         env: impl Fn(&str) -> Option<String>,
     ) -> Result<Self, Error> {
         let mut upstreams = HashMap::new();
@@ -90,6 +94,7 @@ impl Gateway {
         Ok(Gateway {
             config: config.clone(),
             upstreams,
+            budgets: budget::Budgets::new(budgets),
         })
     }
 
@@ -307,6 +312,17 @@ async fn serve(
                 family.as_str()
             ),
         );
+    }
+    if let Op::Generate { .. } = op {
+        if let Err((why, actions)) = gw.budgets.check(&worker, s.now()) {
+            spawn_actions(&s, actions);
+            return error(
+                family,
+                StatusCode::FORBIDDEN,
+                "budget_exhausted",
+                &format!("agensh budget: {why} — this worker's model requests are refused until the operator raises the budget (agensh budget set)"),
+            );
+        }
     }
     let mut path = path.to_string();
     let (body, model, stream) = match op {
@@ -692,6 +708,17 @@ fn backoff(cfg: &GatewayConfig, tries: u32, asked: Option<Duration>) -> Duration
     Duration::from_millis((full as f64 * (0.5 + r / 2.0)) as u64).min(most)
 }
 
+/// Carries out budget actions in the background.
+fn spawn_actions(s: &AppState, actions: Vec<budget::Action>) {
+    if actions.is_empty() {
+        return;
+    }
+    if let Ok(rt) = tokio::runtime::Handle::try_current() {
+        let s = s.clone();
+        rt.spawn(async move { budget::act(&s, actions).await });
+    }
+}
+
 /// Records a generation's outcome durably and in the metrics and the log.
 #[allow(clippy::too_many_arguments)]
 fn record(
@@ -729,6 +756,12 @@ fn record(
         latency_ms,
         at: s.now(),
     };
+    spawn_actions(
+        s,
+        s.gateway
+            .budgets
+            .add(worker, u.input + u.output, cost, s.now()),
+    );
     let store = s.store.clone();
     if let Ok(rt) = tokio::runtime::Handle::try_current() {
         rt.spawn(async move {
@@ -799,7 +832,7 @@ mod tests {
                 prices: Default::default(),
                 fallback: String::new(),
             });
-            let g = Gateway::new(&c, |_| None).unwrap();
+            let g = Gateway::new(&c, &Default::default(), |_| None).unwrap();
             g.upstreams["u"].url_of(path)
         };
         let chat = "v1/chat/completions";

@@ -25,6 +25,7 @@ pub fn api(body_limit: usize) -> Router<AppState> {
         .route("/whoami", get(workers::whoami))
         .route("/stats", get(workers::stats))
         .route("/usage", get(workers::usage))
+        .route("/budget", get(workers::budget).put(workers::set_budget))
         .route("/workers", get(workers::list).post(workers::add))
         .route("/workers/{id}/token", get(workers::token))
         .route("/workers/{id}/status", put(workers::set_status))

@@ -47,6 +47,7 @@ pub async fn list_workers(s: &AppState) -> ApiResult<Vec<WorkerInfo>> {
     for w in &mut workers {
         w.progress = progress.get(&w.id).cloned();
         w.agent = agents.get(&w.id).cloned();
+        w.stopped_for = s.gateway.budgets.stopped_for(&w.id);
     }
     Ok(workers)
 }
@@ -143,6 +144,49 @@ pub async fn stats(State(s): State<AppState>, _caller: Caller) -> ApiResult<Json
 
 /// Model usage through the gateway per worker and model: the admin's every worker's, a
 /// worker's its own.
+/// The budgets and what was spent: every worker's for the admin, a worker its own.
+pub async fn budget(
+    State(s): State<AppState>,
+    caller: Caller,
+) -> ApiResult<Json<agensh_protocol::rest::BudgetView>> {
+    let workers: Vec<String> = if caller.admin {
+        let mut all: Vec<String> = s
+            .tokens
+            .read()
+            .expect("tokens lock")
+            .values()
+            .cloned()
+            .collect();
+        all.sort();
+        all
+    } else {
+        vec![caller.id.clone()]
+    };
+    Ok(Json(s.gateway.budgets.view(&workers, s.now())))
+}
+
+/// Changes a budget (admin only): stored, in force at once, and each worker it stopped
+/// that may go on now is told to.
+pub async fn set_budget(
+    State(s): State<AppState>,
+    caller: Caller,
+    ApiJson(change): ApiJson<agensh_domain::budget::LimitsChange>,
+) -> ApiResult<Json<agensh_protocol::rest::BudgetView>> {
+    caller.require_admin()?;
+    change.validate()?;
+    if let Some(w) = &change.worker {
+        validate_worker_id(w)?;
+        if s.token_of(w).is_none() {
+            return Err(agensh_domain::worker::unknown_worker(w).into());
+        }
+    }
+    let ((scope, limits), free) = s.gateway.budgets.set(&change, s.now());
+    s.store.set_budget(&scope, limits).await?;
+    crate::gateway::budget::resume(&s, &free).await?;
+    tracing::info!("budget of {scope} set to {limits:?}; going on: {free:?}");
+    budget(State(s), caller).await
+}
+
 pub async fn usage(
     State(s): State<AppState>,
     caller: Caller,

@@ -327,6 +327,17 @@ impl Store for SqliteStore {
             .await
     }
 
+    async fn set_budget(&self, scope: &str, limits: agensh_domain::budget::Limits) -> Result<()> {
+        let scope = scope.to_string();
+        self.db
+            .write(move |ctx| usage::set_budget(ctx, &scope, &limits))
+            .await
+    }
+
+    async fn budgets(&self) -> Result<Vec<(String, agensh_domain::budget::Limits)>> {
+        self.db.read(usage::budgets).await
+    }
+
     fn subscribe(&self) -> broadcast::Receiver<Arc<Event>> {
         self.bus.subscribe()
     }

@@ -129,3 +129,13 @@ CREATE TABLE IF NOT EXISTS model_requests (
     at                  INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS model_requests_by_worker ON model_requests(worker, model);
+
+-- Budgets set while the organization runs (`agensh budget set`): scope `*` (every
+-- worker's default), `organization`, or one worker's id. 0: no limit.
+CREATE TABLE IF NOT EXISTS budgets (
+    scope    TEXT PRIMARY KEY,
+    tokens   INTEGER NOT NULL,
+    cost_usd REAL NOT NULL,
+    requests INTEGER NOT NULL,
+    hours    REAL NOT NULL
+);

@@ -1,5 +1,6 @@
 //! The model gateway's requests and their usage totals.
 
+use agensh_domain::budget::Limits;
 use agensh_domain::Result;
 use rusqlite::{params, Connection};
 
@@ -34,7 +35,7 @@ pub fn totals(c: &Connection, worker: Option<&str>) -> Result<Vec<ModelUsage>> {
     let mut stmt = c
         .prepare_cached(
             "SELECT worker, model, count(*), sum(input_tokens), sum(cached_input_tokens), \
-             sum(output_tokens), sum(cost_usd) FROM model_requests \
+             sum(output_tokens), sum(cost_usd), min(at) FROM model_requests \
              WHERE ?1 IS NULL OR worker = ?1 GROUP BY worker, model ORDER BY worker, model",
         )
         .map_err(sql_err)?;
@@ -48,7 +49,41 @@ pub fn totals(c: &Connection, worker: Option<&str>) -> Result<Vec<ModelUsage>> {
                 cached_input_tokens: r.get::<_, i64>(4)? as u64,
                 output_tokens: r.get::<_, i64>(5)? as u64,
                 cost_usd: r.get(6)?,
+                first_at: r.get(7)?,
             })
+        })
+        .map_err(sql_err)?;
+    rows.collect::<std::result::Result<_, _>>().map_err(sql_err)
+}
+
+pub fn set_budget(ctx: &mut WriteCtx<'_>, scope: &str, l: &Limits) -> Result<()> {
+    ctx.conn
+        .execute(
+            "INSERT INTO budgets (scope, tokens, cost_usd, requests, hours) VALUES (?1, ?2, ?3, ?4, ?5) \
+             ON CONFLICT(scope) DO UPDATE SET tokens = ?2, cost_usd = ?3, requests = ?4, hours = ?5",
+            params![scope, l.tokens as i64, l.cost_usd, l.requests as i64, l.hours],
+        )
+        .map_err(sql_err)?;
+    Ok(())
+}
+
+pub fn budgets(c: &Connection) -> Result<Vec<(String, Limits)>> {
+    let mut stmt = c
+        .prepare_cached(
+            "SELECT scope, tokens, cost_usd, requests, hours FROM budgets ORDER BY scope",
+        )
+        .map_err(sql_err)?;
+    let rows = stmt
+        .query_map([], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                Limits {
+                    tokens: r.get::<_, i64>(1)? as u64,
+                    cost_usd: r.get(2)?,
+                    requests: r.get::<_, i64>(3)? as u64,
+                    hours: r.get(4)?,
+                },
+            ))
         })
         .map_err(sql_err)?;
     rows.collect::<std::result::Result<_, _>>().map_err(sql_err)

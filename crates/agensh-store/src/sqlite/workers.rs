@@ -113,6 +113,7 @@ pub fn list(conn: &Connection, now: i64) -> Result<Vec<WorkerInfo>> {
             status: WorkerStatus::parse(&status)?,
             progress: None,
             agent: None,
+            stopped_for: None,
             id,
             last_activity,
             created_at,
