@@ -165,13 +165,23 @@ pub struct HubArgs {
     /// Address to listen on (else AGENSH_LISTEN, else hub.listen in agensh.toml: 127.0.0.1:7420; port 0 picks a free one).
     #[arg(long)]
     pub listen: Option<String>,
+    /// Log the bodies of model requests through the gateway too (gateway.log_bodies; keys
+    /// never appear).
+    #[arg(long)]
+    pub log_bodies: bool,
 }
 
 impl HubArgs {
     /// The settings these flags give.
     pub fn values(&self) -> Vec<FlagValue> {
-        listen_value(&self.listen)
+        let mut v = listen_value(&self.listen);
+        v.extend(log_bodies_value(self.log_bodies));
+        v
     }
+}
+
+fn log_bodies_value(on: bool) -> Option<FlagValue> {
+    on.then(|| flag("gateway.log_bodies", "--log-bodies", "true".into()))
 }
 
 fn listen_value(listen: &Option<String>) -> Vec<FlagValue> {
@@ -549,6 +559,10 @@ pub struct RunFlags {
     /// Address of the hub (else AGENSH_LISTEN, else hub.listen in agensh.toml).
     #[arg(long)]
     pub listen: Option<String>,
+    /// Log the bodies of model requests through the gateway too (gateway.log_bodies; seen
+    /// with AGENSH_LOG=agensh_hub::gateway=info; keys never appear).
+    #[arg(long)]
+    pub log_bodies: bool,
 }
 
 impl RunFlags {
@@ -562,6 +576,7 @@ impl RunFlags {
         }
         v.extend(self.model.values());
         v.extend(listen_value(&self.listen));
+        v.extend(log_bodies_value(self.log_bodies));
         v
     }
 }

@@ -30,8 +30,9 @@ fn set(dir: &Path, section: &str, key: &str, value: &str) {
     std::fs::write(path, text).unwrap();
 }
 
-/// A short run of two built-in workers against a replay server; its JSON summary.
-fn run(gateway: bool) -> (Value, Replay, tempfile::TempDir) {
+/// A short run of two built-in workers against a replay server, everything logged (model
+/// request bodies included); its JSON summary, what it wrote on stderr and its directory.
+fn run(gateway: bool) -> (Value, String, Replay, tempfile::TempDir) {
     let (tmp, dir) = new_org("Say done; this is a test of the model gateway.");
     set(&dir, "run", "workers", "2");
     set(&dir, "run", "hours", "0.004");
@@ -43,24 +44,70 @@ fn run(gateway: bool) -> (Value, Replay, tempfile::TempDir) {
         .arg(&dir)
         .args(["--agent", "builtin", "--model-url", &replay.url])
         .args(["--model", "replay-model", "--api-key-env", KEY_VAR])
-        .args(["--listen", "127.0.0.1:0", "--json"])
+        .args(["--listen", "127.0.0.1:0", "--json", "--log-bodies"])
         .env(KEY_VAR, KEY)
+        .env("AGENSH_LOG", "debug")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .output()
         .expect("agensh run runs");
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
     assert!(out.status.success(), "agensh run failed: {stderr}");
     let summary: Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("no JSON summary ({e}): {stderr}"));
-    (summary, replay, tmp)
+    (summary, stderr, replay, tmp)
+}
+
+/// Every file under `dir`, as text.
+fn texts_under(dir: &Path) -> Vec<(std::path::PathBuf, String)> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(texts_under(&p));
+        } else if let Ok(bytes) = std::fs::read(&p) {
+            out.push((p, String::from_utf8_lossy(&bytes).to_string()));
+        }
+    }
+    out
 }
 
 #[test]
 fn the_built_in_agent_reaches_its_model_through_the_gateway_and_each_worker_is_counted() {
-    let (summary, replay, _tmp) = run(true);
+    let (summary, stderr, replay, tmp) = run(true);
     let requests = replay.requests();
     assert!(!requests.is_empty(), "the model was never asked: {summary}");
+    // The log has every request, and bodies, but no key and no token anywhere: not on
+    // stderr, not in the organization's logs.
+    assert!(stderr.contains("model request"), "{stderr}");
+    assert!(stderr.contains("request body"), "{stderr}");
+    let dir = tmp.path().join("org");
+    let mut secrets = vec![KEY.to_string()];
+    for id in ["w01", "w02"] {
+        let out = agensh()
+            .args(["workers", "token", id, "--dir"])
+            .arg(&dir)
+            .output()
+            .unwrap();
+        let token = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        assert!(token.len() > 16, "no token for {id}");
+        secrets.push(token);
+    }
+    let logs = texts_under(&dir.join(".agensh/logs"));
+    assert!(!logs.is_empty());
+    for secret in &secrets {
+        assert!(!stderr.contains(secret.as_str()), "a secret is on stderr");
+        for (path, text) in &logs {
+            assert!(
+                !text.contains(secret.as_str()),
+                "a secret is in {}",
+                path.display()
+            );
+        }
+    }
     for id in ["w01", "w02"] {
         let mine: Vec<&Value> = requests.iter().filter(|q| q["worker"] == id).collect();
         assert!(!mine.is_empty(), "{id} never reached the model: {summary}");
@@ -99,7 +146,7 @@ fn the_built_in_agent_reaches_its_model_through_the_gateway_and_each_worker_is_c
 
 #[test]
 fn without_the_gateway_the_agent_holds_the_key_and_nothing_is_counted_at_the_hub() {
-    let (summary, replay, _tmp) = run(false);
+    let (summary, _, replay, _tmp) = run(false);
     let requests = replay.requests();
     assert!(!requests.is_empty(), "the model was never asked: {summary}");
     for q in &requests {

@@ -553,3 +553,41 @@ async fn budgets_set_and_usage_spent_outlive_a_restart() {
     assert_eq!(v.organization_spent.requests, 1);
     assert!(v.workers[0].spent.tokens > 0 && v.workers[0].spent.first_at > 0);
 }
+
+#[tokio::test]
+async fn an_upstream_out_of_quota_sends_its_requests_to_its_fallback() {
+    // The primary refuses everything: its quota is gone.
+    let primary = ReplayServer::start(
+        scenario(4, "refuse_every = 1\nrefuse_message = \"You exceeded your current quota (insufficient_quota)\""),
+        "127.0.0.1:0",
+        None,
+    )
+    .await
+    .unwrap();
+    let spare = ReplayServer::start(scenario(4, ""), "127.0.0.1:0", None)
+        .await
+        .unwrap();
+    let hub = hub_with(&primary, |c| {
+        c.gateway.upstreams.push(UpstreamConfig {
+            name: "spare".into(),
+            api: "any".into(),
+            url: spare.url(),
+            api_key_env: String::new(),
+            concurrency: 4,
+            prices: Default::default(),
+            fallback: String::new(),
+        });
+        c.gateway.upstreams[0].fallback = "spare".into();
+    })
+    .await;
+    let tokens = hub.tokens(1).await;
+    let (path, body) = request("responses", true);
+    let resp = post(&hub, "responses", &path, &tokens[0], &body).await;
+    assert_eq!(resp.status(), 200);
+    resp.text().await.unwrap();
+    assert_eq!(primary.served()["w01"].refused, 1);
+    assert_eq!(spare.served()["w01"].requests, 1);
+    let rows = hub.admin().usage().await.unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].requests, 1);
+}

@@ -356,9 +356,7 @@ impl Shared {
     fn refuse(&self, ask: Ask, offered: Vec<OfferedTool>) -> Response {
         let e = ErrorSpec {
             status: 429,
-            message:
-                "rate limited by the replay scenario (refuse_every); try again after Retry-After"
-                    .into(),
+            message: self.scenario.refuse_message.clone(),
         };
         lock(&self.served)
             .entry(ask.client.clone())

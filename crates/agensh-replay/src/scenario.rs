@@ -49,9 +49,16 @@ pub struct Scenario {
     /// The `Retry-After` of those refusals, in seconds (fractions allowed).
     #[serde(default)]
     pub retry_after: f64,
+    /// The message of those refusals (e.g. one that says the quota is exhausted).
+    #[serde(default = "default_refuse_message")]
+    pub refuse_message: String,
     /// The steps, in order, one per request that offers tools.
     #[serde(default, rename = "step")]
     pub steps: Vec<Step>,
+}
+
+fn default_refuse_message() -> String {
+    "rate limited by the replay scenario (refuse_every); try again after Retry-After".into()
 }
 
 fn default_side_text() -> String {
