@@ -7,9 +7,8 @@
 //! `board_write`, then text) the wall time, the CPU the agent's tree used and the CPU the
 //! harness used (this process — the adapter — and the hub).
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use agensh_client::Client;
@@ -20,6 +19,8 @@ use agensh_node::install;
 use agensh_node::node::AgentKind;
 use anyhow::{bail, Context, Result};
 use serde_json::json;
+
+use crate::gateway::Replay;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -44,10 +45,7 @@ pub struct Args {
 const NODE_BYTES: u64 = 24 << 30;
 
 pub async fn run(a: Args) -> Result<()> {
-    let agensh = match &a.agensh {
-        Some(p) => p.clone(),
-        None => std::env::current_exe()?.with_file_name("agensh"),
-    };
+    let agensh = crate::stats::agensh_binary(a.agensh.as_deref())?;
     let data = agensh_model::data_dir()?;
     let names: Vec<&str> = if a.agents.is_empty() {
         PRESETS
@@ -137,7 +135,7 @@ async fn one(agensh: &Path, data: &Path, name: &str, a: &Args) -> Result<serde_j
         agensh_workspace::Workspace::open(&org.join(".agensh").join(agensh_workspace::REPO_DIR))?;
     let checkout = agensh_workspace::checkout::checkout_dir(&org, &w.id);
     agensh_workspace::checkout::create(&ws, &w.id, &checkout).await?;
-    let replay = Replay::start(agensh, tmp.path(), a.turns)?;
+    let replay = start_replay(agensh, tmp.path(), a.turns)?;
     let ctx = AgentContext {
         worker: w.id.clone(),
         checkout,
@@ -228,59 +226,25 @@ async fn one(agensh: &Path, data: &Path, name: &str, a: &Args) -> Result<serde_j
 
 /// The replay server as a process of its own, on a free port, with `turns` turns of
 /// three steps each.
-struct Replay {
-    child: Child,
-    url: String,
-}
-
-impl Replay {
-    fn start(agensh: &Path, dir: &Path, turns: usize) -> Result<Replay> {
-        let shell = r#"{ any = [
-    { name = "Bash", args = { command = "echo bench >> bench.txt", description = "bench" } },
-    { name = "run_shell_command", args = { command = "echo bench >> bench.txt", description = "bench" } },
-    { name = "exec_command", args = { cmd = "echo bench >> bench.txt" } },
-    { name = "shell_command", args = { command = "echo bench >> bench.txt" } },
-    { name = "shell", args = { command = ["bash", "-lc", "echo bench >> bench.txt"] } },
-    { name = "bash", args = { command = "echo bench >> bench.txt", description = "bench", mode = "sync", initial_wait = 10 } },
+fn start_replay(agensh: &Path, dir: &Path, turns: usize) -> Result<Replay> {
+    let shell = r#"{ any = [
+{ name = "Bash", args = { command = "echo bench >> bench.txt", description = "bench" } },
+{ name = "run_shell_command", args = { command = "echo bench >> bench.txt", description = "bench" } },
+{ name = "exec_command", args = { cmd = "echo bench >> bench.txt" } },
+{ name = "shell_command", args = { command = "echo bench >> bench.txt" } },
+{ name = "shell", args = { command = ["bash", "-lc", "echo bench >> bench.txt"] } },
+{ name = "bash", args = { command = "echo bench >> bench.txt", description = "bench", mode = "sync", initial_wait = 10 } },
   ] }"#;
-        let mut text = String::from("side_text = \"ok\"\nfinal_text = \"Done.\"\n");
-        for t in 0..turns {
-            text.push_str(&format!(
-                "\n[[step]]\ntext = \"Running.\"\ntool_calls = [ {shell} ]\nusage = {{ input = 1000, output = 10 }}\n\
-                 \n[[step]]\ntext = \"Posting.\"\ntool_calls = [ {{ name = \"board_write\", args = {{ kind = \"FACT\", text = \"bench turn {}\" }} }} ]\nusage = {{ input = 1100, output = 10 }}\n\
-                 \n[[step]]\ntext = \"Turn done.\"\nusage = {{ input = 1200, output = 10 }}\n",
-                t + 1
-            ));
-        }
-        let file = dir.join("scenario.toml");
-        std::fs::write(&file, text)?;
-        let mut child = Command::new(agensh)
-            .args(["model", "replay"])
-            .arg(&file)
-            .args(["--listen", "127.0.0.1:0"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()?;
-        let mut first = String::new();
-        let mut out = BufReader::new(child.stdout.take().expect("piped"));
-        out.read_line(&mut first)?;
-        // Read the rest too: agensh exits when it finds its stdout closed.
-        std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
-        let url = first
-            .split_whitespace()
-            .find(|w| w.starts_with("http://"))
-            .map(|w| w.trim_end_matches(';').to_string())
-            .with_context(|| format!("the replay server said {first:?}"))?;
-        Ok(Replay { child, url })
+    let mut text = String::from("side_text = \"ok\"\nfinal_text = \"Done.\"\n");
+    for t in 0..turns {
+        text.push_str(&format!(
+            "\n[[step]]\ntext = \"Running.\"\ntool_calls = [ {shell} ]\nusage = {{ input = 1000, output = 10 }}\n\
+             \n[[step]]\ntext = \"Posting.\"\ntool_calls = [ {{ name = \"board_write\", args = {{ kind = \"FACT\", text = \"bench turn {}\" }} }} ]\nusage = {{ input = 1100, output = 10 }}\n\
+             \n[[step]]\ntext = \"Turn done.\"\nusage = {{ input = 1200, output = 10 }}\n",
+            t + 1
+        ));
     }
-}
-
-impl Drop for Replay {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+    crate::gateway::start_replay(agensh, dir, "scenario", &text)
 }
 
 /// Resident memory and CPU seconds of a set of processes.

@@ -116,16 +116,7 @@ pub async fn run(a: Args) -> Result<()> {
             example.join("agensh.toml").display()
         );
     }
-    let agensh = match &a.agensh {
-        Some(p) => p.clone(),
-        None => std::env::current_exe()?.with_file_name("agensh"),
-    };
-    if !agensh.is_file() {
-        bail!(
-            "no agensh binary at {} — build it with `cargo build --release -p agensh` or give --agensh PATH",
-            agensh.display()
-        );
-    }
+    let agensh = crate::stats::agensh_binary(a.agensh.as_deref())?;
     let parts = parts_of(&example.join("seed"))?;
     if parts.is_empty() {
         bail!(

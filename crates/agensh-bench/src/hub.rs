@@ -247,16 +247,7 @@ async fn waiting_polls(http: &reqwest::Client, url: &str) -> Result<u64> {
 }
 
 pub async fn run(a: Args) -> Result<()> {
-    let agensh = match a.agensh.clone() {
-        Some(p) => p,
-        None => std::env::current_exe()?.with_file_name("agensh"),
-    };
-    if !agensh.exists() {
-        bail!(
-            "{} not found — build it first: cargo build --release -p agensh",
-            agensh.display()
-        );
-    }
+    let agensh = crate::stats::agensh_binary(a.agensh.as_deref())?;
     let tmp = tempfile::tempdir()?;
     let dir = a.dir.clone().unwrap_or_else(|| tmp.path().join("org"));
     let vocab = Arc::new(vocabulary());

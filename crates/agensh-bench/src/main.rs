@@ -6,6 +6,7 @@
 
 mod agents;
 mod firstrun;
+mod gateway;
 mod hub;
 mod merge;
 mod model;
@@ -28,6 +29,9 @@ enum Bench {
     Agents(agents::Args),
     /// The README's first command as a user runs it: parts merged into main over time.
     Firstrun(firstrun::Args),
+    /// The model gateway against direct to the same replay upstream: added latency, first
+    /// byte, streaming throughput, memory per open stream.
+    Gateway(gateway::Args),
     /// The hub: appends/s, wake of all long-polls, grep over a large history, memory.
     Hub(hub::Args),
     /// The git workspace: merge latency against a temporary-clone merge; 1,024 checkouts.
@@ -46,6 +50,7 @@ fn main() -> anyhow::Result<()> {
     match cli.bench {
         Bench::Agents(a) => rt.block_on(agents::run(a)),
         Bench::Firstrun(a) => rt.block_on(firstrun::run(a)),
+        Bench::Gateway(a) => rt.block_on(gateway::run(a)),
         Bench::Hub(a) => rt.block_on(hub::run(a)),
         Bench::Merge(a) => rt.block_on(merge::run(a)),
         Bench::Node(a) => rt.block_on(node::run(a)),

@@ -621,16 +621,7 @@ pub async fn run(a: Args) -> Result<()> {
     if a.workers < 2 {
         bail!("--workers must be at least 2 (one worker is the baseline)");
     }
-    let agensh = match a.agensh.clone() {
-        Some(p) => p,
-        None => std::env::current_exe()?.with_file_name("agensh"),
-    };
-    if !agensh.exists() {
-        bail!(
-            "{} not found — build it first: cargo build --release -p agensh",
-            agensh.display()
-        );
-    }
+    let agensh = crate::stats::agensh_binary(a.agensh.as_deref())?;
     // Agents whose node died are still ours to kill and reap (and to count as left over).
     agensh_process::group::become_subreaper()
         .context("cannot make the benchmark the reaper of its orphaned processes")?;

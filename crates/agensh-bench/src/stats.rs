@@ -34,6 +34,22 @@ pub fn cpu_secs(pid: &str) -> f64 {
         / tick
 }
 
+/// The `agensh` binary to benchmark: `given`, else the one next to this benchmark binary;
+/// an error that says how to build it when it is not there.
+pub fn agensh_binary(given: Option<&std::path::Path>) -> anyhow::Result<std::path::PathBuf> {
+    let path = match given {
+        Some(p) => p.to_path_buf(),
+        None => std::env::current_exe()?.with_file_name("agensh"),
+    };
+    if !path.is_file() {
+        anyhow::bail!(
+            "no agensh binary at {} — build it with `cargo build --release -p agensh` or give --agensh PATH",
+            path.display()
+        );
+    }
+    Ok(path)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -591,3 +591,38 @@ async fn an_upstream_out_of_quota_sends_its_requests_to_its_fallback() {
     assert_eq!(rows.len(), 1);
     assert_eq!(rows[0].requests, 1);
 }
+
+#[tokio::test]
+async fn a_slow_stream_reaches_the_worker_event_by_event_as_it_is_made() {
+    let replay = ReplayServer::start(
+        scenario(1, "pad_events = 6\npad_bytes = 16\nevent_delay_ms = 150"),
+        "127.0.0.1:0",
+        None,
+    )
+    .await
+    .unwrap();
+    let hub = hub_with(&replay, |_| {}).await;
+    let tokens = hub.tokens(1).await;
+    let (path, body) = request("chat", true);
+    let started = std::time::Instant::now();
+    let mut resp = post(&hub, "chat", &path, &tokens[0], &body).await;
+    let mut arrivals = Vec::new();
+    while let Some(c) = resp.chunk().await.unwrap() {
+        if String::from_utf8_lossy(&c).contains("xxxxxxxxxxxxxxxx") {
+            arrivals.push(started.elapsed());
+        }
+    }
+    // Each padding event came on its own, about 150 ms after the one before: nothing was
+    // held back to be sent together.
+    assert_eq!(arrivals.len(), 6, "{arrivals:?}");
+    assert!(arrivals[0] < Duration::from_millis(140), "{arrivals:?}");
+    assert!(
+        arrivals[5] - arrivals[0] >= Duration::from_millis(700),
+        "{arrivals:?}"
+    );
+    let (requests, _, _, output, _) = recorded(&hub, "w01", 1).await;
+    assert_eq!(
+        (requests, output),
+        (1, replay.served()["w01"].output_tokens)
+    );
+}

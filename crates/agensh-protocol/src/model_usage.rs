@@ -11,8 +11,6 @@
 
 use serde_json::Value;
 
-use crate::framing::SseParser;
-
 /// The API a request speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Flavour {
@@ -130,19 +128,35 @@ impl AnthropicUsage {
 }
 
 /// Reads the usage out of a streamed (SSE) answer as its bytes pass.
+///
+/// Every one of the four APIs writes each event's JSON on one `data:` line, and only a
+/// line that mentions `usage` (`usage`, `usageMetadata`) can carry it: every other line is
+/// passed over where it lies, without a copy — a long answer is thousands of small deltas,
+/// and reading each would cost the gateway more than passing it on. Only a line cut by the
+/// end of a chunk is kept, until its end comes.
 #[derive(Debug)]
 pub struct StreamUsage {
     flavour: Flavour,
-    sse: SseParser,
+    /// The start of a line the last chunk cut.
+    partial: Vec<u8>,
     found: Option<TokenUsage>,
     anthropic: AnthropicUsage,
+}
+
+/// The longest line kept across chunks (a Responses API `response.completed` event holds the
+/// whole answer and its usage on one line).
+const PARTIAL_LIMIT: usize = 8 << 20;
+
+/// Where `needle` is in `hay`.
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
 }
 
 impl StreamUsage {
     pub fn new(flavour: Flavour) -> Self {
         StreamUsage {
             flavour,
-            sse: SseParser::new(),
+            partial: Vec::new(),
             found: None,
             anthropic: AnthropicUsage::default(),
         }
@@ -150,9 +164,45 @@ impl StreamUsage {
 
     /// Takes the next chunk of the stream, cut anywhere.
     pub fn feed(&mut self, chunk: &[u8]) {
-        for event in self.sse.push(chunk) {
-            let Ok(v) = serde_json::from_str::<Value>(&event.data) else {
-                continue; // `[DONE]`, keep-alives
+        let mut rest = chunk;
+        while let Some(end) = rest.iter().position(|b| *b == b'\n') {
+            let (line, after) = rest.split_at(end);
+            rest = &after[1..];
+            if self.partial.is_empty() {
+                self.line(line);
+            } else {
+                let mut whole = std::mem::take(&mut self.partial);
+                whole.extend_from_slice(line);
+                self.line(&whole);
+            }
+        }
+        // A line without its end yet: kept only while it may carry usage (a long line of
+        // text is dropped once it is plainly a delta, so memory stays bounded).
+        if !rest.is_empty() {
+            self.partial.extend_from_slice(rest);
+        }
+        if self.partial.len() > PARTIAL_LIMIT {
+            self.partial.clear();
+        }
+    }
+
+    /// One whole line of the stream.
+    fn line(&mut self, line: &[u8]) {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let Some(data) = line.strip_prefix(b"data:") else {
+            return; // `event:`, `id:`, comments, blank lines
+        };
+        if find(data, b"usage").is_none() {
+            return;
+        }
+        self.event(data.strip_prefix(b" ").unwrap_or(data));
+    }
+
+    /// One event's data that mentions usage.
+    fn event(&mut self, data: &[u8]) {
+        {
+            let Ok(v) = serde_json::from_slice::<Value>(data) else {
+                return; // not JSON after all
             };
             match self.flavour {
                 // Usage comes in the last chunk (asked for with `include_usage`).
@@ -289,5 +339,29 @@ mod tests {
         // 600 uncached at 3, 400 cached at 0.3, 20 out at 15, per million.
         let want = (600.0 * 3.0 + 400.0 * 0.3 + 20.0 * 15.0) / 1e6;
         assert!((p.cost(&U) - want).abs() < 1e-12);
+    }
+
+    #[test]
+    fn deltas_pass_without_being_kept_and_crlf_and_cut_lines_are_read() {
+        let mut s = StreamUsage::new(Flavour::OpenAiChat);
+        let delta = "data: {\"choices\":[{\"delta\":{\"content\":\"xxxxxxxx\"}}]}\r\n\r\n";
+        for _ in 0..10_000 {
+            s.feed(delta.as_bytes());
+        }
+        assert!(s.partial.is_empty());
+        assert_eq!(s.usage(), None);
+        let last = "data:{\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":2}}\r\n\r\ndata: [DONE]\r\n\r\n";
+        let (a, b) = last.split_at(30);
+        s.feed(a.as_bytes());
+        assert!(!s.partial.is_empty(), "a cut line waits for its end");
+        s.feed(b.as_bytes());
+        assert_eq!(
+            s.usage(),
+            Some(TokenUsage {
+                input: 5,
+                cached_input: 0,
+                output: 2
+            })
+        );
     }
 }

@@ -221,13 +221,27 @@ fn json_response(status: StatusCode, body: &Value) -> Response {
         .expect("a valid response")
 }
 
-fn sse_response(text: String) -> Response {
+fn sse_response(body: Body) -> Response {
     Response::builder()
         .status(StatusCode::OK)
         .header(header::CONTENT_TYPE, "text/event-stream")
         .header(header::CACHE_CONTROL, "no-cache")
-        .body(Body::from(text))
+        .body(body)
         .expect("a valid response")
+}
+
+/// The events of a streamed answer as they are made.
+struct Events(tokio::sync::mpsc::Receiver<Bytes>);
+
+impl futures_core::Stream for Events {
+    type Item = Result<Bytes, std::convert::Infallible>;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        self.0.poll_recv(cx).map(|e| e.map(Ok))
+    }
 }
 
 /// The key a client sent, wherever its API puts it.
@@ -330,7 +344,7 @@ impl Shared {
                 s.cached_input_tokens += a.usage.cached;
                 s.output_tokens += a.usage.output;
                 let response = if ask.stream {
-                    sse_response(api::events(ask.api, a, ask.chat_usage))
+                    self.stream(ask.api, api::events(ask.api, a, ask.chat_usage))
                 } else {
                     json_response(StatusCode::OK, &api::body(ask.api, a))
                 };
@@ -350,6 +364,43 @@ impl Shared {
             body: ask.body,
         });
         response
+    }
+
+    /// A streamed answer: `text`, after the scenario's padding events, each event after
+    /// `event_delay_ms`.
+    fn stream(&self, api: Api, text: String) -> Response {
+        let sc = &self.scenario;
+        if sc.pad_events == 0 && sc.event_delay_ms == 0 {
+            return sse_response(Body::from(text));
+        }
+        let pad = "x".repeat(sc.pad_bytes);
+        let pad_event = Bytes::from(match api {
+            Api::Chat => format!(
+                "data: {{\"id\":\"pad\",\"object\":\"chat.completion.chunk\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"{pad}\"}}}}]}}\n\n"
+            ),
+            _ => format!(": {pad}\n\n"),
+        });
+        let (n, delay) = (
+            sc.pad_events,
+            std::time::Duration::from_millis(sc.event_delay_ms),
+        );
+        let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(16);
+        tokio::spawn(async move {
+            let events = std::iter::repeat_n(pad_event, n).chain(
+                text.split_inclusive("\n\n")
+                    .map(|e| Bytes::from(e.to_string()))
+                    .collect::<Vec<_>>(),
+            );
+            for (i, e) in events.enumerate() {
+                if i > 0 && !delay.is_zero() {
+                    tokio::time::sleep(delay).await;
+                }
+                if tx.send(e).await.is_err() {
+                    return; // the client went away
+                }
+            }
+        });
+        sse_response(Body::from_stream(Events(rx)))
     }
 
     /// A 429 with `Retry-After`, in the API's error shape; no step is taken.

@@ -52,9 +52,23 @@ pub struct Scenario {
     /// The message of those refusals (e.g. one that says the quota is exhausted).
     #[serde(default = "default_refuse_message")]
     pub refuse_message: String,
+    /// Streamed answers begin with this many extra events (a long answer, for
+    /// benchmarks): Chat Completions content deltas of `pad_bytes` characters each; for the
+    /// other APIs, SSE comments of that size, which clients skip.
+    #[serde(default)]
+    pub pad_events: usize,
+    #[serde(default = "default_pad_bytes")]
+    pub pad_bytes: usize,
+    /// Milliseconds between two events of a streamed answer (0: as fast as they are taken).
+    #[serde(default)]
+    pub event_delay_ms: u64,
     /// The steps, in order, one per request that offers tools.
     #[serde(default, rename = "step")]
     pub steps: Vec<Step>,
+}
+
+fn default_pad_bytes() -> usize {
+    64
 }
 
 fn default_refuse_message() -> String {

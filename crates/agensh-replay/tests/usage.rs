@@ -59,3 +59,40 @@ fn usage_read_from_every_api_equals_what_was_served() {
         }
     }
 }
+
+#[tokio::test]
+async fn a_padded_slow_stream_keeps_its_usage_and_arrives_event_by_event() {
+    let scenario = agensh_replay::Scenario::parse(
+        "pad_events = 20\npad_bytes = 10\nevent_delay_ms = 5\n[[step]]\ntext = \"hi\"\nusage = { input = 7, output = 3 }\ntool_calls = [{ name = \"run\" }]\n",
+    )
+    .unwrap();
+    let server = agensh_replay::ReplayServer::start(scenario, "127.0.0.1:0", None)
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    let mut resp = reqwest::Client::new()
+        .post(format!("{}/v1/chat/completions", server.url()))
+        .json(&json!({ "model": "m", "stream": true, "stream_options": { "include_usage": true },
+                       "messages": [], "tools": [{ "type": "function", "function": { "name": "run" } }] }))
+        .send()
+        .await
+        .unwrap();
+    let mut usage = StreamUsage::new(Flavour::OpenAiChat);
+    let (mut chunks, mut text) = (0, String::new());
+    while let Some(c) = resp.chunk().await.unwrap() {
+        chunks += 1;
+        usage.feed(&c);
+        text.push_str(&String::from_utf8_lossy(&c));
+    }
+    assert_eq!(text.matches("xxxxxxxxxx").count(), 20);
+    assert!(chunks > 20, "{chunks} chunks");
+    assert!(started.elapsed() >= std::time::Duration::from_millis(100));
+    assert_eq!(
+        usage.usage(),
+        Some(TokenUsage {
+            input: 7,
+            cached_input: 0,
+            output: 3
+        })
+    );
+}

@@ -41,6 +41,8 @@ async fn replay(scenario: &Path, listen: &str, record: Option<PathBuf>) -> Resul
     // The handlers go in before the address is printed: a client that stops the server as
     // soon as it has been answered must find it listening for the signal.
     let stop = stop_signal()?;
+    // A server for 1,024 workers holds as many connections.
+    crate::cmd::hub::raise_open_file_limit();
     let server = agensh_replay::ReplayServer::start(scenario, listen, record).await?;
     let url = server.url();
     outln!("replaying {steps} step(s) at {url}; Ctrl-C stops");

@@ -15,6 +15,9 @@ use super::fair::Permit;
 /// not known (and said in the log).
 pub const WHOLE_BODY_LIMIT: usize = 16 << 20;
 
+/// Most bytes of ready data frames joined into one.
+pub const JOIN_LIMIT: usize = 16 << 10;
+
 /// How an answer's usage is read.
 pub enum Meter {
     /// A streamed answer (SSE), read as its bytes pass.
@@ -62,6 +65,8 @@ pub struct Observed {
     /// The first frame, read before the answer was handed over (a connection that drops
     /// before it is retried).
     first: Option<Frame<Bytes>>,
+    /// What the upstream gave after data frames were joined: returned next.
+    held: Option<Option<Result<Frame<Bytes>, reqwest::Error>>>,
     inner: reqwest::Body,
     meter: Meter,
     bytes: u64,
@@ -80,6 +85,7 @@ impl Observed {
     ) -> Observed {
         let mut o = Observed {
             first: None,
+            held: None,
             inner,
             meter,
             bytes: 0,
@@ -97,6 +103,41 @@ impl Observed {
         if let Some(data) = frame.data_ref() {
             self.bytes += data.len() as u64;
             self.meter.feed(data);
+        }
+    }
+
+    /// `data` with the data frames the upstream has ready right now joined to it (never
+    /// waiting for one, never past [`JOIN_LIMIT`]): a model streams many small events, and
+    /// each frame costs more to pass on than its bytes. Anything else is held for the next
+    /// poll.
+    fn join(&mut self, data: Bytes, cx: &mut Context<'_>) -> Bytes {
+        let mut joined: Option<Vec<u8>> = None;
+        loop {
+            let len = joined.as_ref().map_or(data.len(), Vec::len);
+            if len >= JOIN_LIMIT || self.inner.is_end_stream() {
+                break;
+            }
+            match Pin::new(&mut self.inner).poll_frame(cx) {
+                Poll::Ready(Some(Ok(f))) if f.is_data() => {
+                    let more = f.into_data().unwrap_or_default();
+                    joined
+                        .get_or_insert_with(|| {
+                            let mut v = Vec::with_capacity(JOIN_LIMIT.min(len * 8));
+                            v.extend_from_slice(&data);
+                            v
+                        })
+                        .extend_from_slice(&more);
+                }
+                Poll::Ready(other) => {
+                    self.held = Some(other);
+                    break;
+                }
+                Poll::Pending => break,
+            }
+        }
+        match joined {
+            Some(v) => Bytes::from(v),
+            None => data,
         }
     }
 
@@ -122,11 +163,19 @@ impl Body for Observed {
             }
             return Poll::Ready(Some(Ok(f)));
         }
-        match Pin::new(&mut this.inner).poll_frame(cx) {
+        let next = match this.held.take() {
+            Some(held) => Poll::Ready(held),
+            None => Pin::new(&mut this.inner).poll_frame(cx),
+        };
+        match next {
             Poll::Ready(Some(Ok(f))) => {
+                let f = match f.into_data() {
+                    Ok(data) => Frame::data(this.join(data, cx)),
+                    Err(f) => f,
+                };
                 this.observe(&f);
                 // A caller may stop polling once the body says it is at its end.
-                if this.inner.is_end_stream() {
+                if this.held.is_none() && this.inner.is_end_stream() {
                     this.finish(true);
                 }
                 Poll::Ready(Some(Ok(f)))
@@ -144,7 +193,7 @@ impl Body for Observed {
     }
 
     fn is_end_stream(&self) -> bool {
-        self.first.is_none() && self.inner.is_end_stream()
+        self.first.is_none() && self.held.is_none() && self.inner.is_end_stream()
     }
 
     fn size_hint(&self) -> SizeHint {

@@ -140,7 +140,7 @@ fn upstream(u: &UpstreamConfig, env: &impl Fn(&str) -> Option<String>) -> Result
         .is_some_and(|h| h == "localhost" || h == "[::1]" || h.starts_with("127."));
     let mut http = reqwest::Client::builder()
         .connect_timeout(Duration::from_secs(10))
-        .read_timeout(Duration::from_secs(900))
+        .tcp_keepalive(Duration::from_secs(30))
         .pool_max_idle_per_host(1024)
         .http1_only();
     if loopback {
