@@ -298,3 +298,44 @@ fn the_organizations_budget_ends_the_run_with_its_summary() {
         assert!(log_of(&dir, id).contains("\"organization\":true"), "{id}");
     }
 }
+
+#[test]
+fn a_run_whose_upstream_key_is_not_set_stops_before_anything_starts() {
+    let (_tmp, dir) = new_org("anything");
+    let path = dir.join("agensh.toml");
+    let text = std::fs::read_to_string(&path).unwrap()
+        + "\n[[gateway.upstreams]]\nname = \"vendor\"\nurl = \"http://127.0.0.1:9/v1\"\napi_key_env = \"AGENSH_TEST_KEY_NOBODY_SETS\"\n";
+    std::fs::write(&path, text).unwrap();
+    let out = agensh()
+        .arg("run")
+        .arg(&dir)
+        .args([
+            "--agent",
+            "builtin",
+            "--model-url",
+            "http://127.0.0.1:9/v1",
+            "--model",
+            "m",
+        ])
+        .args(["--listen", "127.0.0.1:0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(4));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("\"vendor\" reads its key from AGENSH_TEST_KEY_NOBODY_SETS, which is not set"),
+        "{err}"
+    );
+    assert!(!dir.join("workers").exists(), "no worker started");
+    // The organization's state stays readable without the key.
+    let out = agensh()
+        .args(["status", "--dir"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -587,9 +587,11 @@ async fn an_upstream_out_of_quota_sends_its_requests_to_its_fallback() {
     resp.text().await.unwrap();
     assert_eq!(primary.served()["w01"].refused, 1);
     assert_eq!(spare.served()["w01"].requests, 1);
+    // Recorded once, when the answer ended.
+    let (requests, ..) = recorded(&hub, "w01", 1).await;
+    assert_eq!(requests, 1);
     let rows = hub.admin().usage().await.unwrap();
-    assert_eq!(rows.len(), 1);
-    assert_eq!(rows[0].requests, 1);
+    assert_eq!(rows.len(), 1, "{rows:?}");
 }
 
 #[tokio::test]
@@ -625,4 +627,28 @@ async fn a_slow_stream_reaches_the_worker_event_by_event_as_it_is_made() {
         (requests, output),
         (1, replay.served()["w01"].output_tokens)
     );
+}
+
+#[tokio::test]
+async fn an_upstream_whose_key_is_not_set_is_refused_with_the_variable_named() {
+    let replay = ReplayServer::start(scenario(1, ""), "127.0.0.1:0", None)
+        .await
+        .unwrap();
+    let hub = hub_with(&replay, |c| {
+        c.gateway.upstreams[0].api_key_env = "AGENSH_TEST_KEY_NOBODY_SETS".into();
+    })
+    .await;
+    let tokens = hub.tokens(1).await;
+    let (path, body) = request("anthropic", false);
+    let resp = post(&hub, "anthropic", &path, &tokens[0], &body).await;
+    assert_eq!(resp.status(), 503);
+    let v: Value = resp.json().await.unwrap();
+    let m = v["error"]["message"].as_str().unwrap();
+    assert!(
+        m.contains("AGENSH_TEST_KEY_NOBODY_SETS") && m.contains("export"),
+        "{m}"
+    );
+    // The hub serves everything else.
+    assert!(hub.admin().workers().await.is_ok());
+    assert!(replay.requests().is_empty());
 }

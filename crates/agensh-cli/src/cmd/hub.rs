@@ -19,6 +19,7 @@ pub async fn run(g: &Global, a: HubArgs) -> Result<()> {
         config.gateway = config.gateway.with_shorthand(&shorthand);
         config.gateway.validate()?;
     }
+    upstream_keys_set(&config)?;
     raise_open_file_limit();
     refuse_if_running(&dir)?;
     let listen = config.hub.listen.clone();
@@ -36,6 +37,23 @@ pub async fn run(g: &Global, a: HubArgs) -> Result<()> {
     tracing::info!("stopping the hub");
     hub.shutdown().await;
     let _ = std::fs::remove_file(state_dir(&dir).join(agensh_hub::HUB_JSON));
+    Ok(())
+}
+
+/// Refuses to start an organization whose gateway upstreams' keys are not in this
+/// environment (the hub would refuse every request to them), naming each variable.
+pub fn upstream_keys_set(config: &agensh_domain::config::Config) -> Result<()> {
+    let missing = agensh_hub::gateway::missing_keys(&config.gateway, |v| std::env::var(v).ok());
+    if let Some((name, var)) = missing.first() {
+        bail!(
+            "the gateway upstream \"{name}\" reads its key from {var}, which is not set — export {var}=… (or set its api_key_env = \"\"){}",
+            if missing.len() > 1 {
+                format!("; {} more upstream(s) lack theirs", missing.len() - 1)
+            } else {
+                String::new()
+            }
+        );
+    }
     Ok(())
 }
 

@@ -505,8 +505,10 @@ pub async fn run(g: &Global, a: RunArgs) -> Result<()> {
     };
     let (listen_source, workers_source) = (source("hub.listen"), source("run.workers"));
     let config = resolved.config;
-    // Before anything is created: another run of this organization, or a taken port.
+    // Before anything is created: another run of this organization, a taken port, an
+    // upstream's key not set.
     refuse_if_running(&dir)?;
+    crate::cmd::hub::upstream_keys_set(&config)?;
     let listen = hub_listen(&config.hub.listen, &listen_source)?;
     raise_open_file_limit();
     if crate::cmd::init::create_state_if_missing(&dir, &config).await? {
@@ -529,6 +531,7 @@ pub async fn run(g: &Global, a: RunArgs) -> Result<()> {
     let mut config = config;
     config.gateway = config.gateway.with_shorthand(&shorthand);
     config.gateway.validate()?;
+    crate::cmd::hub::upstream_keys_set(&config)?;
     let started = Instant::now();
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&state_dir(&dir).join(STORE_FILE))?);
     let repo = state_dir(&dir).join(agensh_workspace::REPO_DIR);

@@ -55,6 +55,9 @@ pub struct Upstream {
     /// whole path (`v1/messages`) goes after the host.
     versioned: bool,
     key: Option<String>,
+    /// The variable its key should come from, when it is not set in the hub's environment:
+    /// its requests are refused with what to do (the hub itself still serves everything else).
+    missing_key: Option<String>,
     prices: Prices,
     fallback: Option<String>,
     queue: Arc<FairQueue>,
@@ -77,6 +80,20 @@ pub struct Gateway {
     pub config: GatewayConfig,
     upstreams: HashMap<String, Arc<Upstream>>,
     pub budgets: budget::Budgets,
+}
+
+/// The variables of `config`'s upstream keys that `env` does not have: an organization that
+/// runs with them unset gets every request to those upstreams refused.
+pub fn missing_keys(
+    config: &GatewayConfig,
+    env: impl Fn(&str) -> Option<String>,
+) -> Vec<(String, String)> {
+    config
+        .upstreams
+        .iter()
+        .filter(|u| !u.api_key_env.is_empty() && env(&u.api_key_env).is_none_or(|k| k.is_empty()))
+        .map(|u| (u.name.clone(), u.api_key_env.clone()))
+        .collect()
 }
 
 impl Gateway {
@@ -111,18 +128,13 @@ impl Gateway {
 }
 
 fn upstream(u: &UpstreamConfig, env: &impl Fn(&str) -> Option<String>) -> Result<Upstream, Error> {
-    let key = if u.api_key_env.is_empty() {
-        None
+    let (key, missing_key) = if u.api_key_env.is_empty() {
+        (None, None)
     } else {
-        Some(env(&u.api_key_env).filter(|k| !k.is_empty()).ok_or_else(|| {
-            Error::invalid(
-                "no_upstream_key",
-                format!(
-                    "the upstream \"{}\" reads its key from {}, which is not set in the hub's environment — export {}=… before starting the hub, or set its api_key_env = \"\"",
-                    u.name, u.api_key_env, u.api_key_env
-                ),
-            )
-        })?)
+        match env(&u.api_key_env).filter(|k| !k.is_empty()) {
+            Some(k) => (Some(k), None),
+            None => (None, Some(u.api_key_env.clone())),
+        }
     };
     let base = u.url.trim().trim_end_matches('/').to_string();
     let parsed = reqwest::Url::parse(&base).map_err(|e| {
@@ -155,6 +167,7 @@ fn upstream(u: &UpstreamConfig, env: &impl Fn(&str) -> Option<String>) -> Result
         base,
         versioned,
         key,
+        missing_key,
         prices: Prices {
             input: u.prices.input,
             cached_input: u.prices.cached_input,
@@ -300,6 +313,17 @@ async fn serve(
             ),
         );
     };
+    if let Some(var) = &up.missing_key {
+        return error(
+            family,
+            StatusCode::SERVICE_UNAVAILABLE,
+            "no_upstream_key",
+            &format!(
+                "the hub has no key for the upstream \"{}\": {var} was not set in its environment when it started — export {var}=… and restart the hub",
+                up.name
+            ),
+        );
+    }
     if up.api.is_some_and(|a| a != family) {
         return error(
             family,
