@@ -15,6 +15,7 @@ pub mod ids;
 pub mod message;
 pub mod page;
 pub mod pr;
+pub mod programbench;
 pub mod prompt;
 pub mod query;
 pub mod record;
