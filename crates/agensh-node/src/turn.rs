@@ -197,34 +197,40 @@ pub async fn run_worker(
     let mut notices_left: Vec<Duration> = plan.notices_before_end.clone();
     notices_left.sort_by(|a, b| b.cmp(a));
 
+    // Events that carry a `worker.stop` (a spent budget), taken at a turn's end or when a
+    // turn ended in an error.
+    let mut stopped_by: Option<Vec<Event>> = None;
     loop {
+        if let Some(events) = stopped_by.take() {
+            // The agent stops until the budget is raised (or for good, when it is the
+            // organization's).
+            let paused = pause_for_budget(
+                &events,
+                &mut *agent,
+                &plan,
+                &hub,
+                &link.events,
+                &mut log,
+                &set_status,
+                &mut stop,
+            )
+            .await;
+            match paused {
+                Paused::Over => break,
+                Paused::Resumed { after: a, error } => {
+                    after = a;
+                    failure = error.map(|e| (e, false));
+                    prompt = render(BUDGET_RAISED_TEMPLATE, &[("worker_id", &id)])?;
+                }
+            }
+        }
         if let Some((e, in_turn)) = failure.take() {
             // Refused model requests end a turn with an error too: when a budget stopped
             // the worker, that is no failure of its agent to recover from.
-            let pending = match hub.events(after, 0).await {
-                Ok(p) if p.iter().any(|e| e.kind == kinds::WORKER_STOP) => Some(p),
-                _ => None,
-            };
-            if let Some(pending) = pending {
-                let paused = pause_for_budget(
-                    &pending,
-                    &mut *agent,
-                    &plan,
-                    &hub,
-                    &link.events,
-                    &mut log,
-                    &set_status,
-                    &mut stop,
-                )
-                .await;
-                match paused {
-                    Paused::Over => break,
-                    Paused::Resumed { after: a, error } => {
-                        after = a;
-                        failure = error.map(|e| (e, false));
-                        prompt = render(BUDGET_RAISED_TEMPLATE, &[("worker_id", &id)])?;
-                        continue;
-                    }
+            if let Ok(pending) = hub.events(after, 0).await {
+                if pending.iter().any(|e| e.kind == kinds::WORKER_STOP) {
+                    stopped_by = Some(pending);
+                    continue;
                 }
             }
             let error = e.message.clone();
@@ -363,29 +369,9 @@ pub async fn run_worker(
             carried.clear();
         }
         let next = match next {
-            // A spent budget: the agent stops until the budget is raised (or for good,
-            // when it is the organization's).
             Next::Events(events) if events.iter().any(|e| e.kind == kinds::WORKER_STOP) => {
-                let paused = pause_for_budget(
-                    &events,
-                    &mut *agent,
-                    &plan,
-                    &hub,
-                    &link.events,
-                    &mut log,
-                    &set_status,
-                    &mut stop,
-                )
-                .await;
-                match paused {
-                    Paused::Over => break,
-                    Paused::Resumed { after: a, error } => {
-                        after = a;
-                        failure = error.map(|e| (e, false));
-                        prompt = render(BUDGET_RAISED_TEMPLATE, &[("worker_id", &id)])?;
-                        continue;
-                    }
-                }
+                stopped_by = Some(events);
+                continue;
             }
             other => other,
         };
