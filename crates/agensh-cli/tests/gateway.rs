@@ -9,7 +9,7 @@ mod common;
 use std::path::Path;
 use std::process::Stdio;
 
-use common::{agensh, new_org, Replay};
+use common::{agensh, new_org, wait_until, Replay};
 use serde_json::Value;
 
 const KEY_VAR: &str = "AGENSH_TEST_UPSTREAM_KEY";
@@ -166,17 +166,6 @@ fn log_of(dir: &Path, worker: &str) -> String {
         .unwrap_or_default()
 }
 
-fn wait_for(what: &str, limit: std::time::Duration, mut ok: impl FnMut() -> bool) {
-    let until = std::time::Instant::now() + limit;
-    while !ok() {
-        assert!(
-            std::time::Instant::now() < until,
-            "timed out waiting for {what}"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(200));
-    }
-}
-
 /// An organization of `workers` built-in workers that ask their model again a second after
 /// each turn, with one budget set: `(section, key, value)`.
 fn busy_org(
@@ -234,7 +223,7 @@ fn a_spent_budget_stops_its_worker_until_it_is_raised_while_the_run_goes_on() {
     let replay = Replay::start(tmp.path(), "final_text = \"Done: nothing to do.\"\n");
     let child = start(&dir, &replay);
     let limit = std::time::Duration::from_secs(30);
-    wait_for("w01 stopped by its budget", limit, || {
+    wait_until(limit, "w01 stopped by its budget", || {
         log_of(&dir, "w01").contains("\"stopped\"")
     });
     let out = agensh()
@@ -267,7 +256,7 @@ fn a_spent_budget_stops_its_worker_until_it_is_raised_while_the_run_goes_on() {
     );
     let shown = String::from_utf8_lossy(&out.stdout);
     assert!(shown.contains("w01") && shown.contains("/ 100"), "{shown}");
-    wait_for("w01 going on", limit, || {
+    wait_until(limit, "w01 going on", || {
         log_of(&dir, "w01").contains("\"resumed\"")
     });
     let summary = summary_of(child);

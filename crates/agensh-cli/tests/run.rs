@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::agensh;
+use common::{agensh, wait_until};
 use serde_json::Value;
 
 /// A seed project: a test runner that checks every part's test.
@@ -126,14 +126,6 @@ fn lines(path: &Path) -> Vec<Value> {
 
 fn turns(dir: &Path, worker: &str) -> Vec<Value> {
     lines(&dir.join(".agensh/logs").join(worker).join("turns.jsonl"))
-}
-
-fn wait_until(limit: Duration, what: &str, mut ok: impl FnMut() -> bool) {
-    let started = Instant::now();
-    while !ok() {
-        assert!(started.elapsed() < limit, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
 }
 
 /// `git fsck` of the organization's bare repository finds nothing wrong.

@@ -177,3 +177,12 @@ impl Drop for Replay {
         let _ = self.child.wait();
     }
 }
+
+/// Waits until `ok` holds, checking every 100 ms; fails the test after `limit`.
+pub fn wait_until(limit: Duration, what: &str, mut ok: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !ok() {
+        assert!(started.elapsed() < limit, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
