@@ -112,6 +112,11 @@ pub enum Command {
     /// Model budgets: what each worker and the organization may spend and have spent; raise
     /// them while the organization runs (a worker a budget stopped goes on).
     Budget(BudgetArgs),
+    /// Score a ProgramBench submission exactly as ProgramBench does, in agensh's own sandbox
+    /// (no Docker): compile it, run every test branch, print the raw and kept scores.
+    Eval(EvalArgs),
+    /// ProgramBench runs: the test environment the evaluator uses.
+    Bench(BenchArgs),
     /// The effective configuration and where each value came from (flag, environment, agensh.toml, default).
     Config(ConfigArgs),
     /// Check what agensh needs on this machine (git, python, the local model, agent CLIs) and say what to do.
@@ -140,6 +145,8 @@ impl Command {
             Command::Agent(_)
             | Command::Agents(_)
             | Command::Model(_)
+            | Command::Eval(_)
+            | Command::Bench(_)
             | Command::Doctor(_)
             | Command::Completions(_) => &[],
         }
@@ -751,6 +758,60 @@ impl ModelFlags {
         .filter_map(|(key, name, v)| v.as_ref().map(|v| flag(key, name, v.clone())))
         .collect()
     }
+}
+
+#[derive(Args, Debug)]
+pub struct EvalArgs {
+    /// The submission: a submission.tar.gz (ProgramBench's form), a .zip or a directory.
+    pub submission: PathBuf,
+    /// The task: a directory with task.yaml and tests.json, or an instance id of the
+    /// installed programbench package (e.g. testorg__calculator.abc1234).
+    #[arg(long)]
+    pub task: String,
+    /// ProgramBench's blob directory (DIR/<id>/tests/<branch>.tar.gz); default
+    /// $PROGRAMBENCH_BLOB_DIR, then the task directory's tests/.
+    #[arg(long, env = "PROGRAMBENCH_BLOB_DIR")]
+    pub blobs: Option<PathBuf>,
+    /// Write the evaluation (ProgramBench's <id>.eval.json) to this file.
+    #[arg(long)]
+    pub output: Option<PathBuf>,
+    /// pytest-xdist workers per test run (ProgramBench gives 10).
+    #[arg(long, default_value_t = 10)]
+    pub cpus: usize,
+    /// Seconds `compile.sh` may take.
+    #[arg(long, default_value_t = 900)]
+    pub compile_timeout: u64,
+    /// Seconds one branch's `eval/run.sh` may take.
+    #[arg(long, default_value_t = 3600)]
+    pub tests_timeout: u64,
+    /// Keep the workspaces (printed) instead of removing them.
+    #[arg(long)]
+    pub keep: bool,
+    /// Directories the submission must not see while compiling and testing (repeatable).
+    #[arg(long = "hide", value_name = "DIR")]
+    pub hide: Vec<PathBuf>,
+    /// Print JSON: the scores and the whole evaluation.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    #[command(subcommand)]
+    pub command: BenchCommand,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum BenchCommand {
+    /// Install the evaluator's test environment into the data directory (once): a Python
+    /// venv with programbench 1.2.5, pytest 9.0.3, pytest-xdist, pytest-timeout and
+    /// pytest-rerunfailures at the versions ProgramBench expects. `agensh eval` does this
+    /// on first use.
+    Install {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Args, Debug)]

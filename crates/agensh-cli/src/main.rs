@@ -19,6 +19,11 @@ use crate::output::{Exit, Failure, Style, Usage};
 /// Exit codes: see [`output::AFTER_HELP`] (shown by `agensh --help`).
 fn main() {
     let args: Vec<OsString> = std::env::args_os().collect();
+    // The evaluator's sandbox launcher: this same binary, before any thread starts.
+    if args.get(1).is_some_and(|a| a == "__sandbox") {
+        let spec = args.get(2).and_then(|s| s.to_str()).unwrap_or_default();
+        agensh_eval::sandbox::launch(spec)
+    }
     let clap_color = match color_in(&args) {
         Some(ColorWhen::Always) => clap::ColorChoice::Always,
         Some(ColorWhen::Never) => clap::ColorChoice::Never,
@@ -82,6 +87,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Agent(a) => cmd::agent::run(a).await,
         Command::Agents(a) => cmd::agents::run(a).await,
         Command::Model(a) => cmd::model::run(a).await,
+        Command::Eval(a) => cmd::eval::run(a).await,
+        Command::Bench(a) => cmd::eval::bench(a).await,
         Command::Run(a) => cmd::run::run(&g, a).await,
         Command::Node(a) => cmd::run::node(&g, a).await,
         Command::Status(a) => cmd::run::status(&g, a).await,

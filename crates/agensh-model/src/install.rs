@@ -405,8 +405,8 @@ fn join_into(
     Ok((done, hex))
 }
 
-/// `AGENSH_PYTHON` or `python3`, checked to run and to be new enough.
-async fn find_python() -> Result<PathBuf> {
+/// `AGENSH_PYTHON` or `python3`, checked to run and to be new enough (3.10+).
+pub async fn find_python() -> Result<PathBuf> {
     let name = std::env::var_os("AGENSH_PYTHON")
         .filter(|v| !v.is_empty())
         .unwrap_or_else(|| "python3".into());
@@ -444,7 +444,7 @@ async fn find_python() -> Result<PathBuf> {
 }
 
 /// A fresh `python -m venv DIR` (whatever was there is removed first).
-async fn create_venv(python: &Path, venv: &Path) -> Result<()> {
+pub async fn create_venv(python: &Path, venv: &Path) -> Result<()> {
     if venv.exists() {
         std::fs::remove_dir_all(venv).map_err(Error::io("cannot remove", venv))?;
     }
@@ -466,8 +466,14 @@ async fn create_venv(python: &Path, venv: &Path) -> Result<()> {
     Ok(())
 }
 
-/// `python -m pip SUBCOMMAND ARGS..` non-interactive; `on_line` sees stdout.
-async fn pip(python: &Path, args: &[&str], what: &str, on_line: impl FnMut(&str)) -> Result<()> {
+/// `python -m pip SUBCOMMAND ARGS..` non-interactive; `on_line` sees stdout; `what` names
+/// the packages in the error.
+pub async fn pip(
+    python: &Path,
+    args: &[&str],
+    what: &str,
+    on_line: impl FnMut(&str),
+) -> Result<()> {
     let (sub, rest) = args.split_first().expect("a pip subcommand");
     let out = run(
         Command::new(python)

@@ -22,7 +22,10 @@ mod spec;
 mod throughput;
 
 pub use error::{Error, Result};
-pub use install::{install, installed, join_parts, status, InstallProgress, Installed, Status};
+pub use install::{
+    create_venv, find_python, install, installed, join_parts, pip, status, InstallProgress,
+    Installed, Status,
+};
 pub use serve::{ModelServer, ServeOptions};
 pub use spec::{data_dir, data_dir_from, ModelSpec, Size, XLLAMACPP_VERSION};
 pub use throughput::{measure, workers_for, Throughput, WorkerCount};

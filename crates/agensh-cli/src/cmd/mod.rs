@@ -7,6 +7,7 @@ pub mod budget;
 pub mod completions;
 pub mod config;
 pub mod doctor;
+pub mod eval;
 pub mod events;
 pub mod hub;
 pub mod init;

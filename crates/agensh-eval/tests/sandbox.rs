@@ -1,0 +1,171 @@
+//! The evaluator's sandbox, run for real: namespaces, mounts, timeouts.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use agensh_eval::sandbox::{Outcome, Sandbox, Spec, Workspace};
+
+fn sandbox() -> Sandbox {
+    Sandbox {
+        program: PathBuf::from(env!("CARGO_BIN_EXE_agensh-sandbox")),
+        args: Vec::new(),
+    }
+}
+
+fn spec(dir: &Path, workspace: Workspace, command: &str) -> Spec {
+    Spec {
+        workspace,
+        tmp: None,
+        hide: Vec::new(),
+        home: None,
+        network: false,
+        env: vec![("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into())],
+        command: command.into(),
+        scratch: dir.join("scratch"),
+    }
+}
+
+/// A directory outside /tmp (the sandbox has its own /tmp).
+fn tmp() -> tempfile::TempDir {
+    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
+}
+
+async fn run(s: &Spec) -> Outcome {
+    sandbox()
+        .run(s, Duration::from_secs(30))
+        .await
+        .expect("the sandbox starts")
+}
+
+#[tokio::test]
+async fn the_command_runs_in_workspace_with_its_exit_code_and_both_streams() {
+    let d = tmp();
+    let ws = d.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    std::fs::write(ws.join("in"), "given\n").unwrap();
+    let s = spec(
+        d.path(),
+        Workspace::Bind(ws.clone()),
+        "pwd; cat in; echo made > out; echo oops >&2; exit 7",
+    );
+    let o = run(&s).await;
+    assert_eq!(o.returncode, 7);
+    assert_eq!(o.stdout, "/workspace\ngiven\n");
+    assert_eq!(o.stderr, "oops\n");
+    assert_eq!(std::fs::read_to_string(ws.join("out")).unwrap(), "made\n");
+}
+
+#[tokio::test]
+async fn the_host_is_read_only_inside() {
+    let d = tmp();
+    let ws = d.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    // A directory of the host outside the workspace (the test's own temporary one).
+    let outside = d.path().join("outside");
+    std::fs::create_dir(&outside).unwrap();
+    let cmd = format!("touch {}/x", outside.display());
+    let o = run(&spec(d.path(), Workspace::Bind(ws), &cmd)).await;
+    assert_ne!(o.returncode, 0, "{o:?}");
+    assert!(o.stderr.contains("Read-only file system"), "{o:?}");
+    assert!(!outside.join("x").exists());
+}
+
+#[tokio::test]
+async fn an_overlay_leaves_the_lower_workspace_as_it_was() {
+    let d = tmp();
+    let (lower, upper, work) = (d.path().join("l"), d.path().join("u"), d.path().join("w"));
+    for p in [&lower, &upper, &work] {
+        std::fs::create_dir(p).unwrap();
+    }
+    std::fs::write(lower.join("kept"), "1").unwrap();
+    let o = run(&spec(
+        d.path(),
+        Workspace::Overlay {
+            lower: lower.clone(),
+            upper: upper.clone(),
+            work,
+        },
+        "rm kept && echo 2 > new && ls",
+    ))
+    .await;
+    assert_eq!((o.returncode, o.stdout.as_str()), (0, "new\n"), "{o:?}");
+    assert_eq!(std::fs::read_to_string(lower.join("kept")).unwrap(), "1");
+    assert!(!lower.join("new").exists());
+    assert_eq!(std::fs::read_to_string(upper.join("new")).unwrap(), "2\n");
+}
+
+#[tokio::test]
+async fn without_network_there_is_only_loopback_and_it_is_up() {
+    let d = tmp();
+    let ws = d.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    // A listener on the host's loopback: the sandbox's own loopback cannot reach it.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let cmd = format!(
+        "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '; \
+         if (exec 3<>/dev/tcp/127.0.0.1/{port}) 2>/dev/null; then echo reached; else echo refused; fi"
+    );
+    let o = run(&spec(d.path(), Workspace::Bind(ws), &cmd)).await;
+    assert_eq!(o.stdout, "lo\nrefused\n", "{o:?}");
+}
+
+#[tokio::test]
+async fn hidden_directories_are_empty_inside() {
+    let d = tmp();
+    let ws = d.path().join("ws");
+    let secret = d.path().join("reference");
+    std::fs::create_dir(&ws).unwrap();
+    std::fs::create_dir(&secret).unwrap();
+    std::fs::write(secret.join("executable"), "bytes").unwrap();
+    let mut s = spec(
+        d.path(),
+        Workspace::Bind(ws),
+        &format!("ls -A {}", secret.display()),
+    );
+    let shown = run(&s).await;
+    assert_eq!(shown.stdout, "executable\n", "{shown:?}");
+    s.hide = vec![secret.clone()];
+    let hidden = run(&s).await;
+    assert_eq!(
+        (hidden.returncode, hidden.stdout.as_str()),
+        (0, ""),
+        "{hidden:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_timeout_kills_every_process_of_the_sandbox() {
+    let d = tmp();
+    let ws = d.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    // A background process that would write a file after the timeout.
+    let s = spec(
+        d.path(),
+        Workspace::Bind(ws.clone()),
+        "(sleep 2; touch late) & sleep 60",
+    );
+    let o = sandbox().run(&s, Duration::from_millis(500)).await.unwrap();
+    assert!(o.timed_out);
+    assert_eq!(o.returncode, -1);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(!ws.join("late").exists(), "a process outlived the timeout");
+}
+
+#[tokio::test]
+async fn the_environment_is_exactly_the_one_given() {
+    let d = tmp();
+    let ws = d.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    let mut s = spec(
+        d.path(),
+        Workspace::Bind(ws),
+        "env | sort | grep -v '^_=\\|^PWD=\\|^SHLVL='",
+    );
+    s.env.push(("ONLY".into(), "this".into()));
+    let o = run(&s).await;
+    assert_eq!(
+        o.stdout, "ONLY=this\nPATH=/usr/local/bin:/usr/bin:/bin\n",
+        "{o:?}"
+    );
+}
