@@ -803,6 +803,26 @@ pub struct BenchArgs {
 
 #[derive(Subcommand, Debug)]
 pub enum BenchCommand {
+    /// A ProgramBench run: seed an organization from a task, run it, and score `main` at
+    /// every checkpoint exactly as ProgramBench does, in the background; writes
+    /// DIR/bench/report.json and a chart. Run it again on the same DIR to resume.
+    Programbench(Box<ProgrambenchArgs>),
+    /// Combine runs (one line per N) into one chart and a table: final score, time to the
+    /// threshold, tokens and cost.
+    Report {
+        /// The runs' organization directories.
+        #[arg(required = true)]
+        runs: Vec<PathBuf>,
+        /// The score a line must reach for its time to threshold.
+        #[arg(long, default_value_t = 0.3)]
+        threshold: f64,
+        /// Where the chart goes: OUT.svg and OUT.png.
+        #[arg(long, default_value = "programbench-report")]
+        out: PathBuf,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Install the evaluator's test environment into the data directory (once): a Python
     /// venv with programbench 1.2.5, pytest 9.0.3, pytest-xdist, pytest-timeout and
     /// pytest-rerunfailures at the versions ProgramBench expects. `agensh eval` does this
@@ -812,6 +832,36 @@ pub enum BenchCommand {
         #[arg(long)]
         json: bool,
     },
+}
+
+#[derive(Args, Debug)]
+pub struct ProgrambenchArgs {
+    /// The task: a directory with task.yaml and tests.json, or an instance id of the
+    /// installed programbench package.
+    pub task: String,
+    /// The organization directory (default: programbench-<id>-<N>w). One that holds a run
+    /// already is resumed: its checkpoints are not scored again.
+    #[arg(value_name = "DIR")]
+    pub run_dir: Option<PathBuf>,
+    /// The reference executable the workers observe (copied outside the repository).
+    /// Needed to start a run; a resumed run keeps its own.
+    #[arg(long)]
+    pub reference: Option<PathBuf>,
+    /// The task's cleanroom workspace: `main` starts with its files (without .git, and
+    /// without any file carrying the reference's or a clean hash). Default: an empty `main`.
+    #[arg(long)]
+    pub workspace: Option<PathBuf>,
+    /// Minutes between checkpoints (`main` tagged, exported and scored).
+    #[arg(long)]
+    pub checkpoint_minutes: Option<f64>,
+    /// ProgramBench's blob directory for the task's tests (default $PROGRAMBENCH_BLOB_DIR).
+    #[arg(long, env = "PROGRAMBENCH_BLOB_DIR")]
+    pub blobs: Option<PathBuf>,
+    #[command(flatten)]
+    pub flags: RunFlags,
+    /// No live view; print the report as JSON at the end.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args, Debug)]

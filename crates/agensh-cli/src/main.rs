@@ -88,7 +88,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Agents(a) => cmd::agents::run(a).await,
         Command::Model(a) => cmd::model::run(a).await,
         Command::Eval(a) => cmd::eval::run(a).await,
-        Command::Bench(a) => cmd::eval::bench(a).await,
+        Command::Bench(a) => cmd::bench::run(&g, a).await,
         Command::Run(a) => cmd::run::run(&g, a).await,
         Command::Node(a) => cmd::run::node(&g, a).await,
         Command::Status(a) => cmd::run::status(&g, a).await,

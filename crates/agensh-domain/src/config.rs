@@ -256,6 +256,10 @@ pub struct Organization {
     /// creates the organization's state next to an agensh.toml that has none yet.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub seed: String,
+    /// A task pack: Markdown files (relative to agensh.toml) appended to every worker's
+    /// prompt, in order (`agensh bench programbench` writes ProgramBench's rules there).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pack: Vec<String>,
 }
 
 /// `[hub]`: where and how the hub serves.
@@ -306,6 +310,7 @@ impl Config {
             organization: Organization {
                 goal: goal.to_string(),
                 seed: String::new(),
+                pack: Vec::new(),
             },
             hub: HubConfig::default(),
             board: BoardConfig::default(),
@@ -473,7 +478,7 @@ impl Config {
 
 [organization]
 # What every worker works toward. Each worker gets the same prompt but its ID.
-goal = {goal}{seed}
+goal = {goal}{seed}{pack}
 
 [hub]
 # Address the hub listens on. Keep loopback unless nodes on other hosts must reach it.
@@ -544,6 +549,20 @@ hang_timeout_secs = {hang_timeout}
                 format!(
                     "\n# Files that seed main when `agensh run` creates the organization here.\nseed = {}",
                     toml::Value::String(self.organization.seed.clone())
+                )
+            },
+            pack = if self.organization.pack.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "\n# A task pack: Markdown files appended to every worker's prompt, in order.\npack = {}",
+                    toml::Value::Array(
+                        self.organization
+                            .pack
+                            .iter()
+                            .map(|p| toml::Value::String(p.clone()))
+                            .collect()
+                    )
                 )
             },
             body_limit = self.hub.body_limit,
@@ -997,6 +1016,13 @@ mod tests {
         c.organization.seed = "seed".into();
         c.model.url = "https://example.invalid/v1".into();
         c.model.style = "tools".into();
+        assert_eq!(Config::parse(&c.template()).unwrap(), c);
+    }
+
+    #[test]
+    fn a_task_pack_parses_back() {
+        let mut c = Config::with_goal("g");
+        c.organization.pack = vec!["bench/programbench.md".into(), "more.md".into()];
         assert_eq!(Config::parse(&c.template()).unwrap(), c);
     }
 

@@ -16,6 +16,9 @@ pub const DEADLINE_TEMPLATE: &str = include_str!("../../../prompts/deadline.md")
 pub const RESTART_TEMPLATE: &str = include_str!("../../../prompts/restart.md");
 /// The first prompt of a worker that a spent budget stopped, once the budget is raised.
 pub const BUDGET_RAISED_TEMPLATE: &str = include_str!("../../../prompts/budget_raised.md");
+/// The task pack of a ProgramBench run (`agensh bench programbench`): `task`, `repository`,
+/// `language`, `reference`, `checkpoint_minutes`.
+pub const PROGRAMBENCH_PACK_TEMPLATE: &str = include_str!("../../../prompts/programbench.md");
 
 /// Fills `{{name}}` placeholders from `values`; a placeholder without a value is an error
 /// (a typo in a template must not reach an agent as literal braces).
@@ -131,6 +134,17 @@ mod tests {
         .is_ok());
         assert!(render(RESUME_TEMPLATE, &[("worker_id", "w01")]).is_ok());
         assert!(render(BUDGET_RAISED_TEMPLATE, &[("worker_id", "w01")]).is_ok());
+        assert!(render(
+            PROGRAMBENCH_PACK_TEMPLATE,
+            &[
+                ("task", "t"),
+                ("repository", "o/r"),
+                ("language", "c"),
+                ("reference", "/r"),
+                ("checkpoint_minutes", "30")
+            ]
+        )
+        .is_ok());
         assert!(render(
             DEADLINE_TEMPLATE,
             &[("worker_id", "w01"), ("minutes_left", "5"), ("advice", "x")]

@@ -208,6 +208,8 @@ pub struct Options {
     /// Host directories the submission must not see (the reference executable's).
     pub hide: Vec<PathBuf>,
     pub keep: bool,
+    /// The niceness of the sandboxed steps (10 when scoring beside running workers).
+    pub nice: i32,
 }
 
 impl Options {
@@ -222,6 +224,7 @@ impl Options {
             tests_timeout: Duration::from_secs(3600),
             hide: Vec::new(),
             keep: false,
+            nice: 0,
         }
     }
 }
@@ -389,6 +392,7 @@ impl Run<'_> {
             env: self.env(serial),
             command: command.to_string(),
             scratch,
+            nice: self.opts.nice,
         }
     }
 

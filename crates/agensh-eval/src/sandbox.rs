@@ -64,6 +64,10 @@ pub struct Spec {
     pub command: String,
     /// An empty host directory the launcher mounts a tmpfs on for the new root.
     pub scratch: PathBuf,
+    /// The niceness of everything in the sandbox (0: as the caller; 10 for scoring in the
+    /// background while workers run).
+    #[serde(default)]
+    pub nice: i32,
 }
 
 /// What a command did.
@@ -232,6 +236,12 @@ pub fn launch(spec_json: &str) -> ! {
         Ok(s) => s,
         Err(e) => setup_failed(&format!("bad spec: {e}")),
     };
+    if spec.nice != 0 {
+        // Inherited by every process of the sandbox.
+        unsafe {
+            libc::setpriority(libc::PRIO_PROCESS, 0, spec.nice);
+        }
+    }
     if let Err(e) = enter_namespaces(&spec) {
         setup_failed(&e);
     }

@@ -22,6 +22,7 @@ fn spec(dir: &Path, workspace: Workspace, command: &str) -> Spec {
         env: vec![("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into())],
         command: command.into(),
         scratch: dir.join("scratch"),
+        nice: 0,
     }
 }
 
@@ -168,4 +169,19 @@ async fn the_environment_is_exactly_the_one_given() {
         o.stdout, "ONLY=this\nPATH=/usr/local/bin:/usr/bin:/bin\n",
         "{o:?}"
     );
+}
+
+#[tokio::test]
+async fn niceness_is_set_for_everything_inside() {
+    let d = tmp();
+    let ws = d.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    let mut s = spec(
+        d.path(),
+        Workspace::Bind(ws),
+        "cut -d' ' -f19 /proc/self/stat",
+    );
+    s.nice = 10;
+    let o = run(&s).await;
+    assert_eq!(o.stdout, "10\n", "{o:?}");
 }

@@ -11,7 +11,7 @@ use agensh_eval::task::Task;
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::cli::{BenchArgs, BenchCommand, EvalArgs};
+use crate::cli::EvalArgs;
 use crate::output::{json, now_ms};
 
 pub async fn run(a: EvalArgs) -> Result<()> {
@@ -59,29 +59,7 @@ pub async fn run(a: EvalArgs) -> Result<()> {
     Ok(())
 }
 
-pub async fn bench(a: BenchArgs) -> Result<()> {
-    match a.command {
-        BenchCommand::Install { json: as_json } => {
-            let data = agensh_model::data_dir()?;
-            let spinner = spinner(as_json);
-            let env = test_env(&data, &spinner).await?;
-            spinner.finish_and_clear();
-            if as_json {
-                json(&env);
-            } else {
-                outln!(
-                    "the ProgramBench test environment is installed: {} ({})",
-                    env.venv.display(),
-                    env.packages.join(", ")
-                );
-                outln!("tasks of the package: {}", env.task_ids().len());
-            }
-            Ok(())
-        }
-    }
-}
-
-fn spinner(quiet: bool) -> ProgressBar {
+pub fn spinner(quiet: bool) -> ProgressBar {
     if quiet || !std::io::stderr().is_terminal() {
         return ProgressBar::hidden();
     }
@@ -93,7 +71,7 @@ fn spinner(quiet: bool) -> ProgressBar {
     bar
 }
 
-async fn test_env(data: &std::path::Path, spinner: &ProgressBar) -> Result<TestEnv> {
+pub async fn test_env(data: &std::path::Path, spinner: &ProgressBar) -> Result<TestEnv> {
     if let Some(e) = env::installed(data) {
         return Ok(e);
     }

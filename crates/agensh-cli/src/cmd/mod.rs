@@ -2,6 +2,7 @@
 
 pub mod agent;
 pub mod agents;
+pub mod bench;
 pub mod board;
 pub mod budget;
 pub mod completions;

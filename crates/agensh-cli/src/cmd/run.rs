@@ -435,11 +435,29 @@ fn plan(
             .iter()
             .map(|m| Duration::from_secs_f64(m * 60.0))
             .collect(),
-        pack: Vec::new(),
+        pack: read_pack(config, dir)?,
         agensh: std::env::current_exe()?,
         agent_cpu: config.run.agent_cpu,
         recovery: Recovery::from(&config.run),
     })
+}
+
+/// The task pack's fragments (`organization.pack`, relative to the organization directory).
+fn read_pack(config: &Config, dir: &Path) -> Result<Vec<String>> {
+    config
+        .organization
+        .pack
+        .iter()
+        .map(|p| {
+            let path = dir.join(p);
+            std::fs::read_to_string(&path).with_context(|| {
+                format!(
+                    "organization.pack names {}, which cannot be read — fix the path in agensh.toml",
+                    path.display()
+                )
+            })
+        })
+        .collect()
 }
 
 /// The goal's first line, marked when there is more.
@@ -494,6 +512,32 @@ fn hub_listen(listen: &str, source: &Source) -> Result<String> {
 }
 
 pub async fn run(g: &Global, a: RunArgs) -> Result<()> {
+    run_with(g, a, None).await
+}
+
+/// What a task running beside an organization (`agensh bench programbench`'s checkpoints)
+/// is given: the organization and its hub while they run, and how the run ended.
+pub struct RunContext {
+    pub store: Arc<dyn Store>,
+    /// Ctrl-C or SIGTERM.
+    pub stop: Shutdown,
+    /// `Some(true)` once the workers are done (the deadline came, or they all ended),
+    /// `Some(false)` when the run was stopped; `None` while it runs.
+    pub ended: tokio::sync::watch::Receiver<Option<bool>>,
+    /// What the workers run, as the run describes it.
+    pub agent: String,
+}
+
+/// A task run beside the organization; the run waits for it before it shuts the hub down.
+pub type Sidecar = Box<
+    dyn FnOnce(
+            RunContext,
+        ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<()>> + Send>>
+        + Send,
+>;
+
+/// `agensh run`, with `sidecar` started once the hub serves.
+pub async fn run_with(g: &Global, a: RunArgs, sidecar: Option<Sidecar>) -> Result<()> {
     let dir = g.org_dir(&a.dir);
     let resolved = resolve(&dir, &a.flags.values())?;
     let source = |key: &str| {
@@ -569,11 +613,25 @@ pub async fn run(g: &Global, a: RunArgs) -> Result<()> {
         hub.url
     );
     let stop = stop_on_signal()?;
+    let (ended_tx, ended) = tokio::sync::watch::channel(None);
+    let side = sidecar.map(|f| {
+        tokio::spawn(f(RunContext {
+            store: store.clone(),
+            stop: stop.clone(),
+            ended,
+            agent: plan.agent.describe(),
+        }))
+    });
     let (tx, rx) = mpsc::unbounded_channel();
     let node = tokio::spawn(run_node(plan, stop.clone(), tx));
     let view = tokio::spawn(live_view(rx, store.clone(), clock, a.json));
     let summary = node.await.context("the node stopped unexpectedly")??;
     let _ = view.await;
+    let _ = ended_tx.send(Some(!stop.is_shutdown()));
+    if let Some(side) = side {
+        side.await
+            .context("the task beside the run stopped unexpectedly")??;
+    }
     let stats = store.stats().await?;
     if let Some(server) = model_server {
         server.stop().await;
