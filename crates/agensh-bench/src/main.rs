@@ -11,6 +11,7 @@ mod hub;
 mod merge;
 mod model;
 mod node;
+mod programbench;
 mod stats;
 
 use clap::{Parser, Subcommand};
@@ -40,6 +41,9 @@ enum Bench {
     Node(node::Args),
     /// The built-in agent on the local model: N workers sharing one model server.
     Model(model::Args),
+    /// Scoring one ProgramBench checkpoint in agensh's sandbox against a plain
+    /// `compile.sh && run.sh` (the floor).
+    Programbench(programbench::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -55,5 +59,6 @@ fn main() -> anyhow::Result<()> {
         Bench::Merge(a) => rt.block_on(merge::run(a)),
         Bench::Node(a) => rt.block_on(node::run(a)),
         Bench::Model(a) => rt.block_on(model::run(a)),
+        Bench::Programbench(a) => rt.block_on(programbench::run(a)),
     }
 }
