@@ -763,11 +763,17 @@ impl ModelFlags {
 #[derive(Args, Debug)]
 pub struct EvalArgs {
     /// The submission: a submission.tar.gz (ProgramBench's form), a .zip or a directory.
+    /// Without --task: a ProgramBench run directory (RUN/<id>/submission.tar.gz for each
+    /// task), every task scored and the headline computed as ProgramBench does.
     pub submission: PathBuf,
     /// The task: a directory with task.yaml and tests.json, or an instance id of the
     /// installed programbench package (e.g. testorg__calculator.abc1234).
     #[arg(long)]
-    pub task: String,
+    pub task: Option<String>,
+    /// With a run directory: the number of tasks in the benchmark, for the headline (default:
+    /// the package's tasks, its fixture left out, as ProgramBench counts them).
+    #[arg(long)]
+    pub total: Option<usize>,
     /// ProgramBench's blob directory (DIR/<id>/tests/<branch>.tar.gz); default
     /// $PROGRAMBENCH_BLOB_DIR, then the task directory's tests/.
     #[arg(long, env = "PROGRAMBENCH_BLOB_DIR")]
@@ -790,6 +796,10 @@ pub struct EvalArgs {
     /// Directories the submission must not see while compiling and testing (repeatable).
     #[arg(long = "hide", value_name = "DIR")]
     pub hide: Vec<PathBuf>,
+    /// Evaluate with ProgramBench's own evaluator on its official image instead (needs
+    /// Docker; for checking agensh's sandbox against the original).
+    #[arg(long)]
+    pub docker: bool,
     /// Print JSON: the scores and the whole evaluation.
     #[arg(long)]
     pub json: bool,
@@ -844,9 +854,13 @@ pub struct ProgrambenchArgs {
     #[arg(value_name = "DIR")]
     pub run_dir: Option<PathBuf>,
     /// The reference executable the workers observe (copied outside the repository).
-    /// Needed to start a run; a resumed run keeps its own.
+    /// Needed to start a run (or --from-image); a resumed run keeps its own.
     #[arg(long)]
     pub reference: Option<PathBuf>,
+    /// Take the cleanroom workspace and the reference executable (its ./executable) out of
+    /// the task's official image (needs Docker), instead of --workspace and --reference.
+    #[arg(long, conflicts_with_all = ["reference", "workspace"])]
+    pub from_image: bool,
     /// The task's cleanroom workspace: `main` starts with its files (without .git, and
     /// without any file carrying the reference's or a clean hash). Default: an empty `main`.
     #[arg(long)]

@@ -260,3 +260,85 @@ fn a_stopped_run_resumes_without_scoring_a_checkpoint_twice() {
     );
     assert!(chart.with_extension("png").is_file());
 }
+
+#[test]
+#[ignore = "needs `agensh bench install`; the ProgramBench tier runs it"]
+fn a_run_directory_is_scored_task_by_task_with_programbench_s_headline() {
+    let s = setup();
+    // ProgramBench's run layout: RUN/<id>/submission.tar.gz.
+    let run = s.root.join("run");
+    let sub = run.join(FIXTURE);
+    std::fs::create_dir_all(&sub).unwrap();
+    std::fs::write(
+        s.root.join("ref/compile.sh"),
+        "#!/bin/bash\ncp calculator.sh executable && chmod +x executable\n",
+    )
+    .unwrap();
+    let st = Command::new("tar")
+        .arg("-czf")
+        .arg(sub.join("submission.tar.gz"))
+        .arg("-C")
+        .arg(s.root.join("ref"))
+        .args(["compile.sh", "calculator.sh"])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let out = agensh()
+        .args(["eval", "--json"])
+        .arg(&run)
+        .args(["--total", "4"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["instances"][0]["kept"], 0.5);
+    // aggregate over 4 tasks, one attempted: 0.5 / 4, rounded to 4 places.
+    assert_eq!(v["headline"]["mean_score"], 0.125);
+    assert_eq!(v["headline"]["n_instances_total"], 4);
+    assert_eq!(v["mean_attempted"], 0.5);
+    assert!(sub.join(format!("{FIXTURE}.eval.json")).is_file());
+}
+
+#[test]
+#[ignore = "needs `agensh bench install`; the ProgramBench tier runs it"]
+fn without_docker_the_docker_options_say_so_and_what_to_do_instead() {
+    if Command::new("docker")
+        .args(["info"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+    {
+        // A machine with Docker takes the other path; nothing to check here.
+        return;
+    }
+    let s = setup();
+    let out = agensh()
+        .arg("eval")
+        .arg(s.root.join("ref"))
+        .args(["--task", FIXTURE, "--docker"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{err}");
+    assert!(err.contains("Docker is not available here"), "{err}");
+    assert!(err.contains("agensh's own sandbox"), "{err}");
+    let dir = s.root.join("img");
+    let out = agensh()
+        .args(["bench", "programbench", FIXTURE])
+        .arg(&dir)
+        .arg("--from-image")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{err}");
+    assert!(err.contains("Docker is not available here"), "{err}");
+    assert!(
+        !dir.join("agensh.toml").exists(),
+        "nothing half-made is left"
+    );
+}

@@ -230,6 +230,16 @@ pub fn aggregate(scores: &[f64], n_total: usize) -> Result<Headline> {
     })
 }
 
+/// The plain mean over the tasks attempted (not ProgramBench's headline, which divides by
+/// every task of the benchmark): 0 for none.
+pub fn mean_attempted(scores: &[f64]) -> f64 {
+    if scores.is_empty() {
+        0.0
+    } else {
+        scores.iter().sum::<f64>() / scores.len() as f64
+    }
+}
+
 /// `x` rounded to `digits` places as Python's `round` does: the exact binary value, ties to
 /// even (so 0.03125 is 0.0312 and 2.675, just below in binary, is 2.67).
 pub fn py_round(x: f64, digits: usize) -> f64 {
@@ -347,6 +357,12 @@ mod tests {
         );
         assert_eq!((h.n_instances_attempted, h.n_instances_total), (3, 200));
         assert!(aggregate(&[], 200).is_err());
+    }
+
+    #[test]
+    fn the_mean_over_attempted_tasks_ignores_the_rest() {
+        assert_eq!(mean_attempted(&[1.0, 0.5]), 0.75);
+        assert_eq!(mean_attempted(&[]), 0.0);
     }
 
     #[test]

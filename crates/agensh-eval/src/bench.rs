@@ -321,57 +321,109 @@ pub async fn export(repo: &Path, commit: &str, out: &Path) -> Result<(), Error> 
     git(repo, &args).await.map(|_| ())
 }
 
-/// One run's line in a comparison of runs.
+/// One organization size's line in a comparison of runs (several runs of one size — on
+/// different tasks — are averaged).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Line {
     pub workers: usize,
     pub agent: String,
-    /// The last scored checkpoint's kept score and when it was due, in hours.
+    /// The tasks of its runs.
+    pub tasks: Vec<String>,
+    /// The last scored checkpoint's kept score (the mean over its runs) and when it was
+    /// due, in hours.
     pub final_score: Option<f64>,
     pub final_hours: Option<f64>,
-    /// When the kept score first reached the threshold, in hours.
+    /// When the (mean) kept score first reached the threshold, in hours.
     pub time_to_threshold: Option<f64>,
+    /// Spent by all its runs.
     pub tokens: u64,
     pub cost_usd: f64,
-    pub checkpoints: usize,
-    pub dir: PathBuf,
+    pub runs: Vec<PathBuf>,
 }
 
-/// Several runs (different N) in one chart, one line per run, with the threshold drawn,
-/// and their table.
-pub fn combine(runs: &[(PathBuf, Report)], threshold: f64) -> (Chart, Vec<Line>) {
-    let mut runs: Vec<&(PathBuf, Report)> = runs.iter().collect();
-    runs.sort_by_key(|(_, r)| r.setup.workers);
-    let lines = runs
-        .iter()
-        .map(|(dir, r)| {
-            let last = r.last_scored();
-            let spent = r.checkpoints.last();
-            Line {
-                workers: r.setup.workers,
-                agent: r.setup.agent.clone(),
-                final_score: last.and_then(|c| c.score.as_ref()).map(|s| s.kept),
-                final_hours: last.map(Checkpoint::hours),
-                time_to_threshold: r.time_to(threshold),
-                tokens: spent.map_or(0, |c| c.tokens),
-                cost_usd: spent.map_or(0.0, |c| c.cost_usd),
-                checkpoints: r.checkpoints.len(),
-                dir: dir.clone(),
+/// The mean kept score of `runs` at each due time some of them scored, in hours.
+fn mean_curve(runs: &[&Report]) -> Vec<(f64, f64)> {
+    let mut at: std::collections::BTreeMap<i64, (f64, usize)> = Default::default();
+    for r in runs {
+        for c in &r.checkpoints {
+            if let Some(s) = &c.score {
+                // Due times in milliseconds: the same schedule lands on the same key.
+                let e = at
+                    .entry((c.due_minutes * 60_000.0).round() as i64)
+                    .or_default();
+                e.0 += s.kept;
+                e.1 += 1;
             }
-        })
-        .collect();
-    let ids: std::collections::BTreeSet<&str> = runs
+        }
+    }
+    at.into_iter()
+        .map(|(ms, (sum, n))| (ms as f64 / 3_600_000.0, sum / n as f64))
+        .collect()
+}
+
+/// Runs in one chart, one line per organization size (the mean over its runs when there
+/// are several, e.g. one per task), with the threshold drawn; and their table.
+pub fn combine(runs: &[(PathBuf, Report)], threshold: f64) -> (Chart, Vec<Line>) {
+    let mut sizes: std::collections::BTreeMap<usize, Vec<&(PathBuf, Report)>> = Default::default();
+    for r in runs {
+        sizes.entry(r.1.setup.workers).or_default().push(r);
+    }
+    let mut series = Vec::new();
+    let mut lines = Vec::new();
+    for (workers, group) in sizes {
+        let reports: Vec<&Report> = group.iter().map(|(_, r)| r).collect();
+        let curve = mean_curve(&reports);
+        let mut tasks: Vec<String> = reports
+            .iter()
+            .map(|r| r.setup.instance_id.clone())
+            .collect();
+        tasks.sort();
+        tasks.dedup();
+        let mut agents: Vec<String> = reports.iter().map(|r| r.setup.agent.clone()).collect();
+        agents.sort();
+        agents.dedup();
+        let spent = |f: &dyn Fn(&Checkpoint) -> f64| -> f64 {
+            reports
+                .iter()
+                .filter_map(|r| r.checkpoints.last())
+                .map(f)
+                .sum()
+        };
+        lines.push(Line {
+            workers,
+            agent: agents.join(", "),
+            tasks,
+            final_score: curve.last().map(|p| p.1),
+            final_hours: curve.last().map(|p| p.0),
+            time_to_threshold: curve.iter().find(|p| p.1 >= threshold).map(|p| p.0),
+            tokens: spent(&|c| c.tokens as f64) as u64,
+            cost_usd: spent(&|c| c.cost_usd),
+            runs: group.iter().map(|(d, _)| d.clone()).collect(),
+        });
+        series.push(Series {
+            label: if reports.len() > 1 {
+                format!("N = {workers} (mean of {})", reports.len())
+            } else {
+                format!("N = {workers}")
+            },
+            points: curve,
+        });
+    }
+    let mut ids: Vec<&str> = runs
         .iter()
         .map(|(_, r)| r.setup.instance_id.as_str())
         .collect();
+    ids.sort();
+    ids.dedup();
+    let title = match ids.as_slice() {
+        [one] => format!("{one}: pass rate of main over time"),
+        many => format!("{} tasks: mean pass rate of main over time", many.len()),
+    };
     let chart = Chart {
-        title: format!(
-            "{}: pass rate of main over time",
-            ids.into_iter().collect::<Vec<_>>().join(", ")
-        ),
+        title,
         x_label: "hours".into(),
         y_label: "pass rate (kept)".into(),
-        series: runs.iter().map(|(_, r)| r.series()).collect(),
+        series,
         threshold: Some(threshold),
         x_max: runs
             .iter()
@@ -477,6 +529,24 @@ mod tests {
         assert_eq!(lines[0].time_to_threshold, None);
         assert_eq!(lines[1].final_score, Some(0.4));
         assert_eq!(lines[1].tokens, 100);
+    }
+
+    #[test]
+    fn runs_of_one_size_on_several_tasks_make_one_mean_line() {
+        let mut a = report(8, &[(0.0, Some(0.0)), (60.0, Some(0.4))]);
+        let mut b = report(8, &[(0.0, Some(0.2)), (60.0, Some(0.2))]);
+        a.setup.instance_id = "a".into();
+        b.setup.instance_id = "b".into();
+        let (chart, lines) = combine(&[(PathBuf::from("a"), a), (PathBuf::from("b"), b)], 0.3);
+        assert_eq!(lines.len(), 1);
+        assert_eq!(
+            chart.series[0].points,
+            vec![(0.0, 0.1), (1.0, 0.30000000000000004)]
+        );
+        assert_eq!(lines[0].tasks, ["a", "b"]);
+        assert_eq!(lines[0].time_to_threshold, Some(1.0));
+        assert_eq!(lines[0].tokens, 200);
+        assert_eq!(chart.series[0].label, "N = 8 (mean of 2)");
     }
 
     #[test]

@@ -1,11 +1,13 @@
 //! ProgramBench for agensh (issue 14): a task's files ([`task`]), the evaluator that repeats
 //! ProgramBench's steps in a sandbox of its own instead of Docker ([`evaluate`],
 //! [`sandbox`]), the test environment it runs tests in ([`env`]), how it reads JUnit XML
-//! ([`junit`]), the charts of a run's score over time ([`chart`]), and a run's record of checkpoints
+//! ([`junit`]), the charts of a run's score over time ([`chart`]), ProgramBench's own evaluator and images
+//! where Docker exists ([`docker`]), and a run's record of checkpoints
 //! ([`bench`]).
 
 pub mod bench;
 pub mod chart;
+pub mod docker;
 pub mod env;
 pub mod evaluate;
 pub mod junit;

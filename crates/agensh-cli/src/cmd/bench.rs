@@ -151,11 +151,21 @@ async fn programbench(g: &Global, a: ProgrambenchArgs) -> Result<()> {
 
 /// A new run: the organization seeded from the task, the reference beside it, the pack.
 async fn start(org: &Path, a: &ProgrambenchArgs, task: &Task, workers: usize) -> Result<Report> {
-    let Some(reference) = &a.reference else {
-        bail!(
-            "--reference is needed to start a run: the reference executable the workers observe (a path)"
-        );
+    let bench_dir = bench::bench_dir(org);
+    let from_image = bench_dir.join("image");
+    let (reference, workspace) = if a.from_image {
+        let reference = bench_dir.join("image-reference").join("executable");
+        agensh_eval::docker::cleanroom(task, &from_image, &reference).await?;
+        (reference, Some(from_image.clone()))
+    } else {
+        let Some(reference) = a.reference.clone() else {
+            bail!(
+                "--reference is needed to start a run: the reference executable the workers observe (a path), or --from-image where Docker is"
+            );
+        };
+        (reference, a.workspace.clone())
     };
+    let reference = &reference;
     let bytes = std::fs::read(reference).with_context(|| {
         format!(
             "cannot read the reference executable {}",
@@ -172,7 +182,6 @@ async fn start(org: &Path, a: &ProgrambenchArgs, task: &Task, workers: usize) ->
     if !(minutes > 0.0 && minutes.is_finite()) {
         bail!("--checkpoint-minutes must be more than 0");
     }
-    let bench_dir = bench::bench_dir(org);
     let name = reference
         .file_name()
         .map_or_else(|| "reference".into(), |n| n.to_string_lossy().into_owned());
@@ -207,7 +216,7 @@ async fn start(org: &Path, a: &ProgrambenchArgs, task: &Task, workers: usize) ->
     config.organization.pack = vec![format!("{}/{PACK_FILE}", bench::BENCH_DIR)];
     config.run.workers = workers;
     config.run.hours = hours;
-    let seed = match &a.workspace {
+    let seed = match &workspace {
         Some(ws) => Some(clean_seed(ws, &bench_dir.join("seed"), task, &bytes)?),
         None => None,
     };
@@ -215,6 +224,8 @@ async fn start(org: &Path, a: &ProgrambenchArgs, task: &Task, workers: usize) ->
     if let Some(s) = &seed {
         let _ = std::fs::remove_dir_all(s);
     }
+    let _ = std::fs::remove_dir_all(&from_image);
+    let _ = std::fs::remove_dir_all(bench_dir.join("image-reference"));
     made?;
     let report = Report {
         setup: Setup {
@@ -613,8 +624,9 @@ fn report(runs: &[PathBuf], threshold: f64, out: &Path, as_json: bool) -> Result
         return Ok(());
     }
     outln!(
-        "{:>5}  {:<28}  {:>11}  {:>9}  {:>16}  {:>12}  {:>9}",
+        "{:>5}  {:>5}  {:<28}  {:>11}  {:>9}  {:>16}  {:>12}  {:>9}",
         "N",
+        "TASKS",
         "AGENT",
         "FINAL SCORE",
         "AT HOURS",
@@ -624,8 +636,9 @@ fn report(runs: &[PathBuf], threshold: f64, out: &Path, as_json: bool) -> Result
     );
     for l in &lines {
         outln!(
-            "{:>5}  {:<28}  {:>11}  {:>9}  {:>16}  {:>12}  {:>9.2}",
+            "{:>5}  {:>5}  {:<28}  {:>11}  {:>9}  {:>16}  {:>12}  {:>9.2}",
             l.workers,
+            l.tasks.len(),
             truncate(&l.agent, 28),
             l.final_score.map_or("-".into(), |s| format!("{s:.4}")),
             l.final_hours.map_or("-".into(), |h| format!("{h:.2}")),
