@@ -393,6 +393,7 @@ impl Run<'_> {
             command: command.to_string(),
             scratch,
             nice: self.opts.nice,
+            max_processes: sandbox::MAX_PROCESSES,
         }
     }
 

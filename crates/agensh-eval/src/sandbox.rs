@@ -68,6 +68,18 @@ pub struct Spec {
     /// background while workers run).
     #[serde(default)]
     pub nice: i32,
+    /// Most processes at once; past it every process of the sandbox is killed (a fork bomb
+    /// must not take the host's process ids).
+    #[serde(default = "default_max_processes")]
+    pub max_processes: usize,
+}
+
+/// [`Spec::max_processes`] unless said otherwise: far above what a build or a pytest-xdist
+/// run starts, far below a host's process ids (32,768 by default).
+pub const MAX_PROCESSES: usize = 2048;
+
+fn default_max_processes() -> usize {
+    MAX_PROCESSES
 }
 
 /// What a command did.
@@ -329,28 +341,73 @@ fn pid1(spec: &Spec) -> ! {
     ];
     let mut envp: Vec<*const libc::c_char> = env.iter().map(|c| c.as_ptr()).collect();
     envp.push(std::ptr::null());
+    // SIGCHLD is blocked and waited for with a timeout, so PID 1 both reaps and, between
+    // children, counts the processes of its namespace.
+    let mut chld: libc::sigset_t = unsafe { std::mem::zeroed() };
+    unsafe {
+        libc::sigemptyset(&mut chld);
+        libc::sigaddset(&mut chld, libc::SIGCHLD);
+        libc::sigprocmask(libc::SIG_BLOCK, &chld, std::ptr::null_mut());
+    }
     let pid = unsafe { libc::fork() };
     if pid == -1 {
         setup_failed(&format!("fork: {}", std::io::Error::last_os_error()));
     }
     if pid == 0 {
         unsafe {
+            libc::sigprocmask(libc::SIG_UNBLOCK, &chld, std::ptr::null_mut());
             libc::execve(bash.as_ptr(), argv.as_ptr(), envp.as_ptr());
         }
         eprintln!("cannot run /bin/bash: {}", std::io::Error::last_os_error());
         unsafe { libc::_exit(127) }
     }
-    // Reap everything until the command itself is gone; the rest dies with us.
+    let limit = spec.max_processes.max(8);
     loop {
-        let mut status = 0;
-        let r = unsafe { libc::waitpid(-1, &mut status, 0) };
-        if r == pid {
-            std::process::exit(wait_code(status));
+        // Reap everything that ended; the command's own end ends the sandbox (the rest
+        // dies with PID 1).
+        loop {
+            let mut status = 0;
+            let r = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+            if r == pid {
+                std::process::exit(wait_code(status));
+            }
+            if r <= 0 {
+                break;
+            }
         }
-        if r == -1 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-            std::process::exit(1);
+        let tick = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 100_000_000,
+        };
+        unsafe {
+            libc::sigtimedwait(&chld, std::ptr::null_mut(), &tick);
+        }
+        // A fork bomb (or a runaway recursion) must not take the host's process ids: past
+        // the limit, everything in the namespace is killed.
+        let running = processes();
+        if running > limit {
+            unsafe {
+                libc::kill(-1, libc::SIGKILL);
+            }
+            eprintln!(
+                "agensh sandbox: {running} processes at once, more than the limit of {limit}: every process of this step was killed (a fork bomb or a runaway recursion? a build that needs more raises the evaluator's process limit)"
+            );
+            std::process::exit(128 + libc::SIGKILL);
         }
     }
+}
+
+/// The processes of this PID namespace (its own `/proc`).
+fn processes() -> usize {
+    std::fs::read_dir("/proc").map_or(0, |d| {
+        d.flatten()
+            .filter(|e| {
+                e.file_name()
+                    .to_str()
+                    .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
+            })
+            .count()
+    })
 }
 
 fn cstr(p: &Path) -> Result<CString, String> {

@@ -23,6 +23,7 @@ fn spec(dir: &Path, workspace: Workspace, command: &str) -> Spec {
         command: command.into(),
         scratch: dir.join("scratch"),
         nice: 0,
+        max_processes: 2048,
     }
 }
 
@@ -184,4 +185,24 @@ async fn niceness_is_set_for_everything_inside() {
     s.nice = 10;
     let o = run(&s).await;
     assert_eq!(o.stdout, "10\n", "{o:?}");
+}
+
+#[tokio::test]
+async fn a_runaway_recursion_is_stopped_at_the_process_limit() {
+    let d = tmp();
+    let ws = d.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    // A compile.sh that runs itself: each waits for the next, forever.
+    std::fs::write(ws.join("compile.sh"), "#!/bin/bash\n./compile.sh\n").unwrap();
+    let mut s = spec(
+        d.path(),
+        Workspace::Bind(ws),
+        "chmod +x compile.sh && ./compile.sh",
+    );
+    s.max_processes = 64;
+    let t = std::time::Instant::now();
+    let o = sandbox().run(&s, Duration::from_secs(60)).await.unwrap();
+    assert_eq!(o.returncode, 137, "{o:?}");
+    assert!(o.stderr.contains("more than the limit of 64"), "{o:?}");
+    assert!(t.elapsed() < Duration::from_secs(20), "{:?}", t.elapsed());
 }
