@@ -165,7 +165,11 @@ fn check_schedule(dir: &Path, r: &Value) {
 fn scripted_workers_build_the_calculator_and_main_scores_what_the_correct_sample_scores() {
     let s = setup();
     let dir = s.root.join("run");
-    let out = bench_command(&s, &dir, true).output().unwrap();
+    let out = bench_command(&s, &dir, true)
+        .arg("--json")
+        .stdout(Stdio::piped())
+        .output()
+        .unwrap();
     assert!(
         out.status.success(),
         "{}",
@@ -173,6 +177,9 @@ fn scripted_workers_build_the_calculator_and_main_scores_what_the_correct_sample
     );
     let r = report(&dir);
     check_schedule(&dir, &r);
+    // With --json, stdout is one document: the report.
+    let printed: Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    assert_eq!(printed, r);
     let last = &r["checkpoints"][4];
     // The package's correct sample scores 0.5 on this task (its run.sh names the tests
     // eval.tests.*, which tests.json does not list): so does the organization's main.
@@ -239,7 +246,7 @@ fn a_stopped_run_resumes_without_scoring_a_checkpoint_twice() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--workers 3"));
     // The runs side by side: one line, with its time to the threshold.
-    let chart = s.root.join("compare");
+    let chart = s.root.join("compare-1.5b");
     let out = agensh()
         .args(["bench", "report"])
         .arg(&dir)
@@ -258,7 +265,8 @@ fn a_stopped_run_resumes_without_scoring_a_checkpoint_twice() {
         v["runs"][0]["time_to_threshold"].as_f64().is_some(),
         "{v:#}"
     );
-    assert!(chart.with_extension("png").is_file());
+    assert!(s.root.join("compare-1.5b.png").is_file());
+    assert!(s.root.join("compare-1.5b.svg").is_file());
 }
 
 #[test]

@@ -190,7 +190,7 @@ impl Report {
     pub fn chart(&self) -> Chart {
         Chart {
             title: format!(
-                "{}: pass rate of main over time, {} worker(s)",
+                "{}: pass rate of main, {} worker(s)",
                 self.setup.instance_id, self.setup.workers
             ),
             x_label: "hours".into(),
@@ -416,8 +416,8 @@ pub fn combine(runs: &[(PathBuf, Report)], threshold: f64) -> (Chart, Vec<Line>)
     ids.sort();
     ids.dedup();
     let title = match ids.as_slice() {
-        [one] => format!("{one}: pass rate of main over time"),
-        many => format!("{} tasks: mean pass rate of main over time", many.len()),
+        [one] => format!("{one}: pass rate of main"),
+        many => format!("{} tasks: mean pass rate of main", many.len()),
     };
     let chart = Chart {
         title,

@@ -137,6 +137,8 @@ async fn programbench(g: &Global, a: ProgrambenchArgs) -> Result<()> {
             g,
             run_args,
             Some(Box::new(move |ctx| Box::pin(checkpointer(ctx, side)))),
+            // With --json the report is the one document printed.
+            !a.json,
         )
         .await?;
     }
@@ -609,8 +611,13 @@ fn report(runs: &[PathBuf], threshold: f64, out: &Path, as_json: bool) -> Result
         loaded.push((dir.clone(), r));
     }
     let (chart, lines) = bench::combine(&loaded, threshold);
-    let svg = out.with_extension("svg");
-    let png = out.with_extension("png");
+    // Appended, not `with_extension`: a name such as `run-1.5b` keeps its dot.
+    let with = |ext: &str| {
+        let mut p = out.as_os_str().to_owned();
+        p.push(format!(".{ext}"));
+        PathBuf::from(p)
+    };
+    let (svg, png) = (with("svg"), with("png"));
     std::fs::write(&svg, agensh_eval::chart::svg(&chart))
         .with_context(|| format!("cannot write {}", svg.display()))?;
     std::fs::write(&png, agensh_eval::chart::png(&chart))

@@ -512,7 +512,7 @@ fn hub_listen(listen: &str, source: &Source) -> Result<String> {
 }
 
 pub async fn run(g: &Global, a: RunArgs) -> Result<()> {
-    run_with(g, a, None).await
+    run_with(g, a, None, true).await
 }
 
 /// What a task running beside an organization (`agensh bench programbench`'s checkpoints)
@@ -536,8 +536,9 @@ pub type Sidecar = Box<
         + Send,
 >;
 
-/// `agensh run`, with `sidecar` started once the hub serves.
-pub async fn run_with(g: &Global, a: RunArgs, sidecar: Option<Sidecar>) -> Result<()> {
+/// `agensh run`, with `sidecar` started once the hub serves; `print` says whether the
+/// run's own summary is printed (a caller with `--json` prints one document of its own).
+pub async fn run_with(g: &Global, a: RunArgs, sidecar: Option<Sidecar>, print: bool) -> Result<()> {
     let dir = g.org_dir(&a.dir);
     let resolved = resolve(&dir, &a.flags.values())?;
     let source = |key: &str| {
@@ -640,7 +641,9 @@ pub async fn run_with(g: &Global, a: RunArgs, sidecar: Option<Sidecar>) -> Resul
     // After the hub: every request it answered is recorded by then.
     let gateway = per_worker(&store.model_usage(None).await?);
     let _ = std::fs::remove_file(state_dir(&dir).join(agensh_hub::HUB_JSON));
-    print_summary(&summary, &stats, &gateway, started.elapsed(), a.json);
+    if print {
+        print_summary(&summary, &stats, &gateway, started.elapsed(), a.json);
+    }
     every_worker_failed(&summary)
 }
 
