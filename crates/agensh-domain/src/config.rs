@@ -272,6 +272,10 @@ pub struct HubConfig {
     pub body_limit: usize,
     /// Longest long-poll wait a client may ask for, in seconds.
     pub max_wait_secs: u64,
+    /// Web origins (`https://host[:port]`) whose browser requests a hub listening beyond
+    /// loopback accepts; a hub on loopback accepts loopback origins only.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub allowed_origins: Vec<String>,
 }
 
 impl Default for HubConfig {
@@ -280,8 +284,29 @@ impl Default for HubConfig {
             listen: "127.0.0.1:7420".into(),
             body_limit: 65_536,
             max_wait_secs: 60,
+            allowed_origins: Vec::new(),
         }
     }
+}
+
+/// `scheme://host[:port]` of a web origin, lower-cased, or why it is not one.
+pub fn web_origin(text: &str) -> std::result::Result<String, String> {
+    let t = text.trim().to_ascii_lowercase();
+    let Some((scheme, rest)) = t.split_once("://") else {
+        return Err(format!(
+            "{text:?} is not a web origin — write it as https://host or http://host:port"
+        ));
+    };
+    if scheme != "http" && scheme != "https" {
+        return Err(format!(
+            "{text:?} is not a web origin: only http and https — write it as https://host"
+        ));
+    }
+    let rest = rest.strip_suffix('/').unwrap_or(rest);
+    if rest.is_empty() || rest.contains(['/', '?', '#', '@', ' ']) {
+        return Err(format!("{text:?} is not a web origin: an origin has a host and maybe a port, no path — write it as {scheme}://host[:port]"));
+    }
+    Ok(format!("{scheme}://{rest}"))
 }
 
 /// `[board]`: the shared context board.
@@ -357,6 +382,14 @@ impl Config {
                 format!("agensh.toml: board.claim_lease_secs: {}", e.message),
             )
         })?;
+        for o in &self.hub.allowed_origins {
+            web_origin(o).map_err(|e| {
+                Error::invalid(
+                    "bad_config",
+                    format!("agensh.toml: hub.allowed_origins: {e}"),
+                )
+            })?;
+        }
         if self.hub.body_limit < 1024 || self.hub.body_limit > 64 << 20 {
             return Err(Error::invalid(
                 "bad_config",
@@ -486,7 +519,7 @@ listen = {listen}
 # Largest request body the hub accepts, in bytes; larger ones get HTTP 413.
 body_limit = {body_limit}
 # Longest long-poll wait (`agensh events --wait`) a client may ask for, in seconds.
-max_wait_secs = {max_wait}
+max_wait_secs = {max_wait}{origins}
 
 [board]
 # Most entries in the board's recent view (`agensh board read --all`).
@@ -561,6 +594,20 @@ hang_timeout_secs = {hang_timeout}
                             .pack
                             .iter()
                             .map(|p| toml::Value::String(p.clone()))
+                            .collect()
+                    )
+                )
+            },
+            origins = if self.hub.allowed_origins.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "\n# Web origins whose browser requests a hub beyond loopback accepts.\nallowed_origins = {}",
+                    toml::Value::Array(
+                        self.hub
+                            .allowed_origins
+                            .iter()
+                            .map(|o| toml::Value::String(o.clone()))
                             .collect()
                     )
                 )
@@ -1017,6 +1064,22 @@ mod tests {
         c.model.url = "https://example.invalid/v1".into();
         c.model.style = "tools".into();
         assert_eq!(Config::parse(&c.template()).unwrap(), c);
+    }
+
+    #[test]
+    fn allowed_origins_parse_back_and_must_be_origins() {
+        let mut c = Config::with_goal("g");
+        c.hub.allowed_origins = vec!["https://dash.example.com".into()];
+        assert_eq!(Config::parse(&c.template()).unwrap(), c);
+        c.hub.allowed_origins = vec!["https://dash.example.com/path".into()];
+        let e = c.validate().unwrap_err();
+        assert!(e.message.contains("no path"), "{}", e.message);
+        assert_eq!(
+            web_origin("HTTP://Hub.LAN:7420/").unwrap(),
+            "http://hub.lan:7420"
+        );
+        assert!(web_origin("ftp://x").is_err());
+        assert!(web_origin("hub.lan").is_err());
     }
 
     #[test]

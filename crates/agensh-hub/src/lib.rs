@@ -10,6 +10,7 @@ pub mod error;
 pub mod gateway;
 pub mod mcp;
 pub mod metrics;
+pub mod origin;
 pub mod routes;
 pub mod state;
 
@@ -134,6 +135,7 @@ pub async fn start_with_clock(
         .load(&store.model_usage(None).await?, &store.budgets().await?);
     let (stop, shutdown) = ShutdownTrigger::new();
     let body_limit = config.hub.body_limit;
+    let config_origins = config.hub.allowed_origins.clone();
     let state = AppState {
         inner: Arc::new(Inner {
             store,
@@ -151,6 +153,7 @@ pub async fn start_with_clock(
             clock,
             gateway,
             turns: Mutex::new(HashMap::new()),
+            hosts: origin::HostPolicy::new(addr, &config_origins),
         }),
     };
     // One route table shared by every connection: a plain Router given to `serve` is
@@ -240,8 +243,28 @@ pub fn router(state: AppState, body_limit: usize) -> Router {
         .fallback(error::not_found)
         .method_not_allowed_fallback(error::method_not_allowed)
         .layer(axum::extract::DefaultBodyLimit::max(body_limit))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            guard_host,
+        ))
         .layer(axum::middleware::from_fn_with_state(state.clone(), observe))
         .with_state(state)
+}
+
+/// Refuses a request whose `Host` or `Origin` the hub does not answer ([`origin`]).
+async fn guard_host(State(s): State<AppState>, req: Request, next: Next) -> Response {
+    let checked = {
+        let headers = req.headers();
+        let header = |name| headers.get(name).map(|v| v.to_str().unwrap_or("\u{fffd}"));
+        s.hosts.check(
+            header(axum::http::header::HOST),
+            header(axum::http::header::ORIGIN),
+        )
+    };
+    if let Err(e) = checked {
+        return error::ApiError(e).into_response();
+    }
+    next.run(req).await
 }
 
 /// Counts and logs every request: method, path, status, time. Never headers (tokens).

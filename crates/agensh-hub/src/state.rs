@@ -45,6 +45,8 @@ pub struct Inner {
     /// Each worker's turn, counted from its node's reports (busy after anything else
     /// starts a turn), and whether it is busy now; memory only.
     pub turns: Mutex<HashMap<String, (u64, bool)>>,
+    /// Which `Host` and `Origin` headers the hub answers (DNS rebinding).
+    pub hosts: crate::origin::HostPolicy,
 }
 
 impl std::ops::Deref for AppState {

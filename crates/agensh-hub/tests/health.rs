@@ -78,3 +78,54 @@ async fn usage_shows_the_admin_every_worker_and_a_worker_its_own() {
         (ids[1].as_str(), 7)
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hub_on_loopback_refuses_other_hosts_and_web_origins_on_every_route() {
+    let hub = TestHub::start().await;
+    let token = hub.tokens(1).await.remove(0);
+    let send = |path: &'static str, header: &'static str, value: &'static str| {
+        let url = format!("{}{path}", hub.url());
+        let token = token.clone();
+        async move {
+            let resp = reqwest::Client::new()
+                .get(url)
+                .bearer_auth(token)
+                .header(header, value)
+                .send()
+                .await
+                .unwrap();
+            let status = resp.status().as_u16();
+            let body: serde_json::Value = resp.json().await.unwrap_or_default();
+            (
+                status,
+                body["error"]["code"].as_str().unwrap_or("").to_string(),
+            )
+        }
+    };
+    // DNS rebinding: a page of another site whose name resolves to 127.0.0.1.
+    for path in [
+        "/api/v1/whoami",
+        "/healthz",
+        "/mcp",
+        "/model/openai/v1/models",
+    ] {
+        assert_eq!(
+            send(path, "host", "rebind.evil.example").await,
+            (403, "bad_host".to_string()),
+            "{path}"
+        );
+        assert_eq!(
+            send(path, "origin", "http://127.0.0.1.evil.example").await,
+            (403, "bad_origin".to_string()),
+            "{path}"
+        );
+    }
+    // Loopback names and origins are answered.
+    assert_eq!(send("/api/v1/whoami", "host", "localhost").await.0, 200);
+    assert_eq!(
+        send("/api/v1/whoami", "origin", "http://localhost:3000")
+            .await
+            .0,
+        200
+    );
+}

@@ -88,10 +88,7 @@ async fn handle_get() -> Response {
     r
 }
 
-async fn handle_delete(headers: HeaderMap, caller: Result<Caller, ApiError>) -> Response {
-    if let Err(r) = check_origin(&headers) {
-        return r;
-    }
+async fn handle_delete(caller: Result<Caller, ApiError>) -> Response {
     match caller {
         Ok(_) => StatusCode::NO_CONTENT.into_response(),
         Err(e) => e.into_response(),
@@ -105,9 +102,6 @@ async fn handle_post(
     caller: Result<Caller, ApiError>,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    if let Err(r) = check_origin(&headers) {
-        return r;
-    }
     let caller = match caller {
         Ok(c) => c,
         Err(e) => return e.into_response(),
@@ -342,43 +336,6 @@ fn new_session_id() -> String {
     format!("mcp-{hex}")
 }
 
-/// Refuses browsers' cross-site requests (DNS rebinding): an `Origin`, when sent, must be
-/// a loopback host or the host the request was made to.
-#[allow(clippy::result_large_err)]
-fn check_origin(headers: &HeaderMap) -> Result<(), Response> {
-    let Some(origin) = headers.get(header::ORIGIN) else {
-        return Ok(());
-    };
-    let origin = origin.to_str().unwrap_or("");
-    let origin_host = host_of(origin.split_once("://").map_or(origin, |(_, rest)| rest));
-    let request_host = headers
-        .get(header::HOST)
-        .and_then(|h| h.to_str().ok())
-        .map(host_of);
-    let loopback =
-        matches!(origin_host, "localhost" | "[::1]" | "::1") || origin_host.starts_with("127.");
-    if loopback || (!origin_host.is_empty() && Some(origin_host) == request_host) {
-        return Ok(());
-    }
-    Err(ApiError(Error::forbidden(
-        "bad_origin",
-        format!(
-            "requests from the web origin \"{}\" are refused — MCP clients send no Origin, or a loopback one",
-            agensh_domain::ids::truncate_for_message(origin)
-        ),
-    ))
-    .into_response())
-}
-
-/// `host` of `host[:port][/path]`, with IPv6 brackets kept.
-fn host_of(s: &str) -> &str {
-    let s = s.split('/').next().unwrap_or("");
-    if s.starts_with('[') {
-        return s.split_inclusive(']').next().unwrap_or(s);
-    }
-    s.split(':').next().unwrap_or(s)
-}
-
 fn rpc_result(id: Id, result: Value) -> Response {
     Json(jsonrpc::Response::ok(id, result)).into_response()
 }
@@ -390,29 +347,6 @@ fn rpc_error_response(status: StatusCode, id: Id, error: ErrorObject) -> Respons
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn hosts_are_taken_from_origins_and_host_headers() {
-        assert_eq!(host_of("127.0.0.1:7420"), "127.0.0.1");
-        assert_eq!(host_of("localhost"), "localhost");
-        assert_eq!(host_of("[::1]:80/x"), "[::1]");
-        assert_eq!(host_of("evil.example:443"), "evil.example");
-    }
-
-    #[test]
-    fn origins_other_than_loopback_or_the_host_are_refused() {
-        let h = |origin: &str, host: &str| {
-            let mut m = HeaderMap::new();
-            m.insert(header::ORIGIN, HeaderValue::from_str(origin).unwrap());
-            m.insert(header::HOST, HeaderValue::from_str(host).unwrap());
-            check_origin(&m).is_ok()
-        };
-        assert!(h("http://127.0.0.1:3000", "127.0.0.1:7420"));
-        assert!(h("http://localhost:3000", "127.0.0.1:7420"));
-        assert!(h("http://hub.lan:7420", "hub.lan:7420"));
-        assert!(!h("http://evil.example", "127.0.0.1:7420"));
-        assert!(!h("null", "127.0.0.1:7420"));
-    }
 
     #[test]
     fn session_ids_are_visible_ascii_and_differ() {
