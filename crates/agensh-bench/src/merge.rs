@@ -293,6 +293,7 @@ pub async fn run(a: Args) -> Result<()> {
     for (mine, forge) in ours.iter().zip(&forge_branches) {
         let req = MergeRequest {
             branch: mine.clone(),
+            head: None,
             message: format!("Merge {mine}"),
             gate: None,
         };

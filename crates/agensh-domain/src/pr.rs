@@ -221,6 +221,10 @@ pub struct Review {
     pub verdict: Verdict,
     pub text: String,
     pub created_at: i64,
+    /// The commit of the PR's branch that was reviewed: an approval counts only while the
+    /// branch is still there (a push after it voids it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit: Option<String>,
 }
 
 /// A comment on a pull request.

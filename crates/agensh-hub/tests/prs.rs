@@ -158,6 +158,12 @@ impl Org {
         self.resolve("refs/heads/main").await.expect("main exists")
     }
 
+    async fn branch_head(&self, branch: &str) -> String {
+        self.resolve(&format!("refs/heads/{branch}"))
+            .await
+            .expect("the branch exists")
+    }
+
     /// Runs git in the bare repository and returns its trimmed output.
     async fn bare_git(&self, args: &[&str]) -> String {
         let out = git(&self.bare(), "admin", &[&["--git-dir", "."], args].concat()).await;
@@ -644,6 +650,47 @@ async fn a_pr_merges_only_with_the_required_approvals() {
     let answer = org.client("w01").merge_pr(n).await.unwrap();
     assert_eq!(answer["outcome"], "merged", "{answer}");
     assert_eq!(org.main().await, answer["commit"].as_str().unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_push_after_an_approval_voids_it_and_only_the_approved_commit_merges() {
+    let org = Org::start(2, config_with_approvals(1)).await;
+    let dir = org
+        .push_branch("w01", "w01/x", &[("x.txt", "x\n")], "Add x.txt")
+        .await;
+    let n = org.open("w01", "w01/x", "X").await;
+    let (author, reviewer) = (org.client("w01"), org.client("w02"));
+    let reviewed = org.branch_head("w01/x").await;
+    reviewer
+        .review_pr(n, "approve", "x is right")
+        .await
+        .unwrap();
+    // The PR shows which commit was approved.
+    let view = author.view_pr(n).await.unwrap();
+    assert_eq!(view["reviews"][0]["commit"], reviewed.as_str(), "{view}");
+    assert_eq!(view["approvals"], 1);
+
+    // The author pushes more after the approval: unreviewed code must not reach main.
+    commit(&dir, "w01", &[("evil.txt", "unreviewed\n")], "More").await;
+    push(&dir, "w01", "w01/x").await;
+    assert_eq!(author.view_pr(n).await.unwrap()["approvals"], 0);
+    let main_before = org.main().await;
+    let e = expect_err(
+        author.merge_pr(n).await,
+        ErrorKind::Conflict,
+        "needs_approval",
+    );
+    assert!(e.message.contains("earlier commit"), "{}", e.message);
+    assert_eq!(org.main().await, main_before);
+
+    // Approved again, on the new commit: it merges, with both files.
+    reviewer
+        .review_pr(n, "approve", "evil.txt is fine too")
+        .await
+        .unwrap();
+    let merged = author.merge_pr(n).await.unwrap();
+    assert_eq!(merged["outcome"], "merged", "{merged}");
+    assert_eq!(merged["head"], org.branch_head("w01/x").await.as_str());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -142,12 +142,14 @@ pub trait Store: Send + Sync + 'static {
     async fn get_pr(&self, number: i64) -> Result<PullRequest>;
     /// Reviews an open PR of another worker. Its author gets an urgent `pr.review`;
     /// everyone else a normal `pr.reviewed`.
+    /// `commit` is the branch's commit that was reviewed.
     async fn review_pr(
         &self,
         number: i64,
         reviewer: &str,
         verdict: Verdict,
         text: &str,
+        commit: Option<&str>,
         now: i64,
     ) -> Result<Review>;
     /// Comments on a PR in any state. Emits `pr.commented`.

@@ -153,7 +153,7 @@ async fn review_of_own_pr_is_refused() {
     let (_d, s) = store().await;
     open(&s, "w01", "w01/a").await;
     let e = s
-        .review_pr(1, "w01", Verdict::Approve, "looks good", NOW)
+        .review_pr(1, "w01", Verdict::Approve, "looks good", None, NOW)
         .await
         .unwrap_err();
     assert_error(e.clone(), ErrorKind::Invalid, "own_pr");
@@ -166,7 +166,7 @@ async fn review_text_is_validated() {
     let (_d, s) = store().await;
     open(&s, "w01", "w01/a").await;
     let e = s
-        .review_pr(1, "w02", Verdict::Approve, " ", NOW)
+        .review_pr(1, "w02", Verdict::Approve, " ", None, NOW)
         .await
         .unwrap_err();
     assert_error(e, ErrorKind::Invalid, "empty_text");
@@ -177,7 +177,14 @@ async fn review_by_peer_reaches_author_urgently_and_others_normally() {
     let (_d, s) = store().await;
     open(&s, "w01", "w01/a").await;
     let r = s
-        .review_pr(1, "w02", Verdict::RequestChanges, "add a test", NOW + 5)
+        .review_pr(
+            1,
+            "w02",
+            Verdict::RequestChanges,
+            "add a test",
+            None,
+            NOW + 5,
+        )
         .await
         .unwrap();
     assert_eq!(
@@ -224,11 +231,11 @@ async fn comments_and_reviews_come_back_oldest_first() {
     let (_d, s) = store().await;
     open(&s, "w01", "w01/a").await;
     s.comment_pr(1, "w02", "first", NOW + 1).await.unwrap();
-    s.review_pr(1, "w02", Verdict::RequestChanges, "fix x", NOW + 2)
+    s.review_pr(1, "w02", Verdict::RequestChanges, "fix x", None, NOW + 2)
         .await
         .unwrap();
     s.comment_pr(1, "w01", "second", NOW + 3).await.unwrap();
-    s.review_pr(1, "w03", Verdict::Approve, "ok now", NOW + 4)
+    s.review_pr(1, "w03", Verdict::Approve, "ok now", None, NOW + 4)
         .await
         .unwrap();
     let pr = s.get_pr(1).await.unwrap();
@@ -347,7 +354,7 @@ async fn acting_on_a_closed_or_merged_pr_is_a_conflict() {
         let e = s.close_pr(n, "w01", NOW).await.unwrap_err();
         assert_error(e, ErrorKind::Conflict, "pr_not_open");
         let e = s
-            .review_pr(n, "w02", Verdict::Approve, "late", NOW)
+            .review_pr(n, "w02", Verdict::Approve, "late", None, NOW)
             .await
             .unwrap_err();
         assert_error(e, ErrorKind::Conflict, "pr_not_open");
@@ -449,7 +456,7 @@ async fn unknown_pr_is_not_found() {
     assert!(e.message.contains("no PR #7"), "{}", e.message);
     assert!(e.message.contains("agensh pr list"), "{}", e.message);
     for e in [
-        s.review_pr(7, "w02", Verdict::Approve, "x", NOW)
+        s.review_pr(7, "w02", Verdict::Approve, "x", None, NOW)
             .await
             .map(drop)
             .unwrap_err(),
@@ -496,7 +503,7 @@ async fn subscribers_see_pr_events_and_nothing_from_a_refused_call() {
     s.open_pr("w01", new_pr("w01/a", "again"), NOW)
         .await
         .unwrap_err();
-    s.review_pr(1, "w02", Verdict::Approve, "fine", NOW)
+    s.review_pr(1, "w02", Verdict::Approve, "fine", None, NOW)
         .await
         .unwrap();
     let seen: Vec<String> = (0..3)
@@ -507,4 +514,39 @@ async fn subscribers_see_pr_events_and_nothing_from_a_refused_call() {
         [kinds::PR_OPENED, kinds::PR_REVIEWED, kinds::PR_REVIEW]
     );
     assert!(bus.try_recv().is_err(), "nothing else was published");
+}
+
+#[tokio::test]
+async fn a_review_keeps_its_commit_and_a_store_made_before_that_column_gets_it() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("store.db");
+    // A store as agensh wrote it before reviews carried their commit.
+    {
+        let c = rusqlite::Connection::open(&path).unwrap();
+        c.execute_batch(
+            "CREATE TABLE pr_reviews (id INTEGER PRIMARY KEY AUTOINCREMENT, pr INTEGER NOT NULL, author TEXT NOT NULL, verdict TEXT NOT NULL, text TEXT NOT NULL, created_at INTEGER NOT NULL);
+             INSERT INTO pr_reviews(pr, author, verdict, text, created_at) VALUES (99, 'w09', 'approve', 'old', 1);",
+        )
+        .unwrap();
+    }
+    let s = SqliteStore::open(&path).expect("an older store opens");
+    s.add_workers(2, NOW).await.unwrap();
+    let n = open(&s, "w01", "w01/x").await;
+    let r = s
+        .review_pr(n, "w02", Verdict::Approve, "fine", Some("abc123"), NOW)
+        .await
+        .unwrap();
+    assert_eq!(r.commit.as_deref(), Some("abc123"));
+    let pr = s.get_pr(n).await.unwrap();
+    assert_eq!(pr.reviews[0].commit.as_deref(), Some("abc123"));
+    // The review written before the column is still there, without a commit.
+    let c = rusqlite::Connection::open(&path).unwrap();
+    let old: (String, Option<String>) = c
+        .query_row(
+            "SELECT text, commit_id FROM pr_reviews WHERE pr = 99",
+            [],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!(old, ("old".to_string(), None));
 }

@@ -31,6 +31,9 @@ pub struct Gate {
 #[derive(Debug, Clone)]
 pub struct MergeRequest {
     pub branch: String,
+    /// The commit of `branch` to merge (the one its approvals are for); `None` merges the
+    /// branch's tip as it is when the merge starts.
+    pub head: Option<String>,
     /// The merge commit's message.
     pub message: String,
     pub gate: Option<Gate>,
@@ -171,7 +174,10 @@ impl Workspace {
 
     /// Merges `req.branch` into `main` (see the module documentation).
     pub async fn merge(&self, req: &MergeRequest) -> Result<MergeOutcome> {
-        let head = self.branch_head(&req.branch).await?;
+        let head = match &req.head {
+            Some(h) => h.clone(),
+            None => self.branch_head(&req.branch).await?,
+        };
         let git = self.git();
         for attempt in 1..=MAX_ATTEMPTS {
             let base = self.main_head().await?;

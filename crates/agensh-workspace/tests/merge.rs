@@ -65,6 +65,7 @@ async fn push_branch(org: &Org, worker: &str, branch: &str, files: &[(&str, &str
 fn request(branch: &str) -> MergeRequest {
     MergeRequest {
         branch: branch.into(),
+        head: None,
         message: format!("Merge {branch}"),
         gate: None,
     }

@@ -213,11 +213,18 @@ fn print_view(v: &Value, now: i64) {
             );
         }
     }
-    outln!("approvals: {}", v["approvals"]);
+    outln!(
+        "approvals (of the branch's current commit): {}",
+        v["approvals"]
+    );
     for r in v["reviews"].as_array().into_iter().flatten() {
         let at = r["created_at"].as_i64().unwrap_or(now);
+        let of = r["commit"]
+            .as_str()
+            .map(|c| format!(" of {}", &c[..c.len().min(10)]))
+            .unwrap_or_default();
         outln!(
-            "  review by {} {}: {} ({})",
+            "  review by {} {}{of}: {} ({})",
             s(&r["author"]),
             agensh_domain::time::age(at, now),
             s(&r["text"]),

@@ -95,26 +95,41 @@ pub async fn list_prs(
 pub struct PrView {
     #[serde(flatten)]
     pub pr: PullRequest,
-    /// Reviewers whose latest review approves.
+    /// Reviewers whose latest review approves the branch's current commit.
     pub approvals: usize,
     /// The branch against `main`, while the PR is open and its branch exists.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub branch_summary: Option<BranchSummary>,
 }
 
-/// Reviewers whose latest review is an approval.
-fn approvals(pr: &PullRequest) -> usize {
-    let mut latest: Vec<(&str, Verdict)> = Vec::new();
+/// Reviewers whose latest review approves `head`, the branch's commit now (an approval of
+/// an earlier commit is void: it did not see what was pushed since). Without a workspace
+/// (`head` unknown) every latest approval counts.
+fn approvals(pr: &PullRequest, head: Option<&str>) -> usize {
+    let mut latest: Vec<&agensh_domain::pr::Review> = Vec::new();
     for r in &pr.reviews {
-        match latest.iter_mut().find(|(a, _)| *a == r.author) {
-            Some(entry) => entry.1 = r.verdict,
-            None => latest.push((&r.author, r.verdict)),
+        match latest.iter_mut().find(|l| l.author == r.author) {
+            Some(entry) => *entry = r,
+            None => latest.push(r),
         }
     }
     latest
         .iter()
-        .filter(|(_, v)| *v == Verdict::Approve)
+        .filter(|r| r.verdict == Verdict::Approve)
+        .filter(|r| head.is_none() || r.commit.as_deref() == head)
         .count()
+}
+
+/// The commit `pr`'s branch points at, when the hub serves a workspace and the branch exists.
+async fn branch_head(s: &AppState, pr: &PullRequest) -> ApiResult<Option<String>> {
+    let Some(ws) = &s.workspace else {
+        return Ok(None);
+    };
+    match ws.branch_head(&pr.branch).await {
+        Ok(h) => Ok(Some(h)),
+        Err(e) if e.kind == ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e.into()),
+    }
 }
 
 pub async fn view(
@@ -136,8 +151,12 @@ pub async fn view_pr(s: &AppState, n: &str) -> ApiResult<PrView> {
         },
         _ => None,
     };
+    let head = match pr.state {
+        PrState::Open => branch_head(s, &pr).await?,
+        _ => None,
+    };
     Ok(PrView {
-        approvals: approvals(&pr),
+        approvals: approvals(&pr, head.as_deref()),
         pr,
         branch_summary,
     })
@@ -163,8 +182,11 @@ pub async fn review_pr(
 ) -> ApiResult<Review> {
     let verdict = Verdict::parse(verdict)?;
     validate_text("review", text)?;
+    let number = pr_number(n)?;
+    // The review is of the branch as it is now: a later push voids an approval.
+    let head = branch_head(s, &s.store.get_pr(number).await?).await?;
     Ok(s.store
-        .review_pr(pr_number(n)?, &caller.id, verdict, text, s.now())
+        .review_pr(number, &caller.id, verdict, text, head.as_deref(), s.now())
         .await?)
 }
 
@@ -273,11 +295,26 @@ pub async fn merge_pr(s: &AppState, caller: &Caller, n: &str) -> ApiResult<Merge
         .into());
     }
     let needed = s.config.merge.required_approvals as usize;
-    let have = approvals(&pr);
+    // With approvals required, what merges is the commit they approved, however the
+    // branch moves while the merge runs.
+    let head = if needed > 0 {
+        Some(ws.branch_head(&pr.branch).await?)
+    } else {
+        None
+    };
+    let have = approvals(&pr, head.as_deref());
     if have < needed {
+        let stale = approvals(&pr, None) - have;
+        let head = head.as_deref().unwrap_or("");
+        let short = &head[..head.len().min(10)];
+        let why = if stale > 0 {
+            format!(" ({stale} more approved an earlier commit; the branch is at {short} now, and an approval counts only for the commit it saw)")
+        } else {
+            String::new()
+        };
         return Err(Error::conflict(
             "needs_approval",
-            format!("PR #{number} has {have} approving review(s); this organization needs {needed} — ask peers to review it"),
+            format!("PR #{number} has {have} approving review(s) of its branch's current commit; this organization needs {needed}{why} — ask peers to review it"),
         )
         .into());
     }
@@ -287,6 +324,7 @@ pub async fn merge_pr(s: &AppState, caller: &Caller, n: &str) -> ApiResult<Merge
     });
     let req = MergeRequest {
         branch: pr.branch.clone(),
+        head,
         message: format!(
             "Merge PR #{number}: {}\n\nBranch: {}\nAuthor: {}\nMerged-by: {}\n",
             pr.title, pr.branch, pr.author, caller.id

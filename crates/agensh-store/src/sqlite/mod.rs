@@ -235,12 +235,24 @@ impl Store for SqliteStore {
         reviewer: &str,
         verdict: Verdict,
         text: &str,
+        commit: Option<&str>,
         now: i64,
     ) -> Result<Review> {
         let reviewer = reviewer.to_string();
         let text = text.to_string();
+        let commit = commit.map(String::from);
         self.db
-            .write(move |ctx| prs::review(ctx, number, &reviewer, verdict, &text, now))
+            .write(move |ctx| {
+                prs::review(
+                    ctx,
+                    number,
+                    &reviewer,
+                    verdict,
+                    &text,
+                    commit.as_deref(),
+                    now,
+                )
+            })
             .await
     }
 

@@ -49,6 +49,7 @@ fn row_to_review(row: &Row<'_>) -> rusqlite::Result<Review> {
         verdict: Verdict::parse(&verdict).map_err(|e| bad_column(2, e))?,
         text: row.get(3)?,
         created_at: row.get(4)?,
+        commit: row.get(5)?,
     })
 }
 
@@ -223,7 +224,7 @@ pub fn get(conn: &Connection, number: i64) -> Result<PullRequest> {
     pr.reviews = {
         let mut stmt = tx
             .prepare_cached(
-                "SELECT id, author, verdict, text, created_at FROM pr_reviews WHERE pr = ?1 ORDER BY id",
+                "SELECT id, author, verdict, text, created_at, commit_id FROM pr_reviews WHERE pr = ?1 ORDER BY id",
             )
             .map_err(sql_err)?;
         let rows = stmt.query_map([number], row_to_review).map_err(sql_err)?;
@@ -247,6 +248,7 @@ pub fn review(
     reviewer: &str,
     verdict: Verdict,
     text: &str,
+    commit: Option<&str>,
     now: i64,
 ) -> Result<Review> {
     let conn = ctx.conn;
@@ -262,9 +264,9 @@ pub fn review(
     }
     validate_text("review", text)?;
     conn.prepare_cached(
-        "INSERT INTO pr_reviews(pr, author, verdict, text, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+        "INSERT INTO pr_reviews(pr, author, verdict, text, created_at, commit_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
     )
-    .and_then(|mut s| s.execute(params![number, reviewer, verdict.as_str(), text, now]))
+    .and_then(|mut s| s.execute(params![number, reviewer, verdict.as_str(), text, now, commit]))
     .map_err(sql_err)?;
     let review = Review {
         id: conn.last_insert_rowid(),
@@ -272,6 +274,7 @@ pub fn review(
         verdict,
         text: text.to_string(),
         created_at: now,
+        commit: commit.map(String::from),
     };
     touch(conn, number, now)?;
     let key = format!("pr:{number}:review:{}", review.id);

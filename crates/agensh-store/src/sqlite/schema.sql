@@ -100,7 +100,9 @@ CREATE TABLE IF NOT EXISTS pr_reviews (
     author     TEXT NOT NULL,
     verdict    TEXT NOT NULL,
     text       TEXT NOT NULL,
-    created_at INTEGER NOT NULL
+    created_at INTEGER NOT NULL,
+    -- The branch's commit that was reviewed (added later: see conn.rs's COLUMNS_ADDED).
+    commit_id  TEXT
 );
 CREATE INDEX IF NOT EXISTS pr_reviews_by_pr ON pr_reviews(pr, id);
 
