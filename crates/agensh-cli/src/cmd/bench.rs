@@ -373,7 +373,13 @@ async fn checkpointer(mut ctx: RunContext, bench: Bench) -> Result<()> {
             // Done early (every worker ended): straight to the last checkpoint.
             continue;
         }
-        let c = take(&ctx, &bench, *minutes).await?;
+        let c = match take(&ctx, &bench, *minutes).await {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("the checkpoint due at {minutes:.1} min could not be taken: {e:#}");
+                continue;
+            }
+        };
         let index = c.index;
         eprintln!(
             "checkpoint {index} ({:.2} h): main {} exported; scoring in the background",
@@ -448,7 +454,13 @@ async fn take(ctx: &RunContext, bench: &Bench, minutes: f64) -> Result<Checkpoin
 /// Scores checkpoints one at a time, in the order they come, at a low priority.
 async fn scorer(mut rx: mpsc::UnboundedReceiver<usize>, bench: Bench) -> Result<()> {
     while let Some(index) = rx.recv().await {
-        score(&bench, index, SCORING_NICE).await?;
+        // One checkpoint that cannot be scored (a broken sandbox, a full disk) must not stop
+        // the scoring of the next ones, nor the run.
+        if let Err(e) = score(&bench, index, SCORING_NICE).await {
+            eprintln!(
+                "checkpoint {index} could not be scored: {e:#} — it is scored when the run is resumed"
+            );
+        }
     }
     Ok(())
 }
