@@ -387,6 +387,8 @@ impl Run<'_> {
             workspace,
             tmp: Some(tmp),
             hide: self.opts.hide.clone(),
+            // The test environment, wherever the data directory is (even under /tmp).
+            expose: vec![self.opts.env.venv.clone()],
             home: std::env::var_os("HOME").map(PathBuf::from),
             network: false,
             env: self.env(serial),

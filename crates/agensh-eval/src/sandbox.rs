@@ -53,6 +53,10 @@ pub struct Spec {
     /// Host paths covered by an empty read-only tmpfs (the reference executable's directory,
     /// agensh's data directory).
     pub hide: Vec<PathBuf>,
+    /// Host directories shown read-only at the same path even where the sandbox has its own
+    /// (the test environment when the data directory is under `/tmp`).
+    #[serde(default)]
+    pub expose: Vec<PathBuf>,
     /// The home directory, shown as an overlay whose changes are dropped afterwards (so
     /// caches of cargo or pip can be written and the host's are never changed).
     pub home: Option<PathBuf>,
@@ -641,6 +645,14 @@ fn build_root(spec: &Spec) -> Result<(), String> {
     match &spec.workspace {
         Workspace::Bind(dir) => bind(dir, &ws)?,
         Workspace::Overlay { lower, upper, work } => overlay(lower, upper, work, &ws)?,
+    }
+    for shown in &spec.expose {
+        let inside = root.join(shown.strip_prefix("/").unwrap_or(shown));
+        if shown.is_dir() {
+            mkdir(&inside)?;
+            bind(shown, &inside)?;
+            read_only(&inside)?;
+        }
     }
     for hidden in &spec.hide {
         let inside = root.join(hidden.strip_prefix("/").unwrap_or(hidden));

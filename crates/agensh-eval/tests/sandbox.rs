@@ -17,6 +17,7 @@ fn spec(dir: &Path, workspace: Workspace, command: &str) -> Spec {
         workspace,
         tmp: None,
         hide: Vec::new(),
+        expose: Vec::new(),
         home: None,
         network: false,
         env: vec![("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into())],
@@ -62,14 +63,13 @@ async fn the_host_is_read_only_inside() {
     let d = tmp();
     let ws = d.path().join("ws");
     std::fs::create_dir(&ws).unwrap();
-    // A directory of the host outside the workspace (the test's own temporary one).
-    let outside = d.path().join("outside");
-    std::fs::create_dir(&outside).unwrap();
-    let cmd = format!("touch {}/x", outside.display());
+    // A directory of the host's that a command could otherwise write as root.
+    let target = Path::new("/usr/agensh-sandbox-test");
+    let cmd = format!("touch {}", target.display());
     let o = run(&spec(d.path(), Workspace::Bind(ws), &cmd)).await;
     assert_ne!(o.returncode, 0, "{o:?}");
     assert!(o.stderr.contains("Read-only file system"), "{o:?}");
-    assert!(!outside.join("x").exists());
+    assert!(!target.exists());
 }
 
 #[tokio::test]
@@ -116,24 +116,38 @@ async fn without_network_there_is_only_loopback_and_it_is_up() {
 async fn hidden_directories_are_empty_inside() {
     let d = tmp();
     let ws = d.path().join("ws");
-    let secret = d.path().join("reference");
     std::fs::create_dir(&ws).unwrap();
-    std::fs::create_dir(&secret).unwrap();
-    std::fs::write(secret.join("executable"), "bytes").unwrap();
-    let mut s = spec(
-        d.path(),
-        Workspace::Bind(ws),
-        &format!("ls -A {}", secret.display()),
-    );
+    // A directory of the host that is never empty.
+    let mut s = spec(d.path(), Workspace::Bind(ws), "ls -A /usr/share | wc -l");
     let shown = run(&s).await;
-    assert_eq!(shown.stdout, "executable\n", "{shown:?}");
-    s.hide = vec![secret.clone()];
+    assert_ne!(shown.stdout.trim(), "0", "{shown:?}");
+    s.hide = vec![PathBuf::from("/usr/share")];
     let hidden = run(&s).await;
     assert_eq!(
-        (hidden.returncode, hidden.stdout.as_str()),
-        (0, ""),
+        (hidden.returncode, hidden.stdout.trim()),
+        (0, "0"),
         "{hidden:?}"
     );
+}
+
+#[tokio::test]
+async fn exposed_directories_are_there_read_only_even_under_tmp() {
+    // Under /tmp, which the sandbox replaces with its own: exposing shows it anyway.
+    let d = tempfile::tempdir_in("/tmp").unwrap();
+    let ws = d.path().join("ws");
+    let env = d.path().join("env");
+    std::fs::create_dir(&ws).unwrap();
+    std::fs::create_dir(&env).unwrap();
+    std::fs::write(env.join("tool"), "present\n").unwrap();
+    let cmd = format!(
+        "cat {0}/tool; touch {0}/new 2>&1 | grep -c 'Read-only'",
+        env.display()
+    );
+    let mut s = spec(d.path(), Workspace::Bind(ws), &cmd);
+    s.expose = vec![env.clone()];
+    let o = run(&s).await;
+    assert_eq!(o.stdout, "present\n1\n", "{o:?}");
+    assert!(!env.join("new").exists());
 }
 
 #[tokio::test]
