@@ -91,6 +91,19 @@ pub fn parse(input: &str) -> Result<Query, QueryError> {
             "query is {n} characters long — shorten it to at most {MAX_QUERY_CHARS} characters"
         )));
     }
+    // A control character (a NUL, an escape) is no part of any word, and a store's own
+    // parser would answer it with its own message.
+    if let Some((i, c)) = input
+        .chars()
+        .enumerate()
+        .find(|(_, c)| c.is_control() && !matches!(c, '\t' | '\n' | '\r'))
+    {
+        return Err(QueryError::new(format!(
+            "the query holds the control character U+{:04X} at character {} — remove it; a query is words, \"phrases\" and filters like kind:FACT",
+            c as u32,
+            i + 1
+        )));
+    }
     let tokens = lex(input)?;
     if tokens.is_empty() {
         return Err(QueryError::new(
@@ -986,6 +999,16 @@ mod tests {
             "{e}"
         );
         assert!(e.contains("e.g. pars*"), "{e}");
+    }
+
+    #[test]
+    fn control_characters_are_refused_with_where_they_are() {
+        assert_eq!(
+            err("parser\0x"),
+            "the query holds the control character U+0000 at character 7 — remove it; a query is words, \"phrases\" and filters like kind:FACT"
+        );
+        assert!(err("a \u{1b}[2J").contains("U+001B at character 3"));
+        assert!(parse("tab\tand\nnewline").is_ok());
     }
 
     #[test]

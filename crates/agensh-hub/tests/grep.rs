@@ -286,3 +286,20 @@ async fn before_pages_through_older_results() {
     assert_eq!(third, c.ids(&[1]));
     assert!(page(third.last().cloned()).await.is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_query_with_a_nul_gets_our_message_not_the_store_s() {
+    let hub = TestHub::start().await;
+    let w = hub.workers(1).await.remove(0);
+    let e = expect_err(
+        w.grep("parser\0x", None, None).await,
+        agensh_domain::error::ErrorKind::Invalid,
+        "bad_query",
+    );
+    assert!(
+        e.message.contains("control character U+0000"),
+        "{}",
+        e.message
+    );
+    assert!(!e.message.to_lowercase().contains("fts5"), "{}", e.message);
+}
