@@ -28,7 +28,7 @@
 //! runs have loopback only (ProgramBench's test containers keep the network; tasks are
 //! meant to work offline); there is no `--cpus` quota.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -949,11 +949,11 @@ async fn untar(archive: &Path, into: &Path) -> Result<(), Error> {
 
 /// Copies a tree (files with their modes, links as links) into `into`.
 pub fn copy_tree(from: &Path, into: &Path) -> Result<(), Error> {
-    let mut seen = BTreeSet::new();
-    copy_dir(from, into, &mut seen)
+    // Links are copied as links, never followed, so the walk cannot loop.
+    copy_dir(from, into)
 }
 
-fn copy_dir(from: &Path, into: &Path, seen: &mut BTreeSet<PathBuf>) -> Result<(), Error> {
+fn copy_dir(from: &Path, into: &Path) -> Result<(), Error> {
     std::fs::create_dir_all(into).map_err(io("cannot create", into))?;
     for entry in std::fs::read_dir(from).map_err(io("cannot read", from))? {
         let entry = entry.map_err(io("cannot read", from))?;
@@ -964,9 +964,7 @@ fn copy_dir(from: &Path, into: &Path, seen: &mut BTreeSet<PathBuf>) -> Result<()
             let _ = std::fs::remove_file(&dst);
             std::os::unix::fs::symlink(link, &dst).map_err(io("cannot create", &dst))?;
         } else if kind.is_dir() {
-            if seen.insert(src.clone()) {
-                copy_dir(&src, &dst, seen)?;
-            }
+            copy_dir(&src, &dst)?;
         } else if kind.is_file() {
             std::fs::copy(&src, &dst).map_err(io("cannot copy", &src))?;
         }
@@ -974,6 +972,7 @@ fn copy_dir(from: &Path, into: &Path, seen: &mut BTreeSet<PathBuf>) -> Result<()
     Ok(())
 }
 
-fn hex(bytes: &[u8]) -> String {
+/// Lower-case hexadecimal of `bytes` (a sha256 as `sha256sum` prints it).
+pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -295,7 +295,7 @@ fn clean_seed(from: &Path, into: &Path, task: &Task, reference: &[u8]) -> Result
     let _ = std::fs::remove_dir_all(into);
     evaluate::copy_tree(from, into)?;
     let mut banned: Vec<String> = task.yaml.eval_clean_hashes.clone();
-    banned.push(hex(&Sha256::digest(reference)));
+    banned.push(evaluate::hex(&Sha256::digest(reference)));
     fn walk(dir: &Path, banned: &[String]) -> Result<()> {
         for e in std::fs::read_dir(dir)? {
             let e = e?;
@@ -308,7 +308,7 @@ fn clean_seed(from: &Path, into: &Path, task: &Task, reference: &[u8]) -> Result
                     walk(&p, banned)?;
                 }
             } else if kind.is_file() {
-                let h = hex(&Sha256::digest(std::fs::read(&p)?));
+                let h = evaluate::hex(&Sha256::digest(std::fs::read(&p)?));
                 if banned.contains(&h) {
                     eprintln!("left out of main: {} (the reference's bytes)", p.display());
                     std::fs::remove_file(&p)?;
@@ -321,10 +321,6 @@ fn clean_seed(from: &Path, into: &Path, task: &Task, reference: &[u8]) -> Result
     Ok(into.to_path_buf())
 }
 
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 /// Beside the run: takes each checkpoint when it is due and hands it to the scorer.
 async fn checkpointer(mut ctx: RunContext, bench: Bench) -> Result<()> {
     {
@@ -334,17 +330,11 @@ async fn checkpointer(mut ctx: RunContext, bench: Bench) -> Result<()> {
     bench.save()?;
     let (tx, rx) = mpsc::unbounded_channel();
     let scorer = tokio::spawn(scorer(rx, bench.clone()));
-    let (setup, last_due, unscored) = {
+    let (setup, last_due, unscored_now) = {
         let r = bench.report.lock().expect("report lock");
-        let unscored: Vec<usize> = r
-            .checkpoints
-            .iter()
-            .filter(|c| c.score.is_none())
-            .map(|c| c.index)
-            .collect();
-        (r.setup.clone(), last_due(&r), unscored)
+        (r.setup.clone(), last_due(&r), unscored(&r))
     };
-    for i in unscored {
+    for i in unscored_now {
         let _ = tx.send(i);
     }
     let due = bench::schedule(setup.hours, setup.checkpoint_minutes);
@@ -410,6 +400,15 @@ async fn checkpointer(mut ctx: RunContext, bench: Bench) -> Result<()> {
 
 fn short(commit: &str) -> &str {
     &commit[..commit.len().min(10)]
+}
+
+/// The checkpoints taken but not scored yet.
+fn unscored(r: &Report) -> Vec<usize> {
+    r.checkpoints
+        .iter()
+        .filter(|c| c.score.is_none())
+        .map(|c| c.index)
+        .collect()
 }
 
 /// When the last checkpoint taken was due, in minutes.
@@ -553,16 +552,8 @@ async fn finish_without_workers(bench: &Bench) -> Result<()> {
             .push(c);
     }
     bench.save()?;
-    let unscored: Vec<usize> = bench
-        .report
-        .lock()
-        .expect("report lock")
-        .checkpoints
-        .iter()
-        .filter(|c| c.score.is_none())
-        .map(|c| c.index)
-        .collect();
-    for i in unscored {
+    let missing = unscored(&bench.report.lock().expect("report lock"));
+    for i in missing {
         score(bench, i, 0).await?;
     }
     Ok(())
