@@ -4,12 +4,15 @@ pub mod board;
 pub mod events;
 pub mod git;
 pub mod messages;
+pub mod openapi;
 pub mod prs;
 pub mod ship;
 pub mod workers;
 
 use axum::extract::DefaultBodyLimit;
-use axum::routing::{get, post, put};
+use axum::handler::Handler;
+use axum::http::Method;
+use axum::routing::{on, MethodFilter, MethodRouter};
 use axum::Router;
 
 use crate::state::AppState;
@@ -18,36 +21,85 @@ use crate::state::AppState;
 /// or `hub.body_limit` when that is larger: thousands of entries, each with its token.
 pub const BATCH_BODY_LIMIT: usize = 8 << 20;
 
-/// The `/api/v1` routes; `body_limit` is `hub.body_limit`.
-pub fn api(body_limit: usize) -> Router<AppState> {
+/// One `/api/v1` operation: a method, a path under `/api/v1` (axum's `{param}`, which is
+/// also OpenAPI's) and what serves it.
+struct Route {
+    method: Method,
+    path: &'static str,
+    serve: MethodRouter<AppState>,
+}
+
+/// `method path` served by `handler`; the method is given once, so the table cannot say
+/// one method and route another.
+fn route<H, T>(method: Method, path: &'static str, handler: H) -> Route
+where
+    H: Handler<T, AppState>,
+    T: 'static,
+{
+    let filter = MethodFilter::try_from(method.clone()).expect("a method the router takes");
+    Route {
+        method,
+        path,
+        serve: on(filter, handler),
+    }
+}
+
+/// The one table of the `/api/v1` routes: the router is built from it, and the OpenAPI
+/// document's test reads it through [`operations`]. `body_limit` is `hub.body_limit`.
+fn table(body_limit: usize) -> Vec<Route> {
     let batch = DefaultBodyLimit::max(body_limit.max(BATCH_BODY_LIMIT));
-    Router::new()
-        .route("/whoami", get(workers::whoami))
-        .route("/stats", get(workers::stats))
-        .route("/usage", get(workers::usage))
-        .route("/budget", get(workers::budget).put(workers::set_budget))
-        .route("/workers", get(workers::list).post(workers::add))
-        .route("/workers/{id}/token", get(workers::token))
-        .route("/workers/{id}/status", put(workers::set_status))
-        .route("/workers/status", put(workers::set_statuses).layer(batch))
-        .route("/board/records", post(board::append))
-        .route("/board/records/{id}", get(board::unfold))
-        .route("/board/recent", get(board::recent))
-        .route("/board/read", post(board::read_unread))
-        .route("/board/grep", get(board::grep))
-        .route("/board/claims/{id}/renew", post(board::renew))
-        .route("/board/claims/{id}/release", post(board::release))
-        .route("/messages", get(messages::history).post(messages::send))
-        .route("/messages/read", post(messages::read_unread))
-        .route("/events", get(events::poll).post(events::notice))
-        .route("/events/poll", post(events::poll_many).layer(batch))
-        .route("/events/ack", post(events::ack))
-        .route("/events/state", get(events::state))
-        .route("/prs", get(prs::list).post(prs::open))
-        .route("/prs/{n}", get(prs::view))
-        .route("/prs/{n}/reviews", post(prs::review))
-        .route("/prs/{n}/comments", post(prs::comment))
-        .route("/prs/{n}/merge", post(prs::merge))
-        .route("/prs/{n}/close", post(prs::close))
-        .route("/ship", post(ship::ship))
+    let batched = |mut r: Route| {
+        r.serve = r.serve.layer(batch);
+        r
+    };
+    vec![
+        route(Method::GET, "/openapi.json", openapi::serve),
+        route(Method::GET, "/whoami", workers::whoami),
+        route(Method::GET, "/stats", workers::stats),
+        route(Method::GET, "/usage", workers::usage),
+        route(Method::GET, "/budget", workers::budget),
+        route(Method::PUT, "/budget", workers::set_budget),
+        route(Method::GET, "/workers", workers::list),
+        route(Method::POST, "/workers", workers::add),
+        route(Method::GET, "/workers/{id}/token", workers::token),
+        route(Method::PUT, "/workers/{id}/status", workers::set_status),
+        batched(route(Method::PUT, "/workers/status", workers::set_statuses)),
+        route(Method::POST, "/board/records", board::append),
+        route(Method::GET, "/board/records/{id}", board::unfold),
+        route(Method::GET, "/board/recent", board::recent),
+        route(Method::POST, "/board/read", board::read_unread),
+        route(Method::GET, "/board/grep", board::grep),
+        route(Method::POST, "/board/claims/{id}/renew", board::renew),
+        route(Method::POST, "/board/claims/{id}/release", board::release),
+        route(Method::GET, "/messages", messages::history),
+        route(Method::POST, "/messages", messages::send),
+        route(Method::POST, "/messages/read", messages::read_unread),
+        route(Method::GET, "/events", events::poll),
+        route(Method::POST, "/events", events::notice),
+        batched(route(Method::POST, "/events/poll", events::poll_many)),
+        route(Method::POST, "/events/ack", events::ack),
+        route(Method::GET, "/events/state", events::state),
+        route(Method::GET, "/prs", prs::list),
+        route(Method::POST, "/prs", prs::open),
+        route(Method::GET, "/prs/{n}", prs::view),
+        route(Method::POST, "/prs/{n}/reviews", prs::review),
+        route(Method::POST, "/prs/{n}/comments", prs::comment),
+        route(Method::POST, "/prs/{n}/merge", prs::merge),
+        route(Method::POST, "/prs/{n}/close", prs::close),
+        route(Method::POST, "/ship", ship::ship),
+    ]
+}
+
+/// Every `/api/v1` operation the router serves, as (method, path under `/api/v1`), in
+/// the table's order: what the OpenAPI document must list, no more and no less.
+pub fn operations() -> Vec<(Method, &'static str)> {
+    table(0).into_iter().map(|r| (r.method, r.path)).collect()
+}
+
+/// The `/api/v1` routes; `body_limit` is `hub.body_limit`. Two entries of one path are
+/// merged into one route of both methods.
+pub fn api(body_limit: usize) -> Router<AppState> {
+    table(body_limit)
+        .into_iter()
+        .fold(Router::new(), |router, r| router.route(r.path, r.serve))
 }

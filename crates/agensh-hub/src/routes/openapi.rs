@@ -1,0 +1,1171 @@
+//! The OpenAPI 3.1 document of the REST API, served at `GET /api/v1/openapi.json`.
+//!
+//! Written here with serde_json, not derived by a proc-macro crate: the limits and enums
+//! come from the domain's constants (`RecordKind::ALL`, `WorkerStatus::ALL`, the `page`
+//! limits, the text limits), so they cannot drift from the validators, and the hub gains no
+//! dependency. What keeps the rest true is `tests/openapi.rs`: the operations listed here
+//! must be exactly [`super::operations`] (plus `/healthz` and `/metrics`), and every one is
+//! called against a real hub with its examples, its answer's status documented and its
+//! JSON body checked against the schema.
+
+use std::sync::OnceLock;
+
+use agensh_domain::event::DEDUP_KEY_LIMIT;
+use agensh_domain::message::{CHANNEL_LIMIT, MESSAGE_LIMIT};
+use agensh_domain::page;
+use agensh_domain::pr::{BODY_LIMIT, BRANCH_LIMIT, TITLE_LIMIT};
+use agensh_domain::record::{
+    RecordKind, DETAIL_LIMIT, LABEL_LIMIT, MAX_LEASE_SECS, PATCH_SUMMARY_LIMIT, PATHS_LIMIT,
+    PATH_LIMIT, TEXT_LIMIT,
+};
+use agensh_domain::worker::{WorkerStatus, ADD_LIMIT, BATCH_LIMIT};
+use axum::http::header::CONTENT_TYPE;
+use axum::response::IntoResponse;
+use serde_json::{json, Map, Value};
+
+/// The document as served, built on first use.
+pub fn text() -> &'static str {
+    static TEXT: OnceLock<String> = OnceLock::new();
+    TEXT.get_or_init(|| serde_json::to_string_pretty(&document()).expect("the document is JSON"))
+}
+
+/// `GET /api/v1/openapi.json`: the document, to anyone (it takes no token).
+pub async fn serve() -> impl IntoResponse {
+    ([(CONTENT_TYPE, "application/json")], text())
+}
+
+/// A string with no control character (line breaks included), as the one-line fields are.
+const ONE_LINE: &str = "^[^\\u0000-\\u001f\\u007f-\\u009f]*$";
+
+fn schema(name: &str) -> Value {
+    json!({ "$ref": format!("#/components/schemas/{name}") })
+}
+
+fn array(items: Value) -> Value {
+    json!({ "type": "array", "items": items })
+}
+
+fn int() -> Value {
+    json!({ "type": "integer", "format": "int64" })
+}
+
+fn count() -> Value {
+    json!({ "type": "integer", "format": "int64", "minimum": 0 })
+}
+
+fn ms(description: &str) -> Value {
+    json!({ "type": "integer", "format": "int64", "description": format!("Unix ms: {description}") })
+}
+
+fn string(description: &str) -> Value {
+    json!({ "type": "string", "description": description })
+}
+
+fn range(min: usize, max: usize, description: &str) -> Value {
+    json!({ "type": "integer", "format": "int64", "minimum": min, "maximum": max, "description": description })
+}
+
+fn bounded(min: usize, max: usize, description: &str) -> Value {
+    json!({ "type": "string", "minLength": min, "maxLength": max, "description": description })
+}
+
+fn object(required: &[&str], properties: Value) -> Value {
+    json!({ "type": "object", "required": required, "properties": properties })
+}
+
+/// The fields of a board record, shared by `Record` and `ViewEntry`.
+fn record_properties() -> Map<String, Value> {
+    let v = json!({
+        "seq": json!({ "type": "integer", "format": "int64", "minimum": 1 }),
+        "id": string("`G` and the seq, e.g. `G12`"),
+        "kind": schema("RecordKind"),
+        "author": string("a worker id, or `admin`"),
+        "text": string("one line"),
+        "label": string("the work item"),
+        "detail": string("may span lines"),
+        "paths": array(json!({ "type": "string" })),
+        "created_at": ms("when it was posted"),
+        "lease": schema("Lease"),
+    });
+    v.as_object().cloned().expect("an object")
+}
+
+/// The fields of a pull request, shared by `PullRequest` and `PrView`.
+fn pr_properties() -> Map<String, Value> {
+    let v = json!({
+        "number": json!({ "type": "integer", "format": "int64", "minimum": 1 }),
+        "author": string("the worker (or `admin`) that opened it"),
+        "branch": string("e.g. `w01/work`"),
+        "base": json!({ "type": "string", "enum": ["main"] }),
+        "title": string("one line"),
+        "body": string("may span lines"),
+        "state": schema("PrState"),
+        "created_at": ms("opened"),
+        "updated_at": ms("the last review, comment, merge or close"),
+        "closed_by": string("who merged or closed it"),
+        "merge_commit": string("once merged: the merge commit on `main`"),
+        "reviews": json!({ "type": "array", "items": schema("Review"), "description": "oldest first; filled only by `GET /prs/{n}`" }),
+        "comments": json!({ "type": "array", "items": schema("Comment"), "description": "oldest first; filled only by `GET /prs/{n}`" }),
+    });
+    v.as_object().cloned().expect("an object")
+}
+
+const PR_REQUIRED: [&str; 10] = [
+    "number",
+    "author",
+    "branch",
+    "base",
+    "title",
+    "state",
+    "created_at",
+    "updated_at",
+    "reviews",
+    "comments",
+];
+
+fn schemas() -> Value {
+    let kinds: Vec<Value> = RecordKind::ALL.iter().map(|k| json!(k.as_str())).collect();
+    let statuses: Vec<Value> = WorkerStatus::ALL
+        .iter()
+        .map(|s| json!(s.as_str()))
+        .collect();
+    let record = json!({
+        "type": "object",
+        "required": ["seq", "id", "kind", "author", "text", "created_at"],
+        "properties": record_properties(),
+    });
+    let mut view_properties = record_properties();
+    view_properties.insert(
+        "invalidated".into(),
+        json!({ "type": "boolean", "description": "a newer FAIL of the same author and label; left out when false" }),
+    );
+    let mut pr_view_properties = pr_properties();
+    pr_view_properties.insert(
+        "approvals".into(),
+        json!({ "type": "integer", "minimum": 0, "description": "reviewers whose latest review approves the branch's current commit" }),
+    );
+    pr_view_properties.insert("branch_summary".into(), schema("BranchSummary"));
+    let mut pr_view_required = PR_REQUIRED.to_vec();
+    pr_view_required.push("approvals");
+    let limits = object(
+        &["tokens", "cost_usd", "requests", "hours"],
+        json!({
+            "tokens": count(),
+            "cost_usd": { "type": "number", "minimum": 0 },
+            "requests": count(),
+            "hours": { "type": "number", "minimum": 0 },
+        }),
+    );
+    let entries: Vec<(&str, Value)> = vec![
+        (
+            "Error",
+            json!({
+                "type": "object",
+                "description": "Every refusal. `code` is stable and meant for programs (docs/API.md, \"Error codes\"); `message` says what to do and its wording may change.",
+                "required": ["error"],
+                "properties": {
+                    "error": object(&["code", "message"], json!({
+                        "code": { "type": "string", "example": "text_too_long" },
+                        "message": { "type": "string" },
+                    })),
+                },
+                "example": { "error": { "code": "text_too_long", "message": "FACT text is 143 characters; the limit is 100 — shorten it or move the rest to detail" } },
+            }),
+        ),
+        (
+            "DomainError",
+            object(
+                &["kind", "code", "message"],
+                json!({
+                    "kind": { "type": "string", "enum": ["invalid", "unauthorized", "forbidden", "not_found", "conflict", "too_large", "internal"] },
+                    "code": { "type": "string" },
+                    "message": { "type": "string" },
+                }),
+            ),
+        ),
+        (
+            "WorkerId",
+            json!({
+                "type": "string",
+                "pattern": "^w[0-9]{1,11}$",
+                "description": "`w` and digits, at most 12 characters",
+                "example": "w01",
+            }),
+        ),
+        (
+            "WhoAmI",
+            object(
+                &["id", "admin"],
+                json!({
+                    "id": string("a worker id, or `admin`"),
+                    "admin": { "type": "boolean", "description": "whether the request carries the admin token" },
+                }),
+            ),
+        ),
+        (
+            "Stats",
+            object(
+                &[
+                    "workers",
+                    "records",
+                    "messages",
+                    "events",
+                    "prs_open",
+                    "prs_merged",
+                    "prs_closed",
+                ],
+                json!({
+                    "workers": count(), "records": count(), "messages": count(), "events": count(),
+                    "prs_open": count(), "prs_merged": count(), "prs_closed": count(),
+                }),
+            ),
+        ),
+        (
+            "ModelUsage",
+            object(
+                &[
+                    "worker",
+                    "model",
+                    "requests",
+                    "input_tokens",
+                    "cached_input_tokens",
+                    "output_tokens",
+                    "cost_usd",
+                    "first_at",
+                ],
+                json!({
+                    "worker": string("a worker id"),
+                    "model": string("as the requests named it"),
+                    "requests": count(),
+                    "input_tokens": count(),
+                    "cached_input_tokens": count(),
+                    "output_tokens": count(),
+                    "cost_usd": { "type": "number" },
+                    "first_at": ms("the first of these requests"),
+                }),
+            ),
+        ),
+        ("Limits", limits),
+        (
+            "Spent",
+            object(
+                &["tokens", "cost_usd", "requests", "first_at"],
+                json!({
+                    "tokens": count(),
+                    "cost_usd": { "type": "number" },
+                    "requests": count(),
+                    "first_at": ms("the first model request; 0: none yet"),
+                }),
+            ),
+        ),
+        (
+            "WorkerBudget",
+            object(
+                &["worker", "limits", "spent"],
+                json!({
+                    "worker": string("a worker id"),
+                    "limits": schema("Limits"),
+                    "spent": schema("Spent"),
+                    "stopped_for": string("why a spent budget keeps the worker stopped"),
+                }),
+            ),
+        ),
+        (
+            "BudgetView",
+            object(
+                &[
+                    "at",
+                    "notice_at",
+                    "every_worker",
+                    "organization",
+                    "organization_spent",
+                    "workers",
+                ],
+                json!({
+                    "at": ms("when the view was taken"),
+                    "notice_at": { "type": "number", "description": "the share of a budget at which a notice goes out" },
+                    "every_worker": schema("Limits"),
+                    "organization": schema("Limits"),
+                    "organization_spent": schema("Spent"),
+                    "organization_stopped_for": string("why every worker is stopped"),
+                    "workers": array(schema("WorkerBudget")),
+                }),
+            ),
+        ),
+        (
+            "LimitsChange",
+            json!({
+                "type": "object",
+                "description": "One worker's budget (`worker`), the organization's (`organization: true`), or neither: every worker's default. Fields left out stay; 0 removes a limit. Unlike other bodies, unknown fields are refused (`bad_body`).",
+                "additionalProperties": false,
+                "properties": {
+                    "worker": schema("WorkerId"),
+                    "organization": { "type": "boolean", "default": false },
+                    "tokens": count(),
+                    "cost_usd": { "type": "number", "minimum": 0 },
+                    "requests": count(),
+                    "hours": { "type": "number", "minimum": 0 },
+                },
+                "anyOf": [
+                    { "required": ["tokens"] }, { "required": ["cost_usd"] },
+                    { "required": ["requests"] }, { "required": ["hours"] },
+                ],
+            }),
+        ),
+        (
+            "WorkerStatus",
+            json!({ "type": "string", "enum": statuses }),
+        ),
+        (
+            "WorkerProgress",
+            object(
+                &["step", "since", "tokens"],
+                json!({
+                    "step": string("the current step, e.g. `model request 3 (1204 tokens in)`"),
+                    "since": ms("when the step began"),
+                    "tokens": count(),
+                    "tokens_per_sec": { "type": "number", "default": 0, "description": "of the last model reply" },
+                }),
+            ),
+        ),
+        (
+            "WorkerInfo",
+            object(
+                &["id", "status", "claims", "created_at"],
+                json!({
+                    "id": schema("WorkerId"),
+                    "status": schema("WorkerStatus"),
+                    "progress": schema("WorkerProgress"),
+                    "agent": string("which agent the worker runs, as its node reported"),
+                    "stopped_for": string("why a spent budget keeps the worker stopped"),
+                    "claims": json!({ "type": "array", "items": schema("Record"), "description": "its live CLAIM records" }),
+                    "last_activity": ms("the last request made as this worker"),
+                    "created_at": ms("registered"),
+                }),
+            ),
+        ),
+        (
+            "NewWorker",
+            object(
+                &["id", "token"],
+                json!({
+                    "id": schema("WorkerId"),
+                    "token": string("`agw_` and 40 hex digits"),
+                }),
+            ),
+        ),
+        (
+            "AddWorkers",
+            object(
+                &["count"],
+                json!({ "count": range(1, ADD_LIMIT, "how many workers to create") }),
+            ),
+        ),
+        (
+            "SetStatus",
+            object(&["status"], json!({ "status": schema("WorkerStatus") })),
+        ),
+        (
+            "StatusSet",
+            object(
+                &["id", "status"],
+                json!({
+                    "id": schema("WorkerId"),
+                    "status": schema("WorkerStatus"),
+                }),
+            ),
+        ),
+        (
+            "StatusReport",
+            object(
+                &["id", "status"],
+                json!({
+                    "id": schema("WorkerId"),
+                    "token": string("the worker's token; needed unless the request's own token is the admin's or this worker's"),
+                    "status": schema("WorkerStatus"),
+                    "progress": schema("WorkerProgress"),
+                    "agent": string("which agent the worker runs, on which model"),
+                }),
+            ),
+        ),
+        (
+            "StatusReports",
+            object(
+                &["workers"],
+                json!({
+                    "workers": { "type": "array", "items": schema("StatusReport"), "minItems": 1, "maxItems": BATCH_LIMIT },
+                }),
+            ),
+        ),
+        (
+            "Updated",
+            object(&["updated"], json!({ "updated": count() })),
+        ),
+        ("RecordKind", json!({ "type": "string", "enum": kinds })),
+        (
+            "Lease",
+            object(
+                &["expires_at"],
+                json!({
+                    "expires_at": ms("when the claim stops being live"),
+                    "released_at": ms("when it was released"),
+                }),
+            ),
+        ),
+        ("Record", record),
+        (
+            "ViewEntry",
+            json!({ "type": "object", "required": ["seq", "id", "kind", "author", "text", "created_at"], "properties": view_properties }),
+        ),
+        (
+            "NewRecord",
+            json!({
+                "type": "object",
+                "required": ["kind", "text"],
+                "properties": {
+                    "kind": json!({ "type": "string", "enum": kinds, "description": "matched without regard to case" }),
+                    "text": { "type": "string", "minLength": 1, "maxLength": PATCH_SUMMARY_LIMIT, "pattern": ONE_LINE, "description": format!("one line, not only whitespace; at most {TEXT_LIMIT} characters ({PATCH_SUMMARY_LIMIT} for a PATCH_SUMMARY)") },
+                    "label": { "type": "string", "minLength": 1, "maxLength": LABEL_LIMIT, "description": "letters and digits of any script and `- _ . / : #`" },
+                    "detail": { "type": "string", "maxLength": DETAIL_LIMIT },
+                    "paths": { "type": "array", "maxItems": PATHS_LIMIT, "items": { "type": "string", "minLength": 1, "maxLength": PATH_LIMIT }, "description": "CLAIM only: relative paths, no `..` segment" },
+                    "lease_secs": json!({ "type": "integer", "format": "int64", "minimum": 1, "maximum": MAX_LEASE_SECS, "description": "CLAIM only; default `board.claim_lease_secs`" }),
+                },
+            }),
+        ),
+        (
+            "ClaimOverlap",
+            object(
+                &["id", "author", "text", "same_label", "expires_at"],
+                json!({
+                    "id": string("the other claim"),
+                    "author": string("its author"),
+                    "text": string("its text"),
+                    "label": string("its label"),
+                    "paths": json!({ "type": "array", "items": { "type": "string" }, "description": "its paths that touch the new claim's" }),
+                    "same_label": { "type": "boolean" },
+                    "expires_at": ms("when its lease runs out"),
+                }),
+            ),
+        ),
+        (
+            "Appended",
+            object(
+                &["record"],
+                json!({
+                    "record": schema("Record"),
+                    "overlaps": json!({ "type": "array", "items": schema("ClaimOverlap"), "description": "other authors' live claims that collide; left out when none" }),
+                }),
+            ),
+        ),
+        (
+            "Unfolded",
+            object(
+                &["record"],
+                json!({
+                    "record": schema("Record"),
+                    "superseded_by": schema("Record"),
+                    "invalidated_by": schema("Record"),
+                }),
+            ),
+        ),
+        (
+            "Renew",
+            json!({
+                "type": "object",
+                "properties": {
+                    "lease_secs": json!({ "type": ["integer", "null"], "format": "int64", "minimum": 1, "maximum": MAX_LEASE_SECS, "description": "default `board.claim_lease_secs`" }),
+                },
+            }),
+        ),
+        (
+            "Message",
+            object(
+                &["seq", "from", "to", "text", "created_at"],
+                json!({
+                    "seq": json!({ "type": "integer", "format": "int64", "minimum": 1 }),
+                    "from": string("a worker id, or `admin`"),
+                    "to": string("`#channel` or a worker id"),
+                    "text": string("may span lines"),
+                    "thread": int(),
+                    "created_at": ms("sent"),
+                }),
+            ),
+        ),
+        (
+            "NewMessage",
+            object(
+                &["to", "text"],
+                json!({
+                    "to": json!({ "type": "string", "pattern": format!("^(#[a-z0-9_-]{{1,{CHANNEL_LIMIT}}}|w[0-9]{{1,11}})$"), "description": "`#channel` or a registered worker id (not the sender)" }),
+                    "text": bounded(1, MESSAGE_LIMIT, "not only whitespace; may span lines"),
+                    "thread": json!({ "type": "integer", "format": "int64", "minimum": 1, "description": "the seq of the message answered" }),
+                }),
+            ),
+        ),
+        (
+            "Priority",
+            json!({ "type": "string", "enum": ["urgent", "normal"] }),
+        ),
+        (
+            "Event",
+            object(
+                &["seq", "kind", "priority", "payload", "created_at"],
+                json!({
+                    "seq": json!({ "type": "integer", "format": "int64", "minimum": 1 }),
+                    "kind": string("`board.record`, `msg.channel`, `msg.dm`, `notice`, `pr.*`, `main.updated`, `worker.stop`, `worker.resume` (docs/API.md, \"Events\")"),
+                    "priority": schema("Priority"),
+                    "payload": { "type": "object", "description": "depends on the kind" },
+                    "dedup_key": string("events with the same target and key are stored once"),
+                    "source": string("the worker or `admin` whose action caused it"),
+                    "target": string("left out for broadcasts"),
+                    "except": string("a broadcast only: one more worker that does not get it"),
+                    "created_at": ms("stored"),
+                }),
+            ),
+        ),
+        (
+            "Polled",
+            object(&["events"], json!({ "events": array(schema("Event")) })),
+        ),
+        (
+            "PollEntry",
+            object(
+                &["id"],
+                json!({
+                    "id": schema("WorkerId"),
+                    "token": string("the worker's token; needed unless the request's own token is the admin's or this worker's"),
+                    "after": json!({ "type": "integer", "format": "int64", "default": 0 }),
+                    "ack": json!({ "type": "array", "items": int(), "maxItems": 10000 }),
+                }),
+            ),
+        ),
+        (
+            "PollMany",
+            object(
+                &["workers"],
+                json!({
+                    "workers": { "type": "array", "items": schema("PollEntry"), "minItems": 1, "maxItems": BATCH_LIMIT },
+                    "wait": json!({ "type": "integer", "format": "int64", "minimum": 0, "default": 0, "description": "seconds; at most `hub.max_wait_secs`" }),
+                    "limit": range(1, page::POLL_MANY.max, "most events per worker"),
+                }),
+            ),
+        ),
+        (
+            "PolledMany",
+            object(
+                &["events", "workers"],
+                json!({
+                    "events": json!({ "type": "array", "items": schema("Event"), "description": "each event once, oldest first" }),
+                    "workers": { "type": "object", "additionalProperties": array(int()), "description": "worker id → the seq of its events" },
+                    "errors": { "type": "object", "additionalProperties": schema("DomainError"), "description": "worker id → why its entry was refused" },
+                }),
+            ),
+        ),
+        (
+            "Ack",
+            object(
+                &["seqs"],
+                json!({ "seqs": { "type": "array", "items": int(), "maxItems": 10000 } }),
+            ),
+        ),
+        ("Acked", object(&["acked"], json!({ "acked": count() }))),
+        (
+            "QueueState",
+            object(
+                &["worker", "cursor", "acked_above_cursor"],
+                json!({
+                    "worker": schema("WorkerId"),
+                    "cursor": int(),
+                    "acked_above_cursor": count(),
+                }),
+            ),
+        ),
+        (
+            "Notice",
+            object(
+                &["text"],
+                json!({
+                    "text": bounded(1, MESSAGE_LIMIT, "not only whitespace"),
+                    "to": schema("WorkerId"),
+                    "urgent": { "type": "boolean", "default": false },
+                    "dedup_key": bounded(1, DEDUP_KEY_LIMIT, "stored as `notice:<key>`"),
+                }),
+            ),
+        ),
+        (
+            "NoticeAnswer",
+            object(
+                &["event", "duplicate"],
+                json!({
+                    "event": { "oneOf": [schema("Event"), { "type": "null" }] },
+                    "duplicate": { "type": "boolean" },
+                }),
+            ),
+        ),
+        (
+            "PrState",
+            json!({ "type": "string", "enum": ["open", "merged", "closed"] }),
+        ),
+        (
+            "Review",
+            object(
+                &["id", "author", "verdict", "text", "created_at"],
+                json!({
+                    "id": int(),
+                    "author": string("the reviewer"),
+                    "verdict": { "type": "string", "enum": ["approve", "request_changes"] },
+                    "text": string("may span lines"),
+                    "created_at": ms("reviewed"),
+                    "commit": string("the branch's commit the review saw"),
+                }),
+            ),
+        ),
+        (
+            "Comment",
+            object(
+                &["id", "author", "text", "created_at"],
+                json!({
+                    "id": int(),
+                    "author": string("the commenter"),
+                    "text": string("may span lines"),
+                    "created_at": ms("commented"),
+                }),
+            ),
+        ),
+        (
+            "PullRequest",
+            json!({ "type": "object", "required": PR_REQUIRED, "properties": pr_properties() }),
+        ),
+        (
+            "CommitInfo",
+            object(
+                &["sha", "author", "subject"],
+                json!({
+                    "sha": string("the commit"), "author": string("its author name"), "subject": string("its first line"),
+                }),
+            ),
+        ),
+        (
+            "FileStat",
+            object(
+                &["path", "added", "removed"],
+                json!({
+                    "path": string("a renamed file is listed under its new path"),
+                    "added": { "type": ["integer", "null"], "minimum": 0, "description": "null for a binary file" },
+                    "removed": { "type": ["integer", "null"], "minimum": 0, "description": "null for a binary file" },
+                }),
+            ),
+        ),
+        (
+            "Mergeability",
+            json!({
+                "oneOf": [
+                    object(&["state"], json!({ "state": { "type": "string", "enum": ["mergeable"] } })),
+                    object(&["state", "files"], json!({ "state": { "type": "string", "enum": ["conflict"] }, "files": array(json!({ "type": "string" })) })),
+                    object(&["state"], json!({ "state": { "type": "string", "enum": ["up_to_date"] } })),
+                ],
+            }),
+        ),
+        (
+            "BranchSummary",
+            object(
+                &["head", "base", "commits", "files", "mergeability"],
+                json!({
+                    "head": string("the commit the branch points at"),
+                    "base": string("the commit `main` points at"),
+                    "commits": json!({ "type": "array", "items": schema("CommitInfo"), "maxItems": 100, "description": "commits `main` lacks, newest first" }),
+                    "files": json!({ "type": "array", "items": schema("FileStat"), "description": "changed since the branch forked from `main`" }),
+                    "mergeability": schema("Mergeability"),
+                }),
+            ),
+        ),
+        (
+            "PrView",
+            json!({ "type": "object", "required": pr_view_required, "properties": pr_view_properties }),
+        ),
+        (
+            "NewPr",
+            object(
+                &["branch", "title"],
+                json!({
+                    "branch": json!({ "type": "string", "minLength": 1, "maxLength": BRANCH_LIMIT, "pattern": "^[A-Za-z0-9_./-]+$", "description": "in the caller's namespace, `<caller>/<name>`, already pushed" }),
+                    "title": json!({ "type": "string", "minLength": 1, "maxLength": TITLE_LIMIT, "pattern": ONE_LINE, "description": "one line, not only whitespace" }),
+                    "body": bounded(1, BODY_LIMIT, "not only whitespace; may span lines"),
+                }),
+            ),
+        ),
+        (
+            "NewReview",
+            object(
+                &["verdict", "text"],
+                json!({
+                    "verdict": { "type": "string", "enum": ["approve", "request_changes", "request-changes"] },
+                    "text": bounded(1, BODY_LIMIT, "not only whitespace; may span lines"),
+                }),
+            ),
+        ),
+        (
+            "NewComment",
+            object(
+                &["text"],
+                json!({ "text": bounded(1, BODY_LIMIT, "not only whitespace; may span lines") }),
+            ),
+        ),
+        (
+            "Merged",
+            object(
+                &["pr", "outcome", "head"],
+                json!({
+                    "pr": schema("PullRequest"),
+                    "outcome": { "type": "string", "enum": ["merged", "up_to_date"], "description": "`up_to_date`: `main` already had every commit and did not move" },
+                    "commit": string("outcome `merged`: the merge commit `main` now points at"),
+                    "head": string("the branch's commit that was merged"),
+                    "attempts": json!({ "type": "integer", "minimum": 1, "description": "outcome `merged`: compare-and-swap rounds" }),
+                }),
+            ),
+        ),
+        (
+            "NewShip",
+            object(
+                &["title", "summary"],
+                json!({
+                    "title": json!({ "type": "string", "minLength": 1, "maxLength": TITLE_LIMIT, "pattern": ONE_LINE, "description": "the PR's title" }),
+                    "summary": json!({ "type": "string", "minLength": 1, "maxLength": PATCH_SUMMARY_LIMIT, "pattern": ONE_LINE, "description": "the PATCH_SUMMARY's text, also the PR's body" }),
+                    "branch": json!({ "type": "string", "minLength": 1, "maxLength": BRANCH_LIMIT, "description": "default `<caller>/work`" }),
+                    "claim": string("the claim to release (one of the caller's live claims)"),
+                    "label": json!({ "type": "string", "minLength": 1, "maxLength": LABEL_LIMIT, "description": "the PATCH_SUMMARY's label, and which claims to release" }),
+                }),
+            ),
+        ),
+        (
+            "Shipped",
+            object(
+                &[
+                    "pr",
+                    "opened",
+                    "merge_commit",
+                    "summary",
+                    "released",
+                    "steps",
+                ],
+                json!({
+                    "pr": schema("PullRequest"),
+                    "opened": { "type": "boolean", "description": "false: the caller's open PR for the branch was reused" },
+                    "merge_commit": string("the commit `main` points at now"),
+                    "summary": schema("Record"),
+                    "released": array(schema("Record")),
+                    "steps": json!({ "type": "array", "items": { "type": "string" }, "description": "what was done, in order" }),
+                }),
+            ),
+        ),
+    ];
+    Value::Object(
+        entries
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect(),
+    )
+}
+
+/// One operation being described.
+struct Op {
+    method: &'static str,
+    path: &'static str,
+    value: Map<String, Value>,
+    parameters: Vec<Value>,
+    responses: Map<String, Value>,
+    has_body: bool,
+    public: bool,
+    conflicts: bool,
+}
+
+/// `method` of `/api/v1{path}`, for a token.
+fn op(method: &'static str, path: &'static str, id: &str, tag: &str, summary: &str) -> Op {
+    let mut value = Map::new();
+    value.insert("operationId".into(), json!(id));
+    value.insert("tags".into(), json!([tag]));
+    value.insert("summary".into(), json!(summary));
+    Op {
+        method,
+        path,
+        value,
+        parameters: Vec::new(),
+        responses: Map::new(),
+        has_body: false,
+        public: false,
+        conflicts: false,
+    }
+}
+
+impl Op {
+    /// Who may call it and what it does, beyond the summary.
+    fn doc(mut self, description: &str) -> Self {
+        self.value.insert("description".into(), json!(description));
+        self
+    }
+
+    /// Taken without a token (and with no `X-Agensh-As`).
+    fn public(mut self) -> Self {
+        self.public = true;
+        self
+    }
+
+    fn param(mut self, p: Value) -> Self {
+        self.parameters.push(p);
+        self
+    }
+
+    fn query(self, name: &str, required: bool, schema: Value, example: Option<Value>) -> Self {
+        let mut p = json!({ "name": name, "in": "query", "required": required, "schema": schema });
+        if let Some(e) = example {
+            p["example"] = e;
+        }
+        self.param(p)
+    }
+
+    fn body(mut self, name: &str, example: Value) -> Self {
+        self.has_body = true;
+        self.value.insert(
+            "requestBody".into(),
+            json!({
+                "required": true,
+                "content": { "application/json": { "schema": schema(name), "example": example } },
+            }),
+        );
+        self
+    }
+
+    fn answers(mut self, status: u16, description: &str, body: Value) -> Self {
+        self.responses.insert(
+            status.to_string(),
+            json!({ "description": description, "content": { "application/json": { "schema": body } } }),
+        );
+        self
+    }
+
+    fn answers_text(mut self, media: &str, description: &str) -> Self {
+        self.responses.insert(
+            "200".into(),
+            json!({ "description": description, "content": { media: { "schema": { "type": "string" } } } }),
+        );
+        self
+    }
+
+    /// Can be refused with 409 (the state does not allow it now).
+    fn conflicts(mut self) -> Self {
+        self.conflicts = true;
+        self
+    }
+
+    fn finish(self) -> (&'static str, &'static str, Value) {
+        let Op {
+            method,
+            path,
+            mut value,
+            mut parameters,
+            mut responses,
+            has_body,
+            public,
+            conflicts,
+        } = self;
+        let refusal = |name: &str| json!({ "$ref": format!("#/components/responses/{name}") });
+        responses.insert("403".into(), refusal("Forbidden"));
+        if public {
+            value.insert("security".into(), json!([]));
+        } else {
+            if !parameters.iter().any(|p| p["name"] == "X-Agensh-As") {
+                parameters.push(json!({ "$ref": "#/components/parameters/AsWorker" }));
+            }
+            responses.insert("400".into(), refusal("Invalid"));
+            responses.insert("401".into(), refusal("Unauthorized"));
+            responses.insert("404".into(), refusal("NotFound"));
+            responses.insert("500".into(), refusal("Internal"));
+        }
+        if conflicts {
+            responses.insert("409".into(), refusal("Conflict"));
+        }
+        if has_body {
+            responses.insert("413".into(), refusal("TooLarge"));
+        }
+        let mut sorted: Vec<(String, Value)> = responses.into_iter().collect();
+        sorted.sort_by(|a, b| a.0.cmp(&b.0));
+        if !parameters.is_empty() {
+            value.insert("parameters".into(), Value::Array(parameters));
+        }
+        value.insert(
+            "responses".into(),
+            Value::Object(sorted.into_iter().collect()),
+        );
+        (method, path, Value::Object(value))
+    }
+}
+
+fn param(name: &str) -> Value {
+    json!({ "$ref": format!("#/components/parameters/{name}") })
+}
+
+fn operations() -> Vec<Op> {
+    let cap = json!({ "type": "integer", "format": "int64", "minimum": 1, "maximum": page::MAX_VIEW_CAP, "description": "1 to `board.view_cap` (default 2000), which is also the default" });
+    let limit = |l: page::Limit| json!({ "type": "integer", "format": "int64", "minimum": 1, "maximum": l.max, "default": l.default });
+    let record_example = json!({"kind":"CLAIM","text":"parser error messages","label":"parser","paths":["src/parser.rs"],"lease_secs":1800});
+    vec![
+        op("get", "/openapi.json", "openapi", "meta", "This document")
+            .doc("Takes no token: the document is no secret, and a tool can read it before it has one.")
+            .public()
+            .answers(200, "the OpenAPI document", json!({ "type": "object", "required": ["openapi", "info", "paths", "components"] })),
+        op("get", "/whoami", "whoami", "workers", "Who the token, with `X-Agensh-As`, acts as")
+            .answers(200, "the caller", schema("WhoAmI")),
+        op("get", "/stats", "stats", "workers", "Counts of what the organization has produced")
+            .answers(200, "the counts", schema("Stats")),
+        op("get", "/usage", "usage", "workers", "Model usage through the gateway, per worker and model")
+            .doc("The admin gets every worker's; a worker's token its own only.")
+            .answers(200, "usage, in worker and model order", array(schema("ModelUsage"))),
+        op("get", "/budget", "budget", "workers", "The model budgets in force and what was spent")
+            .doc("The admin gets every worker; a worker's token its own only.")
+            .answers(200, "the budgets", schema("BudgetView")),
+        op("put", "/budget", "setBudget", "workers", "Change a budget (admin)")
+            .doc("Admin only. Stored and in force at once; workers a spent budget stopped and that may go on get `worker.resume`. `bad_budget` for a change that names no limit, both scopes or a negative amount.")
+            .body("LimitsChange", json!({ "worker": "w01", "tokens": 2000000 }))
+            .answers(200, "the budgets after the change", schema("BudgetView")),
+        op("get", "/workers", "listWorkers", "workers", "Every worker, in id order")
+            .answers(200, "the workers (never their tokens)", array(schema("WorkerInfo"))),
+        op("post", "/workers", "addWorkers", "workers", "Create workers (admin)")
+            .doc("Admin only. New ids continue after the highest; each gets a secret token that works at once.")
+            .body("AddWorkers", json!({ "count": 1 }))
+            .answers(201, "the new workers and their tokens", array(schema("NewWorker"))),
+        op("get", "/workers/{id}/token", "workerToken", "workers", "A worker's token (admin)")
+            .param(param("WorkerIdPath"))
+            .answers(200, "the worker and its token", schema("NewWorker")),
+        op("put", "/workers/{id}/status", "setWorkerStatus", "workers", "Set a worker's status")
+            .doc("The admin sets any worker's; a worker token only its own (`impersonation`).")
+            .param(param("WorkerIdPath"))
+            .body("SetStatus", json!({ "status": "idle" }))
+            .answers(200, "the status set", schema("StatusSet")),
+        op("put", "/workers/status", "setWorkerStatuses", "workers", "Set many workers' statuses (a node's report)")
+            .doc("Each entry is authorised for its worker (docs/API.md, \"Requests for many workers\"); all are set or none. Takes bodies up to 8 MiB, or `hub.body_limit` when larger.")
+            .body("StatusReports", json!({ "workers": [{ "id": "w01", "status": "busy", "progress": { "step": "model request 3 (1204 tokens in)", "since": 1796001791861_i64, "tokens": 2408, "tokens_per_sec": 9.5 } }] }))
+            .answers(200, "how many were set", schema("Updated")),
+        op("post", "/board/records", "appendRecord", "board", "Post a board record")
+            .doc("The author is the caller. A CLAIM always succeeds; `overlaps` lists other authors' live claims that collide with it. Emits `board.record`.")
+            .body("NewRecord", record_example)
+            .answers(201, "the record and the claims it overlaps", schema("Appended")),
+        op("get", "/board/records/{id}", "unfoldRecord", "board", "One whole record, with what later replaced it")
+            .param(param("RecordIdPath"))
+            .answers(200, "the record", schema("Unfolded")),
+        op("get", "/board/recent", "recentView", "board", "The recent view, newest first")
+            .doc("Marks nothing read.")
+            .query("cap", false, cap.clone(), None)
+            .answers(200, "the recent view", array(schema("ViewEntry"))),
+        op("post", "/board/read", "readBoard", "board", "What the worker has not read yet (worker)")
+            .doc("Worker only (the admin with `X-Agensh-As`). No body. Moves the worker's board cursor.")
+            .query("cap", false, cap, None)
+            .answers(200, "the unread part of the recent view, newest first", array(schema("ViewEntry"))),
+        op("get", "/board/grep", "grepBoard", "board", "Search the whole history")
+            .doc("The query language is in docs/API.md, \"The grep query language\". Newest first; page with `before`.")
+            .query("q", true, json!({ "type": "string", "minLength": 1, "maxLength": agensh_domain::query::MAX_QUERY_CHARS }), Some(json!("parser -kind:CLAIM")))
+            .query("limit", false, limit(page::GREP), None)
+            .query("before", false, json!({ "type": "string", "pattern": "^[Gg]?[0-9]+$", "description": "a record id: only older records" }), None)
+            .answers(200, "matching records, newest first", array(schema("Record"))),
+        op("post", "/board/claims/{id}/renew", "renewClaim", "board", "Renew a claim's lease (its author)")
+            .doc("Only the claim's author, while it is neither released nor expired. The body may be `{}`.")
+            .param(param("RecordIdPath"))
+            .body("Renew", json!({ "lease_secs": 7200 }))
+            .conflicts()
+            .answers(200, "the claim", schema("Record")),
+        op("post", "/board/claims/{id}/release", "releaseClaim", "board", "Release a claim (its author)")
+            .doc("Only the claim's author, while it is neither released nor expired. No body.")
+            .param(param("RecordIdPath"))
+            .conflicts()
+            .answers(200, "the claim with `lease.released_at`", schema("Record")),
+        op("get", "/messages", "messageHistory", "messages", "Recent messages the caller may see, oldest first")
+            .doc("Marks nothing read.")
+            .query("with", false, json!({ "type": "string", "description": "`#channel` or a worker id: only that conversation" }), Some(json!("#general")))
+            .query("limit", false, limit(page::MESSAGES), None)
+            .query("before", false, json!({ "type": "integer", "format": "int64", "description": "only messages older than this seq" }), None)
+            .answers(200, "the newest `limit` matching messages, oldest first", array(schema("Message"))),
+        op("post", "/messages", "sendMessage", "messages", "Send a message to a channel or a worker")
+            .doc("Emits `msg.channel` or `msg.dm`.")
+            .body("NewMessage", json!({ "to": "#general", "text": "parser lands today" }))
+            .answers(201, "the message", schema("Message")),
+        op("post", "/messages/read", "readMessages", "messages", "Unread messages (worker)")
+            .doc("Worker only. No body. Moves the worker's message cursor to the last message returned. `with` and `before` are refused (`bad_filter`).")
+            .query("limit", false, limit(page::MESSAGES), None)
+            .answers(200, "unread messages, oldest first", array(schema("Message"))),
+        op("get", "/events", "pollEvents", "events", "The worker's pending events; long-poll with `wait` (worker)")
+            .doc("Worker only. Marks nothing: an event comes back until acknowledged.")
+            .query("after", false, json!({ "type": "integer", "format": "int64", "default": 0 }), None)
+            .query("wait", false, json!({ "type": "integer", "format": "int64", "minimum": 0, "default": 0, "description": "seconds to wait when nothing is pending; at most `hub.max_wait_secs`" }), Some(json!(0)))
+            .query("limit", false, limit(page::POLL), None)
+            .query("ack", false, json!({ "type": "string", "pattern": "^[0-9]+(,[0-9]+)*$", "description": "event seqs to acknowledge first, comma-separated" }), None)
+            .answers(200, "pending events, oldest first", schema("Polled")),
+        op("post", "/events", "postNotice", "events", "An operator notice to every worker or one (admin)")
+            .body("Notice", json!({ "text": "stop merging to main", "urgent": true }))
+            .answers(201, "the event", schema("NoticeAnswer"))
+            .answers(200, "the `dedup_key` was used before: nothing stored", schema("NoticeAnswer")),
+        op("post", "/events/poll", "pollMany", "events", "One long-poll for many workers (a node's)")
+            .doc("Each entry is authorised for its worker (docs/API.md, \"Requests for many workers\"). Takes bodies up to 8 MiB, or `hub.body_limit` when larger.")
+            .body("PollMany", json!({ "workers": [{ "id": "w01", "after": 0 }], "wait": 0 }))
+            .answers(200, "each event once, and which worker gets which", schema("PolledMany")),
+        op("post", "/events/ack", "ackEvents", "events", "Acknowledge events (worker)")
+            .body("Ack", json!({ "seqs": [] }))
+            .answers(200, "how many were newly acknowledged", schema("Acked")),
+        op("get", "/events/state", "queueState", "events", "The worker's queue cursor (worker)")
+            .answers(200, "the queue state", schema("QueueState")),
+        op("get", "/prs", "listPrs", "prs", "Pull requests, newest first")
+            .query("state", false, schema("PrState"), None)
+            .query("author", false, json!({ "type": "string", "description": "matched exactly, not checked" }), None)
+            .query("limit", false, limit(page::PRS), None)
+            .answers(200, "pull requests with empty `reviews` and `comments`", array(schema("PullRequest"))),
+        op("post", "/prs", "openPr", "prs", "Open a pull request from a pushed branch")
+            .doc("The branch must be in the caller's namespace and pushed. Emits `pr.opened`.")
+            .body("NewPr", json!({ "branch": "w01/work", "title": "Parser skeleton", "body": "Adds src/parser.rs with an empty parse()." }))
+            .conflicts()
+            .answers(201, "the pull request", schema("PullRequest")),
+        op("get", "/prs/{n}", "viewPr", "prs", "One pull request with reviews, comments and its branch against `main`")
+            .param(param("PrNumberPath"))
+            .answers(200, "the pull request", schema("PrView")),
+        op("post", "/prs/{n}/reviews", "reviewPr", "prs", "Review a pull request (anyone but its author)")
+            .param(param("PrNumberPath"))
+            .param(json!({ "name": "X-Agensh-As", "in": "header", "required": false, "schema": schema("WorkerId"), "example": "w02", "description": "with the admin token: act as this worker (a reviewer other than the PR's author)" }))
+            .body("NewReview", json!({ "verdict": "approve", "text": "fine for a skeleton" }))
+            .conflicts()
+            .answers(201, "the review", schema("Review")),
+        op("post", "/prs/{n}/comments", "commentPr", "prs", "Comment on a pull request")
+            .param(param("PrNumberPath"))
+            .body("NewComment", json!({ "text": "I will call parse() from the evaluator" }))
+            .answers(201, "the comment", schema("Comment")),
+        op("post", "/prs/{n}/merge", "mergePr", "prs", "Merge a pull request into `main`, through the gate")
+            .doc("No body. Takes as long as the gate (`merge.gate`); give the request a generous timeout. A refusal (`merge_conflict`, `gate_failed`, `needs_approval`, …) leaves the PR open.")
+            .param(param("PrNumberPath"))
+            .conflicts()
+            .answers(200, "the merged pull request and the outcome", schema("Merged")),
+        op("post", "/prs/{n}/close", "closePr", "prs", "Close a pull request without merging (its author, or the admin)")
+            .doc("No body. The branch stays.")
+            .param(param("PrNumberPath"))
+            .conflicts()
+            .answers(200, "the closed pull request", schema("PullRequest")),
+        op("post", "/ship", "ship", "prs", "From a pushed branch to merged in one call (worker)")
+            .doc("Opens (or reuses) the caller's PR for the branch, merges it through the gate, posts `summary` as a PATCH_SUMMARY and releases claims. A failed step answers its own code and lists the steps done.")
+            .body("NewShip", json!({ "title": "roman: implement", "summary": "files=textkit/roman.py | evidence=tests.test_roman passed", "branch": "w01/ship" }))
+            .conflicts()
+            .answers(200, "what was done", schema("Shipped")),
+    ]
+}
+
+/// Operations at the root, outside `/api/v1`.
+fn root_operations() -> Vec<Op> {
+    vec![
+        op("get", "/healthz", "healthz", "meta", "Liveness")
+            .public()
+            .answers_text("text/plain", "`ok` and a newline"),
+        op(
+            "get",
+            "/metrics",
+            "metrics",
+            "meta",
+            "Counters and gauges in the Prometheus text format",
+        )
+        .public()
+        .answers_text("text/plain", "the Prometheus text format, version 0.0.4"),
+    ]
+}
+
+const DESCRIPTION: &str = "\
+The REST+JSON API of an agensh hub: the organization's board, messages, events, workers, \
+pull requests and budgets, under `/api/v1`, plus `GET /healthz` and `GET /metrics`. \
+docs/API.md is the full reference (every rule, limit and error code); this document is \
+its machine-readable part, checked against the hub's router by the hub's tests.\n\n\
+**Not here**, because they are other protocols: the organization tools over MCP at `/mcp` \
+(JSON-RPC 2.0, streamable HTTP), the workspace repository over git's smart HTTP at \
+`/git/workspace.git`, and the model gateway at `/model/openai|anthropic|gemini/…` (each \
+provider's own API). docs/API.md describes all three.\n\n\
+**Authentication**: `Authorization: Bearer <token>` with a worker token (`agw_…`, that \
+worker) or the admin token (`aga_…`, from `.agensh/hub.json`). With the admin token, \
+`X-Agensh-As: w03` acts as worker `w03` and keeps admin rights. `/api/v1/openapi.json`, \
+`/healthz` and `/metrics` take no token.\n\n\
+**Errors**: every refusal is `{\"error\":{\"code\",\"message\"}}` with the status of its kind \
+(400 invalid, 401 unauthorized, 403 forbidden, 404 not found, 409 conflict, 413 too large, \
+500 internal). Any route may answer 403 `bad_origin` or `bad_host` (browser origins, DNS \
+rebinding). A wrong method on a known path is 405 `method_not_allowed`.\n\n\
+**Bodies**: JSON with `Content-Type: application/json`, at most `hub.body_limit` bytes \
+(65,536 by default). Unknown fields and query parameters are ignored (except in \
+`PUT /budget`). Times are Unix milliseconds.";
+
+/// The whole document.
+pub fn document() -> Value {
+    let mut paths = Map::new();
+    let api = operations().into_iter().map(|o| ("/api/v1", o));
+    let root = root_operations().into_iter().map(|o| ("", o));
+    for (prefix, o) in api.chain(root) {
+        let (method, path, value) = o.finish();
+        let item = paths
+            .entry(format!("{prefix}{path}"))
+            .or_insert_with(|| json!({}));
+        item[method] = value;
+    }
+    let refusal = |description: &str| json!({ "description": description, "content": { "application/json": { "schema": schema("Error") } } });
+    json!({
+        "openapi": "3.1.0",
+        "info": {
+            "title": "agensh hub",
+            "version": env!("CARGO_PKG_VERSION"),
+            "description": DESCRIPTION,
+            "license": { "name": "see the repository" },
+        },
+        "tags": [
+            { "name": "meta", "description": "this document, health and metrics" },
+            { "name": "workers", "description": "workers, their tokens and statuses, usage and budgets" },
+            { "name": "board", "description": "the append-only board: records, claims, the recent view, grep" },
+            { "name": "messages", "description": "channel and direct messages" },
+            { "name": "events", "description": "per-worker event queues" },
+            { "name": "prs", "description": "pull requests, merges through the gate, ship" },
+        ],
+        "security": [{ "bearer": [] }],
+        "paths": paths,
+        "components": {
+            "securitySchemes": {
+                "bearer": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "A worker token (`agw_` and 40 hex digits) or the admin token (`aga_` and 40 hex digits). The word `Bearer` with a capital B.",
+                },
+            },
+            "parameters": {
+                "AsWorker": {
+                    "name": "X-Agensh-As",
+                    "in": "header",
+                    "required": false,
+                    "description": "With the admin token: act as this registered worker (its author name, queue, cursors and claims), keeping admin rights. With a worker token: only its own id (else `impersonation`).",
+                    "schema": schema("WorkerId"),
+                    "example": "w01",
+                },
+                "WorkerIdPath": {
+                    "name": "id", "in": "path", "required": true,
+                    "schema": schema("WorkerId"), "example": "w01",
+                },
+                "RecordIdPath": {
+                    "name": "id", "in": "path", "required": true,
+                    "description": "a record id: `G12`, `g12` or `12`",
+                    "schema": { "type": "string", "pattern": "^[Gg]?[0-9]+$" },
+                    "example": "G1",
+                },
+                "PrNumberPath": {
+                    "name": "n", "in": "path", "required": true,
+                    "description": "a PR number: `3` or `#3` (sent as `%233`)",
+                    "schema": { "type": "string", "pattern": "^#?[0-9]+$" },
+                    "example": "1",
+                },
+            },
+            "responses": {
+                "Invalid": refusal("invalid: a malformed request or a broken rule (`bad_body`, `bad_content_type`, `bad_query_string`, `needs_worker`, `bad_worker_id`, `text_too_long`, …)"),
+                "Unauthorized": refusal("`unauthorized` (no token, not `Bearer <token>`, or unknown), or `wrong_token`"),
+                "Forbidden": refusal("`bad_origin`, `bad_host`, `admin_only`, `impersonation`, `needs_token`, `not_your_claim`, `outside_namespace`, `not_your_pr`, …"),
+                "NotFound": refusal("`unknown_worker` (the path, a body field or `X-Agensh-As`), `unknown_record`, `unknown_pr`, `unknown_branch`, `no_workspace`"),
+                "Conflict": refusal("the state does not allow it now: `claim_released`, `claim_expired`, `pr_exists`, `pr_not_open`, `merge_conflict`, `gate_failed`, `needs_approval`, `nothing_to_merge`, …"),
+                "TooLarge": refusal("`body_too_large`: over `hub.body_limit`"),
+                "Internal": refusal("`internal`: a failure inside the hub or its store"),
+            },
+            "schemas": schemas(),
+        },
+    })
+}
