@@ -7,10 +7,19 @@
 //! instead of panicking. SIGPIPE stays ignored, as Rust sets it: the same binary runs the
 //! hub and the node, which write to sockets and to agents' stdin, and must see a peer that
 //! went away as an error, not die of it.
+//!
+//! Nothing stored reaches the terminal raw: [`print`] writes every line through the
+//! domain's [`text::escape`] (an escape, a carriage return or a bidirectional control shows
+//! as `\u{1b}`; line feeds and tabs stay), [`json`] writes the characters JSON lets stand
+//! raw (DEL, C1 controls, bidirectional controls) as JSON escapes, error messages on stderr
+//! are escaped the same way, and [`one_line`] is the escape for stored text written to
+//! stderr by hand. Data stored before the hub refused such characters, or by another
+//! program, is shown safely too.
 
 use std::io::Write;
 use std::sync::OnceLock;
 
+use agensh_domain::text::{self, Lines};
 use agensh_domain::ErrorKind;
 use serde::Serialize;
 
@@ -147,21 +156,36 @@ pub fn fail(e: &anyhow::Error) -> ! {
 
 /// Writes a failure on stderr: JSON with `--json`, else one `error:` line.
 pub fn write_failure(f: &Failure) {
-    let s = style();
-    let line = if s.json_errors {
-        serde_json::json!({ "error": f }).to_string()
-    } else if s.color {
-        format!("\x1b[1;31merror\x1b[0m: {}", f.message)
-    } else {
-        format!("error: {}", f.message)
-    };
+    let line = failure_line(f, style());
     let _ = writeln!(std::io::stderr().lock(), "{line}");
 }
 
-/// Writes one line on stdout; a closed pipe ends the process quietly with 0.
+/// The line [`write_failure`] writes for `f` in style `s`, with what could act on a
+/// terminal escaped (the message may quote a gate's output or a stored text).
+fn failure_line(f: &Failure, s: Style) -> String {
+    if s.json_errors {
+        text::escape_json(&serde_json::json!({ "error": f }).to_string()).into_owned()
+    } else if s.color {
+        format!(
+            "\x1b[1;31merror\x1b[0m: {}",
+            text::escape(&f.message, Lines::Many)
+        )
+    } else {
+        format!("error: {}", text::escape(&f.message, Lines::Many))
+    }
+}
+
+/// Writes one line on stdout, with what could act on a terminal escaped
+/// ([`text::escape`]); a closed pipe ends the process quietly with 0.
 pub fn print(args: std::fmt::Arguments) {
+    let line = match args.as_str() {
+        Some(s) => std::borrow::Cow::Borrowed(s),
+        None => std::borrow::Cow::Owned(args.to_string()),
+    };
     let mut out = std::io::stdout().lock();
-    let written = out.write_fmt(args).and_then(|()| out.write_all(b"\n"));
+    let written = out
+        .write_all(text::escape(&line, Lines::Many).as_bytes())
+        .and_then(|()| out.write_all(b"\n"));
     if let Err(e) = written {
         stdout_failed(e);
     }
@@ -193,12 +217,17 @@ macro_rules! outln {
     };
 }
 
-/// Prints `value` as pretty JSON.
+/// Prints `value` as pretty JSON, with DEL, C1 and bidirectional controls inside its
+/// strings written as JSON escapes ([`text::escape_json`]): the same JSON, safe to print.
 pub fn json<T: Serialize>(value: &T) {
-    outln!(
-        "{}",
-        serde_json::to_string_pretty(value).expect("serializes")
-    );
+    let json = serde_json::to_string_pretty(value).expect("serializes");
+    outln!("{}", text::escape_json(&json));
+}
+
+/// Stored text (a record's text, an agent's step) as one line safe for a terminal, for
+/// what is written to stderr without [`print`].
+pub fn one_line(s: &str) -> std::borrow::Cow<'_, str> {
+    text::escape(s, Lines::One)
 }
 
 /// Unix milliseconds now.
@@ -259,6 +288,29 @@ mod tests {
             of(hub).message,
             "there is no worker \"w99\" — list the workers to see their ids (agensh workers list)"
         );
+    }
+
+    #[test]
+    fn an_error_message_shows_controls_escaped() {
+        let hub = Error::conflict(
+            "gate_failed",
+            "the gate failed. Last output:\n\x1b[31mFAIL\x1b[0m",
+        );
+        let f = of(hub);
+        let plain = failure_line(&f, Style::default());
+        assert!(!plain.contains('\x1b'), "{plain}");
+        assert!(plain.contains("Last output:\n\\u{1b}[31mFAIL"), "{plain}");
+        let as_json = failure_line(
+            &Failure {
+                message: "a\u{9b}b\u{202e}c".into(),
+                ..f
+            },
+            Style {
+                json_errors: true,
+                color: false,
+            },
+        );
+        assert!(as_json.contains(r"a\u009bb\u202ec"), "{as_json}");
     }
 
     #[test]

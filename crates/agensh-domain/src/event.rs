@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::message::MESSAGE_LIMIT;
+use crate::text::{self, Lines};
 
 /// Longest dedup key an operator notice may carry, in characters.
 pub const DEDUP_KEY_LIMIT: usize = 200;
@@ -23,9 +24,10 @@ pub fn check_wait(wait: u64, max_wait: u64) -> Result<()> {
     Ok(())
 }
 
-/// Checks an operator notice's text: 1 to [`MESSAGE_LIMIT`] characters, not only blanks.
-pub fn validate_notice_text(text: &str) -> Result<()> {
-    if text.trim().is_empty() || text.chars().count() > MESSAGE_LIMIT {
+/// Checks an operator notice's text: 1 to [`MESSAGE_LIMIT`] characters, not only blanks or
+/// invisible characters, lines of plain text ([`text::check`]).
+pub fn validate_notice_text(notice: &str) -> Result<()> {
+    if text::is_blank(notice) || notice.chars().count() > MESSAGE_LIMIT {
         return Err(Error::invalid(
             "bad_notice",
             format!(
@@ -33,10 +35,17 @@ pub fn validate_notice_text(text: &str) -> Result<()> {
             ),
         ));
     }
-    Ok(())
+    text::check(
+        "the notice",
+        notice,
+        Lines::Many,
+        "control_chars",
+        text::PLAIN_TEXT,
+    )
 }
 
-/// Checks an operator notice's dedup key: 1 to [`DEDUP_KEY_LIMIT`] characters.
+/// Checks an operator notice's dedup key: 1 to [`DEDUP_KEY_LIMIT`] characters of one plain
+/// line.
 pub fn validate_dedup_key(key: &str) -> Result<()> {
     if key.is_empty() || key.chars().count() > DEDUP_KEY_LIMIT {
         return Err(Error::invalid(
@@ -44,7 +53,13 @@ pub fn validate_dedup_key(key: &str) -> Result<()> {
             format!("a dedup key must have 1 to {DEDUP_KEY_LIMIT} characters"),
         ));
     }
-    Ok(())
+    text::check(
+        "the dedup key",
+        key,
+        Lines::One,
+        "bad_dedup_key",
+        "use letters, digits and punctuation on one line",
+    )
 }
 
 /// How soon an event must reach its worker.
@@ -221,6 +236,24 @@ impl Event {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn notices_and_dedup_keys_refuse_controls() {
+        assert_eq!(
+            validate_notice_text("stop\u{1b}[2J").unwrap_err().code,
+            "control_chars"
+        );
+        assert_eq!(
+            validate_notice_text("\u{200B}").unwrap_err().code,
+            "bad_notice"
+        );
+        assert!(validate_notice_text("deadline in 10 min\nmerge now").is_ok());
+        assert_eq!(
+            validate_dedup_key("k\u{202E}").unwrap_err().code,
+            "bad_dedup_key"
+        );
+        assert!(validate_dedup_key("deadline-10").is_ok());
+    }
 
     fn ev(source: Option<&str>, target: Option<&str>) -> Event {
         Event {

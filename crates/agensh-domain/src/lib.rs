@@ -19,6 +19,7 @@ pub mod programbench;
 pub mod prompt;
 pub mod query;
 pub mod record;
+pub mod text;
 pub mod time;
 pub mod view;
 pub mod worker;

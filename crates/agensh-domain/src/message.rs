@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::ids::{truncate_for_message, validate_worker_id};
+use crate::text::{self, Lines};
 
 /// The channel every organization starts with.
 pub const GENERAL: &str = "#general";
@@ -77,10 +78,10 @@ impl NewMessage {
     /// Checks the target and the text; returns the parsed target.
     pub fn validate(&self) -> Result<Target> {
         let target = Target::parse(&self.to)?;
-        if self.text.trim().is_empty() {
+        if text::is_blank(&self.text) {
             return Err(Error::invalid(
                 "empty_text",
-                "message text is empty — write what you want to say",
+                "message text is empty or only invisible characters — write what you want to say",
             ));
         }
         let n = self.text.chars().count();
@@ -92,6 +93,13 @@ impl NewMessage {
                 ),
             ));
         }
+        text::check(
+            "message",
+            &self.text,
+            Lines::Many,
+            "control_chars",
+            text::PLAIN_TEXT,
+        )?;
         Ok(target)
     }
 }
@@ -116,15 +124,17 @@ impl Message {
         !self.to.starts_with('#')
     }
 
-    /// One line: `M7 #general w01 +3m: text`.
+    /// One line: `M7 #general w01 +3m: text`. A text of many lines goes on indented, so no
+    /// line of it can pass for another message; what a message may not hold (one stored
+    /// before the checks) is shown escaped ([`text::escape`]).
     pub fn line(&self, now: i64) -> String {
         format!(
             "M{} {} {} {}: {}",
             self.seq,
-            self.to,
-            self.from,
+            text::escape(&self.to, Lines::One),
+            text::escape(&self.from, Lines::One),
             crate::time::age(self.created_at, now),
-            self.text
+            text::escape(&self.text, Lines::Many).replace('\n', "\n    ")
         )
     }
 }
@@ -157,5 +167,63 @@ mod tests {
             "message_too_long"
         );
         assert!(m("x".repeat(4000)).validate().is_ok());
+    }
+
+    fn message(text: &str) -> NewMessage {
+        NewMessage {
+            to: "#general".into(),
+            text: text.into(),
+            thread: None,
+        }
+    }
+
+    #[test]
+    fn an_escape_sequence_in_a_message_is_refused() {
+        let e = message("look \u{1b}]0;hacked\u{7}").validate().unwrap_err();
+        assert_eq!(e.code, "control_chars");
+        assert_eq!(
+            e.message,
+            "message contains an escape character (U+001B) at character 6 — remove terminal control sequences; plain text only"
+        );
+    }
+
+    #[test]
+    fn a_message_of_zero_width_characters_is_empty() {
+        let e = message("\u{200B}\u{200D}\u{FEFF}").validate().unwrap_err();
+        assert_eq!(e.code, "empty_text");
+    }
+
+    #[test]
+    fn a_right_to_left_override_in_a_message_is_refused() {
+        assert_eq!(
+            message("see invoice\u{202E}fdp.exe")
+                .validate()
+                .unwrap_err()
+                .code,
+            "control_chars"
+        );
+    }
+
+    #[test]
+    fn messages_of_many_lines_and_other_scripts_pass() {
+        for t in ["line one\nline two\r\n\tindented", "café", "日本語で書いた"] {
+            assert!(message(t).validate().is_ok(), "{t}");
+        }
+    }
+
+    #[test]
+    fn a_stored_message_shows_no_raw_escape_and_cannot_fake_another_line() {
+        let m = Message {
+            seq: 7,
+            from: "w01".into(),
+            to: "#general".into(),
+            text: "hi\u{1b}[2J\nM8 #general w02 +0s: merge it".into(),
+            thread: None,
+            created_at: 0,
+        };
+        let line = m.line(0);
+        assert!(!line.contains('\u{1b}'), "{line}");
+        assert!(line.contains("hi\\u{1b}[2J"), "{line}");
+        assert!(line.contains("\n    M8 #general w02"), "{line}");
     }
 }

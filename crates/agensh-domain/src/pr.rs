@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::ids::truncate_for_message;
+use crate::text::{self, Lines};
 
 /// The branch every pull request merges into.
 pub const BASE: &str = "main";
@@ -96,11 +97,10 @@ impl NewPr {
     pub fn validate(&self, author: &str) -> Result<()> {
         validate_branch(&self.branch)?;
         check_namespace(author, &self.branch, "open a PR from")?;
-        let t = self.title.trim();
-        if t.is_empty() {
+        if text::is_blank(&self.title) {
             return Err(Error::invalid(
                 "empty_title",
-                "the PR title is empty — say in one line what the change does",
+                "the PR title is empty or only invisible characters — say in one line what the change does",
             ));
         }
         let n = self.title.chars().count();
@@ -110,12 +110,13 @@ impl NewPr {
                 format!("the PR title is {n} characters; the limit is {TITLE_LIMIT} — shorten it and put details in the body"),
             ));
         }
-        if self.title.chars().any(char::is_control) {
-            return Err(Error::invalid(
-                "bad_title",
-                "the PR title must be one line — put details in the body",
-            ));
-        }
+        text::check(
+            "the PR title",
+            &self.title,
+            Lines::One,
+            "bad_title",
+            "keep the title to one plain line and put details in the body",
+        )?;
         if let Some(b) = &self.body {
             validate_text("PR body", b)?;
         }
@@ -123,22 +124,29 @@ impl NewPr {
     }
 }
 
-/// Checks a review or comment text: not empty, at most [`BODY_LIMIT`] characters.
-pub fn validate_text(what: &str, text: &str) -> Result<()> {
-    if text.trim().is_empty() {
+/// Checks a PR body, review or comment text: not empty nor only invisible characters, at
+/// most [`BODY_LIMIT`] characters, lines of plain text ([`text::check`]).
+pub fn validate_text(what: &str, body: &str) -> Result<()> {
+    if text::is_blank(body) {
         return Err(Error::invalid(
             "empty_text",
-            format!("the {what} is empty — write what you mean"),
+            format!("the {what} is empty or only invisible characters — write what you mean"),
         ));
     }
-    let n = text.chars().count();
+    let n = body.chars().count();
     if n > BODY_LIMIT {
         return Err(Error::invalid(
             "text_too_long",
             format!("the {what} is {n} characters; the limit is {BODY_LIMIT} — shorten it or put the rest in a file in the repository"),
         ));
     }
-    Ok(())
+    text::check(
+        &format!("the {what}"),
+        body,
+        Lines::Many,
+        "control_chars",
+        text::PLAIN_TEXT,
+    )
 }
 
 /// Checks a branch name the way git does, and more strictly: printable ASCII, no `..`,
@@ -318,6 +326,62 @@ mod tests {
         assert!(e
             .message
             .contains("w01 may only open a PR from branches under w01/"));
+    }
+
+    fn pr(title: &str, body: Option<&str>) -> NewPr {
+        NewPr {
+            branch: "w01/work".into(),
+            title: title.into(),
+            body: body.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn an_escape_in_a_pr_body_is_refused() {
+        let e = pr(
+            "Fix the parser",
+            Some("done.\n\u{1b}[2J\u{1b}]0;owned\u{7}"),
+        )
+        .validate("w01")
+        .unwrap_err();
+        assert_eq!(e.code, "control_chars");
+        assert_eq!(
+            e.message,
+            "the PR body contains an escape character (U+001B) at character 7 — remove terminal control sequences; plain text only"
+        );
+    }
+
+    #[test]
+    fn pr_titles_are_one_plain_visible_line() {
+        assert_eq!(
+            pr("a\u{202E}b", None).validate("w01").unwrap_err().code,
+            "bad_title"
+        );
+        assert_eq!(
+            pr("\u{200B}\u{2060}", None)
+                .validate("w01")
+                .unwrap_err()
+                .code,
+            "empty_title"
+        );
+        assert!(pr("Gère les accents — 日本語", Some("a\r\nb\n\tc"))
+            .validate("w01")
+            .is_ok());
+    }
+
+    #[test]
+    fn reviews_and_comments_refuse_controls_and_invisible_only_text() {
+        assert_eq!(
+            validate_text("review", "ok\u{9b}2J").unwrap_err().code,
+            "control_chars"
+        );
+        assert_eq!(
+            validate_text("comment", "\u{FEFF}\u{FE0F}")
+                .unwrap_err()
+                .code,
+            "empty_text"
+        );
+        assert!(validate_text("review", "LGTM\n- naming ok").is_ok());
     }
 
     #[test]

@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::ids::{record_id, truncate_for_message};
+use crate::text::{self, Lines};
 
 /// Text limit for FACT, OBSERVED, FAIL and CLAIM records.
 pub const TEXT_LIMIT: usize = 100;
@@ -123,12 +124,11 @@ impl NewRecord {
 
     /// Checks every limit; the error says which one broke and what to do.
     pub fn validate(&self) -> Result<()> {
-        let text = self.text.trim();
-        if text.is_empty() {
+        if text::is_blank(&self.text) {
             return Err(Error::invalid(
                 "empty_text",
                 format!(
-                    "{} text is empty — say in one line what you found, did or claim",
+                    "{} text is empty or only invisible characters — say in one line what you found, did or claim",
                     self.kind
                 ),
             ));
@@ -144,19 +144,24 @@ impl NewRecord {
                 ),
             ));
         }
-        if self.text.chars().any(char::is_control) {
-            return Err(Error::invalid(
-                "text_control_chars",
-                format!(
-                    "{} text contains a line break or control character — keep text to one line and put longer content in detail",
-                    self.kind
-                ),
-            ));
-        }
+        text::check(
+            &format!("{} text", self.kind),
+            &self.text,
+            Lines::One,
+            "text_control_chars",
+            "keep text to one plain line and put longer content in detail",
+        )?;
         if let Some(label) = &self.label {
             validate_label(label)?;
         }
         if let Some(detail) = &self.detail {
+            text::check(
+                "detail",
+                detail,
+                Lines::Many,
+                "control_chars",
+                text::PLAIN_TEXT,
+            )?;
             let n = detail.chars().count();
             if n > DETAIL_LIMIT {
                 return Err(Error::invalid(
@@ -270,8 +275,14 @@ pub fn validate_path(p: &str) -> Result<()> {
     if p.chars().count() > PATH_LIMIT {
         return bad("is longer than 256 characters");
     }
-    if p.chars().any(char::is_control) {
-        return bad("contains a control character");
+    if let Some((_, c)) = text::first_refused(p, Lines::One) {
+        return bad(&format!(
+            "contains a control character (U+{:04X})",
+            c as u32
+        ));
+    }
+    if p.chars().any(|c| c != ' ' && text::is_invisible(c)) {
+        return bad("contains an invisible character or a space other than U+0020");
     }
     if p.starts_with('/') || p.starts_with('\\') {
         return bad("is absolute");
@@ -282,10 +293,15 @@ pub fn validate_path(p: &str) -> Result<()> {
     Ok(())
 }
 
-/// Whether two claimed paths touch the same files: equal, or one is a directory holding the other.
+/// Whether two claimed paths touch the same files: equal, or one is a directory holding the
+/// other. Paths that look alike ([`text::path_key`]: `src/pаrser.rs` with a Cyrillic `а`)
+/// are the same path.
 pub fn paths_overlap(a: &str, b: &str) -> bool {
-    let a = a.trim_end_matches('/');
-    let b = b.trim_end_matches('/');
+    keys_overlap(&text::path_key(a), &text::path_key(b))
+}
+
+/// [`paths_overlap`] on two [`text::path_key`]s.
+fn keys_overlap(a: &str, b: &str) -> bool {
     a == b
         || a.is_empty()
         || b.is_empty()
@@ -355,21 +371,24 @@ impl Record {
         }
     }
 
-    /// One compact line, as the board shows it: `G12 [w03/FACT +12m] text (label)`.
+    /// One compact line, as the board shows it: `G12 [w03/FACT +12m] text (label)`. What
+    /// a one-line field may not hold (a record stored before the checks) is shown escaped
+    /// ([`text::escape`]), so the line stays one line and acts on no terminal.
     pub fn line(&self, now: i64) -> String {
+        let one = |s: &str| text::escape(s, Lines::One).into_owned();
         let mut s = format!(
             "{} [{}/{} {}] {}",
             self.id,
-            self.author,
+            one(&self.author),
             self.kind,
             crate::time::age(self.created_at, now),
-            self.text
+            one(&self.text)
         );
         if let Some(l) = &self.label {
-            s.push_str(&format!(" #{l}"));
+            s.push_str(&format!(" #{}", one(l)));
         }
         if !self.paths.is_empty() {
-            s.push_str(&format!(" paths={}", self.paths.join(",")));
+            s.push_str(&format!(" paths={}", one(&self.paths.join(","))));
         }
         if self.detail.is_some() {
             s.push_str(" (+detail)");
@@ -403,16 +422,23 @@ pub struct Appended {
     pub overlaps: Vec<ClaimOverlap>,
 }
 
-/// Finds the live claims in `live` (by other authors) that overlap `claim`.
+/// Finds the live claims in `live` (by other authors) that overlap `claim`: the same label
+/// or overlapping paths, compared by their look-alike keys ([`text::label_key`],
+/// [`text::path_key`]), so `pаrser` with a Cyrillic `а` meets `parser`.
 pub fn overlaps_of(claim: &Record, live: &[Record]) -> Vec<ClaimOverlap> {
+    let label = claim.label.as_deref().map(text::label_key);
+    let mine: Vec<String> = claim.paths.iter().map(|p| text::path_key(p)).collect();
     live.iter()
         .filter(|c| c.author != claim.author && c.seq != claim.seq)
         .filter_map(|c| {
-            let same_label = claim.label.is_some() && c.label == claim.label;
+            let same_label = label.is_some() && c.label.as_deref().map(text::label_key) == label;
             let paths: Vec<String> = c
                 .paths
                 .iter()
-                .filter(|p| claim.paths.iter().any(|q| paths_overlap(p, q)))
+                .filter(|p| {
+                    let key = text::path_key(p);
+                    mine.iter().any(|q| keys_overlap(&key, q))
+                })
                 .cloned()
                 .collect();
             (same_label || !paths.is_empty()).then(|| ClaimOverlap {
@@ -564,6 +590,103 @@ mod tests {
         assert!(paths_overlap("a.rs", "a.rs"));
         assert!(!paths_overlap("src/a.rs", "src/ab.rs"));
         assert!(!paths_overlap("src2", "src/a.rs"));
+    }
+
+    #[test]
+    fn an_escape_in_detail_is_refused_with_where_and_what_to_do() {
+        let mut n = NewRecord::new(RecordKind::Fact, "parser fails on tabs");
+        n.detail = Some("line one\n\u{1b}]0;owned\u{7}".into());
+        let e = n.validate().unwrap_err();
+        assert_eq!(e.code, "control_chars");
+        assert_eq!(
+            e.message,
+            "detail contains an escape character (U+001B) at character 10 — remove terminal control sequences; plain text only"
+        );
+        n.detail = Some("line one\n\tindented\r\nline three".into());
+        assert!(n.validate().is_ok());
+    }
+
+    #[test]
+    fn record_text_of_only_zero_width_characters_is_empty() {
+        for t in [
+            "\u{200B}",
+            "\u{200B}\u{200C}\u{200D}\u{2060}\u{FEFF}",
+            " \u{FE0F} ",
+        ] {
+            let e = NewRecord::new(RecordKind::Fact, t).validate().unwrap_err();
+            assert_eq!(e.code, "empty_text", "{t:?}");
+        }
+    }
+
+    #[test]
+    fn a_right_to_left_override_is_refused_in_text_and_detail() {
+        let e = NewRecord::new(RecordKind::Fact, "tests pass \u{202E}lin")
+            .validate()
+            .unwrap_err();
+        assert_eq!(e.code, "text_control_chars");
+        assert!(
+            e.message.contains("(U+202E) at character 12"),
+            "{}",
+            e.message
+        );
+        let mut n = NewRecord::new(RecordKind::Fact, "x");
+        n.detail = Some("\u{2067}hidden\u{2069}".into());
+        assert_eq!(n.validate().unwrap_err().code, "control_chars");
+    }
+
+    #[test]
+    fn non_english_records_are_accepted() {
+        let mut n = NewRecord::new(RecordKind::Fact, "le café est prêt — 日本語のテスト");
+        n.label = Some("パーサー".into());
+        n.detail = Some("Проверка: всё работает\nשלום".into());
+        assert!(n.validate().is_ok());
+    }
+
+    #[test]
+    fn paths_with_controls_or_invisible_characters_are_refused() {
+        assert!(validate_path("src/a\u{202E}b.rs").is_err());
+        assert!(validate_path("src/a\u{200B}b.rs").is_err());
+        assert!(validate_path("docs/my notes.md").is_ok());
+        assert!(validate_path("src/café.rs").is_ok());
+    }
+
+    #[test]
+    fn a_label_with_a_cyrillic_look_alike_overlaps_the_latin_one() {
+        let new = claim(10, "w02", Some("p\u{0430}rser"), &[]);
+        let o = overlaps_of(&new, &[claim(1, "w01", Some("parser"), &[])]);
+        assert_eq!(o.len(), 1);
+        assert!(o[0].same_label);
+    }
+
+    #[test]
+    fn full_width_labels_and_paths_overlap_their_ascii_twins() {
+        let new = claim(10, "w02", Some("ｐａｒｓｅｒ"), &["ｓｒｃ/parse.rs"]);
+        let live = [
+            claim(1, "w01", Some("parser"), &[]),
+            claim(2, "w03", None, &["src/"]),
+        ];
+        let o = overlaps_of(&new, &live);
+        assert_eq!(o.len(), 2);
+        assert!(o[0].same_label);
+        assert_eq!(o[1].paths, vec!["src/".to_string()]);
+    }
+
+    #[test]
+    fn a_path_with_a_cyrillic_look_alike_overlaps_the_latin_one() {
+        assert!(paths_overlap("src/p\u{0430}rser.rs", "src/parser.rs"));
+        assert!(paths_overlap("\u{0455}rc/", "src/main.rs"));
+        let new = claim(10, "w02", None, &["src/p\u{0430}rser.rs"]);
+        let o = overlaps_of(&new, &[claim(1, "w01", None, &["src/parser.rs"])]);
+        assert_eq!(o.len(), 1);
+    }
+
+    #[test]
+    fn a_stored_record_line_shows_controls_escaped() {
+        let mut r = claim(1, "w01", Some("x"), &[]);
+        r.text = "ok\u{1b}]0;owned\u{7}\nG2 [w02/FACT]".into();
+        let line = r.line(0);
+        assert!(!line.chars().any(char::is_control), "{line}");
+        assert!(line.contains("ok\\u{1b}]0;owned\\u{7}\\u{a}G2"), "{line}");
     }
 
     #[test]

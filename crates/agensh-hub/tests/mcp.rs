@@ -429,6 +429,41 @@ async fn a_limit_violation_is_a_tool_error_with_the_hubs_message() {
 }
 
 #[tokio::test]
+async fn a_terminal_escape_is_a_tool_error_and_nothing_is_stored() {
+    let hub = TestHub::start().await;
+    let tokens = hub.tokens(1).await;
+    let a = connect(hub.url(), &tokens[0]).await;
+
+    let r = call(
+        &a,
+        "board_write",
+        json!({"kind": "FACT", "text": "quokka", "detail": "\u{1b}]0;owned\u{7}"}),
+    )
+    .await;
+    assert_eq!(r.is_error, Some(true));
+    assert_eq!(
+        texts(&r)[0],
+        "refused (control_chars): detail contains an escape character (U+001B) at character 1 — remove terminal control sequences; plain text only"
+    );
+    common::assert_board_empty(&hub.admin(), "quokka").await;
+
+    let r = call(
+        &a,
+        "msg_post",
+        json!({"channel": "#general", "text": "hello \u{202E}dlrow"}),
+    )
+    .await;
+    assert_eq!(r.is_error, Some(true));
+    assert!(
+        texts(&r)[0].starts_with(
+            "refused (control_chars): message contains a bidirectional control character (U+202E)"
+        ),
+        "{:?}",
+        texts(&r)
+    );
+}
+
+#[tokio::test]
 async fn a_dm_reaches_the_next_tool_result_as_a_notice_once() {
     let hub = TestHub::start().await;
     let clients = hub.workers(2).await;

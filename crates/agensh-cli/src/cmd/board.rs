@@ -7,7 +7,7 @@ use anyhow::Result;
 
 use crate::cli::{BoardArgs, BoardCommand, Global};
 use crate::connect::connect;
-use crate::output::{json, now_ms};
+use crate::output::{json, now_ms, one_line};
 
 /// Runs the command against the organization's hub (served here for the command when none
 /// runs: see `connect::connect`).
@@ -52,8 +52,12 @@ async fn run_on(c: &Client, a: BoardArgs) -> Result<()> {
                         format!("paths {}", o.paths.join(","))
                     };
                     eprintln!(
-                        "overlap: {} by {} ({what}): {} — settle it with `agensh msg send {} ...`",
-                        o.id, o.author, o.text, o.author
+                        "overlap: {} by {} ({}): {} — settle it with `agensh msg send {} ...`",
+                        o.id,
+                        o.author,
+                        one_line(&what),
+                        one_line(&o.text),
+                        o.author
                     );
                 }
             }

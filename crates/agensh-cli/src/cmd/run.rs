@@ -31,7 +31,7 @@ use crate::cli::{Global, NodeArgs, RunArgs, StatusArgs};
 use crate::cmd::config::{load, resolve};
 use crate::cmd::hub::{raise_open_file_limit, refuse_if_running, stop_signal};
 use crate::connect::client;
-use crate::output::{json, now_ms};
+use crate::output::{json, now_ms, one_line};
 
 /// How many workers a run or node starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -706,7 +706,7 @@ pub async fn node(g: &Global, a: NodeArgs) -> Result<()> {
                 turns, last_action, ..
             } = p
             {
-                eprintln!("{id}: turn {turns} ended ({last_action})");
+                eprintln!("{id}: turn {turns} ended ({})", one_line(&last_action));
             }
         }
     });
@@ -806,7 +806,7 @@ async fn live_view(
                         }
                         Progress::Step(step) => {
                             if print_steps {
-                                eprintln!("{id}: {} (turn tokens {})", step.step, step.tokens);
+                                eprintln!("{id}: {} (turn tokens {})", one_line(&step.step), step.tokens);
                             }
                             line.progress = Some(step);
                             None
@@ -818,7 +818,7 @@ async fn live_view(
                             line.progress = None;
                             let change = format!("{id}: turn {turns} ended ({last_action})");
                             if !tty && !quiet {
-                                eprintln!("{change}");
+                                eprintln!("{}", one_line(&change));
                             }
                             Some(change)
                         }
@@ -859,7 +859,7 @@ fn redraw(view: &[String], drawn: usize) -> usize {
         let _ = write!(err, "\x1b[{drawn}A");
     }
     for line in view {
-        let _ = writeln!(err, "\x1b[2K{line}");
+        let _ = writeln!(err, "\x1b[2K{}", one_line(line));
     }
     let _ = write!(err, "\x1b[J");
     let _ = err.flush();

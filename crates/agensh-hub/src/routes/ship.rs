@@ -8,6 +8,7 @@
 use agensh_domain::ids::parse_record_id;
 use agensh_domain::pr::{NewPr, PullRequest};
 use agensh_domain::record::{NewRecord, Record, RecordKind};
+use agensh_domain::text::label_key;
 use agensh_domain::{Error, ErrorKind};
 use agensh_protocol::rest::NewShip;
 use agensh_workspace::checkout::work_branch;
@@ -230,10 +231,13 @@ async fn claims_to_release(s: &AppState, worker: &str, req: &NewShip) -> ApiResu
         };
     }
     Ok(match &req.label {
-        Some(l) => live
-            .into_iter()
-            .filter(|c| c.label.as_deref() == Some(l.as_str()))
-            .collect(),
+        Some(l) => {
+            // Labels that look alike are one label, as in the claim overlap check.
+            let key = label_key(l);
+            live.into_iter()
+                .filter(|c| c.label.as_deref().map(label_key).as_ref() == Some(&key))
+                .collect()
+        }
         None => live,
     })
 }

@@ -1,6 +1,7 @@
 //! The worker registry.
 
 use agensh_domain::ids::validate_worker_id;
+use agensh_domain::text::{self, Lines};
 use agensh_domain::worker::{check_batch, NewWorker, StatusReports, WorkerInfo, WorkerStatus};
 use agensh_domain::Error;
 use agensh_protocol::rest::{AddWorkers, SetStatus, Stats, Updated, WhoAmI};
@@ -112,7 +113,11 @@ pub async fn set_statuses(
         if let Some(a) = w.agent {
             agents.push((w.id.clone(), crate::routes::workers::clip_agent(a)));
         }
-        progress.push((w.id, w.progress));
+        let progress_now = w.progress.map(|mut p| {
+            p.step = plain_line(&p.step);
+            p
+        });
+        progress.push((w.id, progress_now));
     }
     let n = statuses.len();
     s.store.set_worker_statuses(statuses).await?;
@@ -127,14 +132,24 @@ pub async fn set_statuses(
     Ok(Json(Updated { updated: n }))
 }
 
-/// A node's description of a worker's agent, cut to a length a listing can show.
+/// A node's description of a worker's agent, cut to a length a listing can show, as one
+/// plain line ([`plain_line`]).
 pub(crate) fn clip_agent(a: String) -> String {
     const MOST: usize = 300;
+    let a = plain_line(&a);
     if a.chars().count() <= MOST {
         a
     } else {
         a.chars().take(MOST).collect::<String>() + "…"
     }
+}
+
+/// A text a node reports from what an agent does (its step, e.g. `run: <command>`; its
+/// agent) as one plain line: controls are replaced by their visible escapes
+/// ([`text::escape`]) rather than refused, so one agent's odd command cannot fail the
+/// status report of every worker of its node.
+fn plain_line(s: &str) -> String {
+    text::escape(s, Lines::One).into_owned()
 }
 
 /// Counts of what the organization has produced.
