@@ -38,7 +38,10 @@ fn raw_controls(s: &str) -> Vec<char> {
 #[test]
 fn an_escape_already_in_the_store_is_printed_escaped() {
     let (_tmp, dir) = new_org("x");
-    ok(&dir, &["board", "post", "FACT", "placeholder", "--detail", "d"]);
+    ok(
+        &dir,
+        &["board", "post", "FACT", "placeholder", "--detail", "d"],
+    );
     ok(&dir, &["msg", "send", "#general", "placeholder"]);
     let db = rusqlite::Connection::open(dir.join(".agensh").join(agensh_hub::STORE_FILE))
         .expect("the store opens");
