@@ -95,6 +95,11 @@ impl Client {
     async fn send<T: DeserializeOwned>(&self, req: RequestBuilder) -> Result<T> {
         let resp = req.send().await.map_err(|e| self.transport(e))?;
         let status = resp.status();
+        let retry_after = resp
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok());
         let bytes = resp.bytes().await.map_err(|e| self.transport(e))?;
         if status.is_success() {
             return serde_json::from_slice(&bytes).map_err(|e| {
@@ -102,10 +107,12 @@ impl Client {
             });
         }
         let kind = kind_of(status);
-        Err(match serde_json::from_slice::<ErrorBody>(&bytes) {
+        let mut e = match serde_json::from_slice::<ErrorBody>(&bytes) {
             Ok(b) => Error::new(kind, &b.error.code, b.error.message),
             Err(_) => Error::new(kind, "http_error", format!("the hub answered {status}")),
-        })
+        };
+        e.retry_after_secs = retry_after;
+        Err(e)
     }
 
     fn transport(&self, e: reqwest::Error) -> Error {
@@ -430,6 +437,7 @@ fn kind_of(status: StatusCode) -> ErrorKind {
         404 => ErrorKind::NotFound,
         409 => ErrorKind::Conflict,
         413 => ErrorKind::TooLarge,
+        429 => ErrorKind::RateLimited,
         _ => ErrorKind::Internal,
     }
 }

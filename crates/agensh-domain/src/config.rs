@@ -29,6 +29,8 @@ pub struct Config {
     pub gateway: crate::gateway::GatewayConfig,
     #[serde(default)]
     pub budget: crate::budget::BudgetConfig,
+    #[serde(default)]
+    pub limits: crate::limits::LimitsConfig,
 }
 
 /// The calling styles the built-in agent knows (`model.style`).
@@ -276,6 +278,20 @@ pub struct HubConfig {
     /// loopback accepts; a hub on loopback accepts loopback origins only.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub allowed_origins: Vec<String>,
+    /// Most connections open at once; one more is answered 503 and closed.
+    pub max_connections: usize,
+    /// Seconds a client has to send a request's headers; also the longest a kept-alive
+    /// connection may sit idle between two requests.
+    pub header_timeout_secs: u64,
+    /// Seconds a request body may stall (no byte arriving) before the request is cut off.
+    pub body_timeout_secs: u64,
+    /// Longest one request may take, in seconds; long-polls may take their `wait` on top,
+    /// and git and the model gateway have their own.
+    pub request_timeout_secs: u64,
+    /// Most `git http-backend` processes at once; more requests wait in line.
+    pub git_processes: usize,
+    /// Longest one git request (a clone, fetch or push) may take, in seconds.
+    pub git_timeout_secs: u64,
 }
 
 impl Default for HubConfig {
@@ -285,6 +301,12 @@ impl Default for HubConfig {
             body_limit: 65_536,
             max_wait_secs: 60,
             allowed_origins: Vec::new(),
+            max_connections: 4_096,
+            header_timeout_secs: 30,
+            body_timeout_secs: 30,
+            request_timeout_secs: 120,
+            git_processes: 16,
+            git_timeout_secs: 900,
         }
     }
 }
@@ -344,6 +366,7 @@ impl Config {
             model: ModelConfig::default(),
             gateway: crate::gateway::GatewayConfig::default(),
             budget: crate::budget::BudgetConfig::default(),
+            limits: crate::limits::LimitsConfig::default(),
         }
     }
 
@@ -482,6 +505,38 @@ impl Config {
         self.model.validate()?;
         self.gateway.validate()?;
         self.budget.validate()?;
+        self.limits.validate()?;
+        let hub_ranges: [(&str, u64, u64, u64); 6] = [
+            (
+                "max_connections",
+                self.hub.max_connections as u64,
+                16,
+                1_000_000,
+            ),
+            (
+                "header_timeout_secs",
+                self.hub.header_timeout_secs,
+                1,
+                3_600,
+            ),
+            ("body_timeout_secs", self.hub.body_timeout_secs, 1, 3_600),
+            (
+                "request_timeout_secs",
+                self.hub.request_timeout_secs,
+                1,
+                86_400,
+            ),
+            ("git_processes", self.hub.git_processes as u64, 1, 4_096),
+            ("git_timeout_secs", self.hub.git_timeout_secs, 10, 86_400),
+        ];
+        for (name, value, lo, hi) in hub_ranges {
+            if !(lo..=hi).contains(&value) {
+                return Err(Error::invalid(
+                    "bad_config",
+                    format!("agensh.toml: hub.{name} is {value}; it must be between {lo} and {hi}"),
+                ));
+            }
+        }
         if self.hub.max_wait_secs == 0 || self.hub.max_wait_secs > 3_600 {
             return Err(Error::invalid(
                 "bad_config",
@@ -494,11 +549,12 @@ impl Config {
     /// The file `agensh init` writes: every setting with its default and a comment.
     pub fn template(&self) -> String {
         format!(
-            "{}{}{}{}",
+            "{}{}{}{}{}",
             self.template_main(),
             self.model.template(),
             self.gateway.template(),
-            self.budget.template()
+            self.budget.template(),
+            self.limits.template()
         )
     }
 
@@ -520,6 +576,18 @@ listen = {listen}
 body_limit = {body_limit}
 # Longest long-poll wait (`agensh events --wait`) a client may ask for, in seconds.
 max_wait_secs = {max_wait}{origins}
+# Most connections open at once; one more is answered 503 and closed.
+max_connections = {max_connections}
+# Seconds a client has to send a request's headers (also the longest a kept-alive
+# connection may sit idle), and a request body may stall, before it is cut off.
+header_timeout_secs = {header_timeout}
+body_timeout_secs = {body_timeout}
+# Longest one request may take, in seconds (long-polls: their wait on top).
+request_timeout_secs = {request_timeout}
+# git smart HTTP: most `git http-backend` processes at once (more wait in line), and the
+# longest one clone, fetch or push may take, in seconds.
+git_processes = {git_processes}
+git_timeout_secs = {git_timeout}
 
 [board]
 # Most entries in the board's recent view (`agensh board read --all`).
@@ -614,6 +682,12 @@ hang_timeout_secs = {hang_timeout}
             },
             body_limit = self.hub.body_limit,
             max_wait = self.hub.max_wait_secs,
+            max_connections = self.hub.max_connections,
+            header_timeout = self.hub.header_timeout_secs,
+            body_timeout = self.hub.body_timeout_secs,
+            request_timeout = self.hub.request_timeout_secs,
+            git_processes = self.hub.git_processes,
+            git_timeout = self.hub.git_timeout_secs,
             view_cap = self.board.view_cap,
             lease = self.board.claim_lease_secs,
             gate = toml::Value::String(self.merge.gate.clone()),

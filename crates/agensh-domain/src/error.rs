@@ -19,6 +19,8 @@ pub enum ErrorKind {
     Conflict,
     /// The body is larger than the hub accepts (HTTP 413).
     TooLarge,
+    /// The caller is past one of its limits (`[limits]`); wait and try again (HTTP 429).
+    RateLimited,
     /// Something failed inside the hub (HTTP 500).
     Internal,
 }
@@ -30,6 +32,10 @@ pub struct Error {
     pub kind: ErrorKind,
     pub code: String,
     pub message: String,
+    /// How many seconds to wait before trying again (a [`ErrorKind::RateLimited`] error:
+    /// the hub's `Retry-After`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after_secs: Option<u64>,
 }
 
 impl Error {
@@ -38,7 +44,14 @@ impl Error {
             kind,
             code: code.to_string(),
             message: message.into(),
+            retry_after_secs: None,
         }
+    }
+
+    /// The same error, saying to wait `secs` seconds before trying again.
+    pub fn retry_after(mut self, secs: u64) -> Self {
+        self.retry_after_secs = Some(secs);
+        self
     }
 
     /// A request that breaks a rule; `code` names the rule.

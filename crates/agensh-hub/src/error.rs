@@ -29,6 +29,7 @@ pub fn status_of(kind: ErrorKind) -> StatusCode {
         ErrorKind::NotFound => StatusCode::NOT_FOUND,
         ErrorKind::Conflict => StatusCode::CONFLICT,
         ErrorKind::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+        ErrorKind::RateLimited => StatusCode::TOO_MANY_REQUESTS,
         ErrorKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }
@@ -39,13 +40,19 @@ impl IntoResponse for ApiError {
         if status.is_server_error() {
             tracing::error!(code = %self.0.code, "{}", self.0.message);
         }
+        let retry_after = self.0.retry_after_secs;
         let body = ErrorBody {
             error: ErrorInfo {
                 code: self.0.code,
                 message: self.0.message,
             },
         };
-        (status, axum::Json(body)).into_response()
+        let mut r = (status, axum::Json(body)).into_response();
+        if let Some(secs) = retry_after {
+            r.headers_mut()
+                .insert(axum::http::header::RETRY_AFTER, secs.into());
+        }
+        r
     }
 }
 

@@ -8,14 +8,15 @@ pub mod auth;
 pub mod clock;
 pub mod error;
 pub mod gateway;
+pub mod limits;
 pub mod mcp;
 pub mod metrics;
 pub mod origin;
 pub mod routes;
+pub mod serve;
 pub mod state;
 
 use std::collections::HashMap;
-use std::future::IntoFuture;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
@@ -136,6 +137,9 @@ pub async fn start_with_clock(
     let (stop, shutdown) = ShutdownTrigger::new();
     let body_limit = config.hub.body_limit;
     let config_origins = config.hub.allowed_origins.clone();
+    let serve_limits = serve::ServeLimits::of(&config.hub);
+    let limiter = limits::Limiter::new(config.limits.clone());
+    let git_slots = Arc::new(tokio::sync::Semaphore::new(config.hub.git_processes));
     let state = AppState {
         inner: Arc::new(Inner {
             store,
@@ -154,17 +158,21 @@ pub async fn start_with_clock(
             gateway,
             turns: Mutex::new(HashMap::new()),
             hosts: origin::HostPolicy::new(addr, &config_origins),
+            limiter,
+            git_slots,
         }),
     };
-    // One route table shared by every connection: a plain Router given to `serve` is
-    // cloned and rebuilt per accepted connection (axum 0.8), which with 1,024 open
-    // long-polls and 32 routes cost the hub about 30 MiB (docs/PERFORMANCE.md, Hub).
-    let app = router(state.clone(), body_limit).into_make_service();
-    let server = tokio::spawn(
-        axum::serve(listener, app)
-            .with_graceful_shutdown(shutdown.wait_owned())
-            .into_future(),
-    );
+    // One route table shared by every connection (a clone is a reference count): with
+    // 1,024 open long-polls a table per connection cost the hub about 30 MiB
+    // (docs/PERFORMANCE.md, Hub).
+    let app = router(state.clone(), body_limit);
+    let server = tokio::spawn(serve::serve(
+        listener,
+        app,
+        serve_limits,
+        state.clone(),
+        shutdown.clone(),
+    ));
     if let Some(ws) = state.workspace.clone() {
         tokio::spawn(maintain_workspace(ws, shutdown.clone()));
     }
@@ -174,7 +182,10 @@ pub async fn start_with_clock(
         let mut shutdown = shutdown;
         loop {
             tokio::select! {
-                _ = tick.tick() => flusher.flush_activity().await,
+                _ = tick.tick() => {
+                    flusher.flush_activity().await;
+                    flusher.limiter.sweep(flusher.now());
+                }
                 _ = shutdown.wait() => break,
             }
         }
@@ -243,6 +254,18 @@ pub fn router(state: AppState, body_limit: usize) -> Router {
         .fallback(error::not_found)
         .method_not_allowed_fallback(error::method_not_allowed)
         .layer(axum::extract::DefaultBodyLimit::max(body_limit))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            serve::stall_bodies,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            serve::time_requests,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            limits::limit_requests,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             guard_host,

@@ -31,6 +31,14 @@ pub struct Metrics {
     pub model_cost_micros: AtomicU64,
     /// Tries again after a refusal or a dropped connection.
     pub model_retries: AtomicU64,
+    /// Connections accepted.
+    pub connections: AtomicU64,
+    /// Connections refused over `hub.max_connections`.
+    pub connections_refused: AtomicU64,
+    /// Requests stopped at `hub.request_timeout_secs`.
+    pub request_timeouts: AtomicU64,
+    /// Requests refused past a worker's `[limits]`.
+    pub rate_limited: AtomicU64,
 }
 
 /// Adds one to a counter.
@@ -175,6 +183,30 @@ impl Metrics {
             "counter",
             "Model requests tried again (429, 5xx, or a connection dropped before the first byte).",
             get(&self.model_retries),
+        );
+        metric(
+            "agensh_http_connections_total",
+            "counter",
+            "Connections accepted.",
+            get(&self.connections),
+        );
+        metric(
+            "agensh_http_connections_refused_total",
+            "counter",
+            "Connections refused over hub.max_connections.",
+            get(&self.connections_refused),
+        );
+        metric(
+            "agensh_http_request_timeouts_total",
+            "counter",
+            "Requests stopped at hub.request_timeout_secs.",
+            get(&self.request_timeouts),
+        );
+        metric(
+            "agensh_rate_limited_total",
+            "counter",
+            "Requests refused past a worker's [limits].",
+            get(&self.rate_limited),
         );
         metric(
             "agensh_workers",

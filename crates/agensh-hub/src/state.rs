@@ -47,6 +47,11 @@ pub struct Inner {
     pub turns: Mutex<HashMap<String, (u64, bool)>>,
     /// Which `Host` and `Origin` headers the hub answers (DNS rebinding).
     pub hosts: crate::origin::HostPolicy,
+    /// Each worker's rates and quotas (`[limits]`).
+    pub limiter: crate::limits::Limiter,
+    /// One permit per `git http-backend` that may run (`hub.git_processes`); git
+    /// requests wait in line for one.
+    pub git_slots: Arc<tokio::sync::Semaphore>,
 }
 
 impl std::ops::Deref for AppState {

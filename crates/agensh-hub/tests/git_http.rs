@@ -25,6 +25,10 @@ struct Org {
 
 impl Org {
     async fn start(workers: usize) -> Org {
+        Self::start_with(workers, Config::with_goal("test")).await
+    }
+
+    async fn start_with(workers: usize, config: Config) -> Org {
         let tmp = tempfile::tempdir().unwrap();
         let state = tmp.path().join("org").join(".agensh");
         std::fs::create_dir_all(&state).unwrap();
@@ -40,14 +44,10 @@ impl Org {
 
         let store = SqliteStore::open(&state.join("store.sqlite")).unwrap();
         let ws = Workspace::open(&bare).unwrap();
-        let hub = agensh_hub::start_with_workspace(
-            Arc::new(store),
-            Some(ws),
-            Config::with_goal("test"),
-            "127.0.0.1:0",
-        )
-        .await
-        .unwrap();
+        let hub =
+            agensh_hub::start_with_workspace(Arc::new(store), Some(ws), config, "127.0.0.1:0")
+                .await
+                .unwrap();
         let workers = if workers > 0 {
             Client::new(&hub.url, &hub.admin_token)
                 .add_workers(workers)
@@ -506,29 +506,178 @@ fn backends_in(state: &Path) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_backend_ends_when_the_client_goes_away() {
-    use tokio::io::AsyncWriteExt;
     let org = Org::start(1).await;
     let state = org.org_dir().join(".agensh");
+    let conn = stalled_push(&org, 1_000_000).await;
+    drop(conn);
+    backends_end(
+        &state,
+        std::time::Duration::from_secs(10),
+        "the backend is still running after its client left",
+    )
+    .await;
+}
+
+/// Waits until no git process serves the organization at `state`, or fails after `within`.
+async fn backends_end(state: &Path, within: std::time::Duration, what: &str) {
+    let deadline = std::time::Instant::now() + within;
+    while backends_in(state) > 0 {
+        assert!(std::time::Instant::now() < deadline, "{what}");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+/// Opens a push that sends its headers and a few bytes of a `len`-byte body, then
+/// stalls; returns the connection once the backend runs.
+async fn stalled_push(org: &Org, len: u64) -> tokio::net::TcpStream {
+    use tokio::io::AsyncWriteExt;
+    let state = org.org_dir().join(".agensh");
+    let before = backends_in(&state);
     let mut conn = tokio::net::TcpStream::connect(org.hub.addr).await.unwrap();
     let head = format!(
-        "POST /git/workspace.git/git-receive-pack HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\nContent-Type: application/x-git-receive-pack-request\r\nContent-Length: 1000000\r\n\r\n",
+        "POST /git/workspace.git/git-receive-pack HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\nContent-Type: application/x-git-receive-pack-request\r\nContent-Length: {len}\r\n\r\n0000",
         org.hub.addr,
         org.token("w01")
     );
     conn.write_all(head.as_bytes()).await.unwrap();
     conn.flush().await.unwrap();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while backends_in(&state) == 0 {
+    while backends_in(&state) <= before {
         assert!(std::time::Instant::now() < deadline, "the backend starts");
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
+    conn
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_stalled_push_is_cut_off_and_its_backend_killed() {
+    let mut config = Config::with_goal("test");
+    config.hub.body_timeout_secs = 1;
+    let org = Org::start_with(1, config).await;
+    let state = org.org_dir().join(".agensh");
+    let conn = stalled_push(&org, 100_000).await;
+    // The client stays connected, sending nothing: the stall timer ends it.
+    backends_end(
+        &state,
+        std::time::Duration::from_secs(10),
+        "the backend of a stalled push still runs",
+    )
+    .await;
     drop(conn);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while backends_in(&state) > 0 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the backend is still running after its client left"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn git_requests_wait_in_line_for_a_backend() {
+    let mut config = Config::with_goal("test");
+    config.hub.git_processes = 1;
+    config.hub.body_timeout_secs = 60;
+    let org = Org::start_with(1, config).await;
+    let conn = stalled_push(&org, 100_000).await;
+    // The only slot is taken: a clone waits.
+    let url = org.url("w01");
+    let target = org.scratch("waiting");
+    let dir = org.tmp.path().to_path_buf();
+    let clone =
+        tokio::spawn(async move { run(git(&dir, &["clone", "--quiet", &url]).arg(&target)).await });
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    assert!(
+        !clone.is_finished(),
+        "the clone waits for the busy backend slot"
+    );
+    drop(conn);
+    let out = tokio::time::timeout(std::time::Duration::from_secs(30), clone)
+        .await
+        .expect("the clone goes on once the slot is free")
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_push_past_the_pack_limit_is_refused_and_nothing_lands() {
+    let mut config = Config::with_goal("test");
+    config.limits.push_bytes = 1 << 20;
+    let org = Org::start_with(1, config).await;
+    let c1 = org.clone_as("w01", "c1").await;
+    std::fs::write(c1.join("big.bin"), noise(3 << 20, 0x2545_f491_4f6c_dd1d)).unwrap();
+    run_ok(git(&c1, &["add", "big.bin"])).await;
+    run_ok(git(&c1, &["commit", "--quiet", "-m", "big"])).await;
+    let err = run_err(git(&c1, &["push", "origin", "HEAD:refs/heads/w01/big"])).await;
+    // git's own refusal (receive.maxInputSize), in its protocol.
+    assert!(err.contains("pack exceeds maximum allowed size"), "{err}");
+    assert!(org.resolve("refs/heads/w01/big").is_none());
+
+    // A push whose length is known up front is refused before git runs, with our advice.
+    let resp = reqwest::Client::new()
+        .post(format!(
+            "{}/git/workspace.git/git-receive-pack",
+            org.hub.url
+        ))
+        .bearer_auth(org.token("w01"))
+        .header("content-type", "application/x-git-receive-pack-request")
+        .body(vec![b'0'; (1 << 20) + 1])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 413);
+    let body: serde_json::Value = resp.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "push_too_large");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("limits.push_bytes"),
+        "{body}"
+    );
+
+    // Small pushes still go through.
+    commit(&c1, "small.txt", "small\n").await;
+    run_ok(git(&c1, &["reset", "--quiet", "--hard", "origin/main"])).await;
+    commit(&c1, "small.txt", "small\n").await;
+    run_ok(git(
+        &c1,
+        &["push", "--quiet", "origin", "HEAD:refs/heads/w01/small"],
+    ))
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_namespace_past_its_quota_refuses_the_push_until_branches_are_deleted() {
+    let mut config = Config::with_goal("test");
+    config.limits.namespace_bytes = 3 << 20;
+    let org = Org::start_with(1, config).await;
+    let c1 = org.clone_as("w01", "c1").await;
+    std::fs::write(c1.join("a.bin"), noise(2 << 20, 1)).unwrap();
+    run_ok(git(&c1, &["add", "a.bin"])).await;
+    run_ok(git(&c1, &["commit", "--quiet", "-m", "a"])).await;
+    run_ok(git(
+        &c1,
+        &["push", "--quiet", "origin", "HEAD:refs/heads/w01/a"],
+    ))
+    .await;
+
+    run_ok(git(&c1, &["reset", "--quiet", "--hard", "origin/main"])).await;
+    std::fs::write(c1.join("b.bin"), noise(2 << 20, 2)).unwrap();
+    run_ok(git(&c1, &["add", "b.bin"])).await;
+    run_ok(git(&c1, &["commit", "--quiet", "-m", "b"])).await;
+    let err = run_err(git(&c1, &["push", "origin", "HEAD:refs/heads/w01/b"])).await;
+    assert!(err.contains("limits.namespace_bytes"), "{err}");
+    assert!(err.contains("git push origin --delete w01/<name>"), "{err}");
+    assert!(org.resolve("refs/heads/w01/b").is_none());
+
+    // Deleting the first branch makes room.
+    run_ok(git(
+        &c1,
+        &["push", "--quiet", "origin", "--delete", "w01/a"],
+    ))
+    .await;
+    run_ok(git(
+        &c1,
+        &["push", "--quiet", "origin", "HEAD:refs/heads/w01/b"],
+    ))
+    .await;
+    assert!(org.resolve("refs/heads/w01/b").is_some());
 }

@@ -12,6 +12,11 @@
 //! What they may push: `admin` anything; a worker only creates, moves or deletes branches
 //! under `refs/heads/<id>/`. `main` moves only through the hub's merge of a pull request.
 //!
+//! How much: when `$AGENSH_NAMESPACE_BYTES` is set (the hub sets `limits.namespace_bytes`
+//! for a worker's push), the objects the worker's branches would hold beyond `main` after
+//! the push — counted on disk by `git rev-list --disk-usage`, the push's own pack included
+//! — must fit in it, so no worker can fill the disk through its own branches.
+//!
 //! This is a policy for cooperating agents, not a security boundary against a local user:
 //! anyone who can write the bare repository's files can move its refs without a push.
 
@@ -101,9 +106,16 @@ if [ "$pusher" = admin ]; then
 fi
 
 refused=0
+updated=
+tips=
 while read -r old new ref; do
 	case $ref in
-	refs/heads/"$pusher"/?*) ;;
+	refs/heads/"$pusher"/?*)
+		updated="$updated $ref"
+		case $new in
+		*[!0]*) tips="$tips $new" ;;
+		esac
+		;;
 	refs/heads/main)
 		say "$pusher may not push main ($ref): main moves only through a pull request."
 		say "Push to refs/heads/$pusher/<name> and run: agensh pr open $pusher/<name> --title ..."
@@ -116,7 +128,31 @@ while read -r old new ref; do
 		;;
 	esac
 done
-exit $refused
+[ "$refused" = 0 ] || exit 1
+
+limit=${AGENSH_NAMESPACE_BYTES:-}
+if [ -n "$limit" ] && [ -n "$tips" ]; then
+	for r in $(git for-each-ref --format='%(refname)' "refs/heads/$pusher/"); do
+		case "$updated " in
+		*" $r "*) ;;
+		*) tips="$tips $r" ;;
+		esac
+	done
+	if git rev-parse -q --verify refs/heads/main >/dev/null; then
+		used=$(git rev-list --objects --disk-usage $tips --not refs/heads/main)
+	else
+		used=$(git rev-list --objects --disk-usage $tips)
+	fi || {
+		say "push refused: cannot measure the size of $pusher's branches"
+		exit 1
+	}
+	if [ "$used" -gt "$limit" ]; then
+		say "push refused: $pusher's branches would hold $used bytes of objects beyond main; the limit is $limit (limits.namespace_bytes in agensh.toml)."
+		say "Delete merged or abandoned branches (git push origin --delete $pusher/<name>), and keep large or generated files out of git."
+		exit 1
+	fi
+fi
+exit 0
 "#;
 
 /// Writes the push policy hook into the bare repository's `hooks/` (mode 0755),

@@ -47,6 +47,12 @@ pub struct CgiRequest {
     pub remote_user: String,
     /// Who pushes, for the push policy hook (`AGENSH_PUSHER`).
     pub pusher: Option<String>,
+    /// The largest pack a push may send (git's `receive.maxInputSize`: receive-pack
+    /// refuses a larger one with its own message).
+    pub max_pack_bytes: Option<u64>,
+    /// The most bytes the pusher's branches may hold beyond main, for the push policy
+    /// hook (`AGENSH_NAMESPACE_BYTES`).
+    pub namespace_bytes: Option<u64>,
     /// The request body, streamed into http-backend; `None` for no body.
     pub body: Option<RequestBody>,
 }
@@ -181,6 +187,14 @@ pub async fn serve(ws: &Workspace, req: CgiRequest) -> Result<CgiResponse> {
     }
     if let Some(p) = &req.pusher {
         cmd.env("AGENSH_PUSHER", p);
+    }
+    if let Some(n) = req.max_pack_bytes {
+        cmd.env("GIT_CONFIG_COUNT", "1")
+            .env("GIT_CONFIG_KEY_0", "receive.maxInputSize")
+            .env("GIT_CONFIG_VALUE_0", n.to_string());
+    }
+    if let Some(n) = req.namespace_bytes {
+        cmd.env("AGENSH_NAMESPACE_BYTES", n.to_string());
     }
 
     let GroupChild { mut child, group } = agensh_process::group::spawn(&mut cmd, Priority::Normal)
@@ -403,6 +417,8 @@ mod tests {
                 git_protocol: None,
                 remote_user: "w01".into(),
                 pusher: Some("w01".into()),
+                max_pack_bytes: None,
+                namespace_bytes: None,
                 body: None,
             },
         )

@@ -173,6 +173,31 @@ async fn handle_post(
         }
     }
     let params = params.unwrap_or(Value::Null);
+    if !caller.admin {
+        // A worker's calls are limited like its REST requests (`[limits]`); a tool call
+        // past the limit is a tool error, for the model to read and slow down.
+        let tool = (method == "tools/call")
+            .then(|| params.get("name").and_then(Value::as_str))
+            .flatten();
+        let cost = tool.map_or(1.0, crate::limits::tool_cost);
+        if let Err(e) = s.limiter.request(&caller.id, cost, s.now()) {
+            crate::metrics::inc(&s.metrics.rate_limited);
+            if tool.is_some() {
+                return rpc_result(
+                    id,
+                    json!({ "content": [{ "type": "text", "text": e.message }], "isError": true }),
+                );
+            }
+            return rpc_error_response(
+                StatusCode::OK,
+                id,
+                ErrorObject::new(code::HUB_REFUSED, e.message.clone()).with_data(json!({
+                    "code": e.code,
+                    "retry_after_secs": e.retry_after_secs,
+                })),
+            );
+        }
+    }
     match method.as_str() {
         "initialize" => initialize(&caller, id, &params),
         "ping" => rpc_result(id, json!({})),

@@ -34,6 +34,18 @@ pub async fn append_record(
     body: serde_json::Value,
 ) -> ApiResult<Appended> {
     let record = new_record(body)?;
+    if !caller.admin {
+        // Checked first, so a record the store would refuse spends no quota.
+        record.validate()?;
+        let bytes = record.text.len()
+            + record.label.as_ref().map_or(0, String::len)
+            + record.detail.as_ref().map_or(0, String::len)
+            + record.paths.iter().map(String::len).sum::<usize>();
+        if let Err(e) = s.limiter.record(&caller.id, bytes, s.now()) {
+            inc(&s.metrics.rate_limited);
+            return Err(e.into());
+        }
+    }
     let appended = s
         .store
         .append_record(&caller.id, record, s.now(), s.config.board.claim_lease_secs)

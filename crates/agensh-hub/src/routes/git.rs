@@ -79,6 +79,43 @@ async fn serve(s: AppState, path_info: &str, req: Request) -> Response {
     if id != ADMIN {
         s.touch(&id);
     }
+    let worker_push = path_info == "/git-receive-pack" && id != ADMIN;
+    let push_bytes =
+        (worker_push && s.config.limits.push_bytes > 0).then_some(s.config.limits.push_bytes);
+    if let (Some(limit), Some(len)) = (
+        push_bytes,
+        req.headers()
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok()),
+    ) {
+        if len > limit {
+            return ApiError(too_big_push(len, limit)).into_response();
+        }
+    }
+    // One http-backend per slot (`hub.git_processes`); the others wait in line, for at
+    // most the request timeout.
+    let queue = std::time::Duration::from_secs(s.config.hub.request_timeout_secs);
+    let slot = match tokio::time::timeout(queue, s.git_slots.clone().acquire_owned()).await {
+        Ok(Ok(slot)) => slot,
+        _ => {
+            return ApiError(
+                Error::new(
+                    ErrorKind::RateLimited,
+                    "git_busy",
+                    format!(
+                        "all {} git processes of the hub (hub.git_processes in agensh.toml) have been busy for {} s — retry in a moment",
+                        s.config.hub.git_processes,
+                        queue.as_secs()
+                    ),
+                )
+                .retry_after(5),
+            )
+            .into_response()
+        }
+    };
+    let deadline =
+        tokio::time::Instant::now() + std::time::Duration::from_secs(s.config.hub.git_timeout_secs);
 
     let (parts, body) = req.into_parts();
     let headers = &parts.headers;
@@ -112,12 +149,20 @@ async fn serve(s: AppState, path_info: &str, req: Request) -> Response {
         git_protocol: text(HeaderName::from_static("git-protocol")),
         remote_user: id.clone(),
         pusher: Some(id.clone()),
-        body: is_post.then(|| Box::pin(BodyReader::new(body)) as _),
+        max_pack_bytes: push_bytes,
+        namespace_bytes: (worker_push && s.config.limits.namespace_bytes > 0)
+            .then_some(s.config.limits.namespace_bytes),
+        // git's own limit answers a large pack in its protocol; this one, with room for
+        // the commands before the pack, stops a body past it however it is sent.
+        body: is_post
+            .then(|| Box::pin(BodyReader::new(body, push_bytes.map(|n| n + (1 << 20)))) as _),
     };
-    let resp = match agensh_workspace::http::serve(&ws, cgi).await {
-        Ok(r) => r,
-        Err(e) => return ApiError(e).into_response(),
-    };
+    let resp =
+        match tokio::time::timeout_at(deadline, agensh_workspace::http::serve(&ws, cgi)).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => return ApiError(e).into_response(),
+            Err(_) => return ApiError(git_timeout(&s)).into_response(),
+        };
 
     let finish: Option<Finish> = watch_main.then(|| {
         let hub = s.clone();
@@ -141,6 +186,8 @@ async fn serve(s: AppState, path_info: &str, req: Request) -> Response {
         space: vec![0u8; 32 * 1024].into_boxed_slice(),
         finish,
         finishing: false,
+        deadline: Box::pin(tokio::time::sleep_until(deadline)),
+        _slot: slot,
     }));
     *out.status_mut() = StatusCode::from_u16(resp.status).unwrap_or(StatusCode::BAD_GATEWAY);
     for (name, value) in resp.headers {
@@ -152,6 +199,27 @@ async fn serve(s: AppState, path_info: &str, req: Request) -> Response {
         }
     }
     out
+}
+
+fn too_big_push(len: u64, limit: u64) -> Error {
+    Error::new(
+        ErrorKind::TooLarge,
+        "push_too_large",
+        format!(
+            "the push sends {len} bytes; one push may send at most {limit} (limits.push_bytes in agensh.toml) — push smaller steps, and keep large or generated files out of git"
+        ),
+    )
+}
+
+fn git_timeout(s: &AppState) -> Error {
+    Error::new(
+        ErrorKind::Internal,
+        "git_timeout",
+        format!(
+            "the git request took longer than {} s (hub.git_timeout_secs in agensh.toml) and was stopped — push or fetch less at once",
+            s.config.hub.git_timeout_secs
+        ),
+    )
 }
 
 /// The id a request authenticates as: HTTP Basic with a worker id (or `admin`) and its
@@ -207,7 +275,7 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 }
 
 /// Standard base64 (padding optional), as in `Authorization: Basic`.
-fn decode_base64(s: &str) -> Option<Vec<u8>> {
+pub(crate) fn decode_base64(s: &str) -> Option<Vec<u8>> {
     let s = s.trim_end_matches('=');
     let mut out = Vec::with_capacity(s.len() * 3 / 4);
     let mut acc: u32 = 0;
@@ -232,17 +300,22 @@ fn decode_base64(s: &str) -> Option<Vec<u8>> {
     Some(out)
 }
 
-/// The request body as an `AsyncRead`, frame by frame, without buffering it whole.
+/// The request body as an `AsyncRead`, frame by frame, without buffering it whole;
+/// it fails past `limit` bytes.
 struct BodyReader {
     body: Body,
     chunk: Bytes,
+    read: u64,
+    limit: Option<u64>,
 }
 
 impl BodyReader {
-    fn new(body: Body) -> Self {
+    fn new(body: Body, limit: Option<u64>) -> Self {
         BodyReader {
             body,
             chunk: Bytes::new(),
+            read: 0,
+            limit,
         }
     }
 }
@@ -266,6 +339,12 @@ impl AsyncRead for BodyReader {
                 Poll::Ready(Some(Err(e))) => return Poll::Ready(Err(io::Error::other(e))),
                 Poll::Ready(Some(Ok(frame))) => {
                     if let Ok(data) = frame.into_data() {
+                        this.read += data.len() as u64;
+                        if let Some(limit) = this.limit.filter(|l| this.read > *l) {
+                            return Poll::Ready(Err(io::Error::other(format!(
+                                "the push sent more than {limit} bytes"
+                            ))));
+                        }
                         this.chunk = data;
                     }
                 }
@@ -285,6 +364,11 @@ struct ResponseStream {
     space: Box<[u8]>,
     finish: Option<Finish>,
     finishing: bool,
+    /// `hub.git_timeout_secs` after the request came: past it the answer is cut off and
+    /// the backend killed.
+    deadline: Pin<Box<tokio::time::Sleep>>,
+    /// The http-backend slot, given back when the answer ends or is dropped.
+    _slot: tokio::sync::OwnedSemaphorePermit,
 }
 
 impl futures_core::Stream for ResponseStream {
@@ -292,6 +376,14 @@ impl futures_core::Stream for ResponseStream {
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
+        if !this.finishing && this.deadline.as_mut().poll(cx).is_ready() {
+            // `finish` still runs (when the stream is dropped): a move of main is announced.
+            this.finishing = true;
+            return Poll::Ready(Some(Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the git request took longer than hub.git_timeout_secs",
+            ))));
+        }
         if !this.finishing {
             let mut buf = ReadBuf::new(&mut this.space);
             match Pin::new(&mut this.body).poll_read(cx, &mut buf) {

@@ -38,6 +38,12 @@ pub async fn send_message(s: &AppState, caller: &Caller, m: NewMessage) -> ApiRe
             .into());
         }
     }
+    if !caller.admin {
+        if let Err(e) = s.limiter.message(&caller.id, s.now()) {
+            inc(&s.metrics.rate_limited);
+            return Err(e.into());
+        }
+    }
     let msg = s.store.post_message(&caller.id, m, s.now()).await?;
     inc(&s.metrics.messages_posted);
     Ok(msg)

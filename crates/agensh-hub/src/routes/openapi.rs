@@ -870,6 +870,7 @@ impl Op {
         } = self;
         let refusal = |name: &str| json!({ "$ref": format!("#/components/responses/{name}") });
         responses.insert("403".into(), refusal("Forbidden"));
+        responses.insert("503".into(), refusal("Unavailable"));
         if public {
             value.insert("security".into(), json!([]));
         } else {
@@ -879,6 +880,7 @@ impl Op {
             responses.insert("400".into(), refusal("Invalid"));
             responses.insert("401".into(), refusal("Unauthorized"));
             responses.insert("404".into(), refusal("NotFound"));
+            responses.insert("429".into(), refusal("RateLimited"));
             responses.insert("500".into(), refusal("Internal"));
         }
         if conflicts {
@@ -1085,7 +1087,8 @@ worker) or the admin token (`aga_…`, from `.agensh/hub.json`). With the admin 
 `/healthz` and `/metrics` take no token.\n\n\
 **Errors**: every refusal is `{\"error\":{\"code\",\"message\"}}` with the status of its kind \
 (400 invalid, 401 unauthorized, 403 forbidden, 404 not found, 409 conflict, 413 too large, \
-500 internal). Any route may answer 403 `bad_origin` or `bad_host` (browser origins, DNS \
+429 past a worker's `[limits]`, with `Retry-After`, 500 internal; 503 with `Retry-After` when \
+the hub is at `hub.max_connections` or a request passed `hub.request_timeout_secs`). Any route may answer 403 `bad_origin` or `bad_host` (browser origins, DNS \
 rebinding). A wrong method on a known path is 405 `method_not_allowed`.\n\n\
 **Bodies**: JSON with `Content-Type: application/json`, at most `hub.body_limit` bytes \
 (65,536 by default). Unknown fields and query parameters are ignored (except in \
@@ -1164,6 +1167,16 @@ pub fn document() -> Value {
                 "Conflict": refusal("the state does not allow it now: `claim_released`, `claim_expired`, `pr_exists`, `pr_not_open`, `merge_conflict`, `gate_failed`, `needs_approval`, `nothing_to_merge`, …"),
                 "TooLarge": refusal("`body_too_large`: over `hub.body_limit`"),
                 "Internal": refusal("`internal`: a failure inside the hub or its store"),
+                "RateLimited": {
+                    "description": "a worker past one of its `[limits]`: `rate_limited` (requests per second), `record_quota`, `message_quota`; the message says how long to wait",
+                    "headers": { "Retry-After": { "description": "seconds to wait before trying again", "schema": { "type": "integer", "minimum": 1 } } },
+                    "content": { "application/json": { "schema": schema("Error") } },
+                },
+                "Unavailable": {
+                    "description": "`too_many_connections` (over `hub.max_connections`) or `request_timeout` (over `hub.request_timeout_secs`)",
+                    "headers": { "Retry-After": { "description": "seconds to wait before trying again", "schema": { "type": "integer", "minimum": 1 } } },
+                    "content": { "application/json": { "schema": schema("Error") } },
+                },
             },
             "schemas": schemas(),
         },
