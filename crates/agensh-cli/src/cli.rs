@@ -721,7 +721,12 @@ pub enum AgentCommand {
 /// each message to the hub's `/mcp` as the token's worker, and writes each answer as one
 /// line on stdout. Logs go to stderr.
 #[derive(Args, Debug)]
-pub struct McpArgs {}
+pub struct McpArgs {
+    /// While the hub cannot be reached (restarting), keep trying a message for this many
+    /// seconds before answering it with an error.
+    #[arg(long, default_value_t = 60, value_name = "SECS")]
+    pub hub_wait: u64,
+}
 
 /// Flags for the built-in agent's model endpoint (override `[model]` in agensh.toml).
 #[derive(Args, Debug, Clone, Default)]

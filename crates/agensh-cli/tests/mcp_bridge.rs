@@ -186,13 +186,19 @@ async fn json_rpc_lines_in_one_answer_line_each_and_a_clean_exit_on_eof() {
     let url = "http://127.0.0.1:9".to_string();
     let (ok, lines) = tokio::task::spawn_blocking({
         let cwd = tmp.path().to_path_buf();
-        move || bridge(&cwd, &["--hub", &url, "--token", "x"], &[INIT])
+        move || {
+            bridge(
+                &cwd,
+                &["--hub", &url, "--token", "x", "--hub-wait", "1"],
+                &[INIT],
+            )
+        }
     })
     .await
     .unwrap();
     assert!(ok);
     let msg = lines[0]["error"]["message"].as_str().unwrap();
-    assert!(msg.contains("could not be reached"), "{msg}");
+    assert!(msg.contains("has not answered for 1 s"), "{msg}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -233,4 +239,51 @@ async fn ship_through_the_bridge_commits_and_pushes_its_working_directory_first(
     assert!(second.starts_with("shipped PR #1 into main"), "{second}");
     let on_main = ws.git().run(["show", "main:feature.txt"]).await.unwrap();
     assert_eq!(on_main, "done");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_call_made_while_the_hub_is_down_goes_through_once_it_is_back() {
+    use std::io::BufRead;
+    let (tmp, dir) = new_org("bridge restart");
+    let hub = HubProcess::start(&dir);
+    let listen = hub.listen();
+    let token = hub.admin().add_workers(1).await.unwrap().remove(0).token;
+    let mut child = agensh()
+        .current_dir(tmp.path())
+        .args(["mcp", "--hub", &hub.info.url, "--token", &token])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("agensh mcp starts");
+    let mut stdin = child.stdin.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<Value>();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            let _ = tx.send(serde_json::from_str(&line).unwrap());
+        }
+    });
+    writeln!(stdin, "{INIT}").unwrap();
+    let init = rx.recv_timeout(std::time::Duration::from_secs(20)).unwrap();
+    assert!(init["result"]["protocolVersion"].is_string(), "{init}");
+
+    hub.kill_9();
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "board_write", "arguments": {"kind": "FACT", "text": "written across a restart by a pangolin"}}});
+    writeln!(stdin, "{call}").unwrap();
+    // Down for two seconds: the call waits, then reaches the restarted hub.
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    assert!(rx.try_recv().is_err(), "no answer while the hub is down");
+    let hub = HubProcess::start_on(&dir, &listen);
+    let answer = rx
+        .recv_timeout(std::time::Duration::from_secs(30))
+        .expect("the call is answered once the hub is back");
+    assert_eq!(answer["id"], 2);
+    assert_eq!(answer["result"]["isError"], false, "{answer}");
+    let found = hub.admin().grep("pangolin", None, None).await.unwrap();
+    assert_eq!(found.len(), 1, "stored once: {found:?}");
+    drop(stdin);
+    let _ = child.wait();
 }

@@ -3,6 +3,7 @@
 //! token, as the worker named by [`Client::acting_as`]).
 
 pub mod mcp;
+pub mod retry;
 
 use std::time::Duration;
 
@@ -22,6 +23,11 @@ use reqwest::{Method, RequestBuilder, StatusCode};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+/// How long an idle connection stays in a client's pool: below the hub's default
+/// `hub.header_timeout_secs` (30 s), after which the hub closes an idle connection, so a
+/// request never goes out on a connection the hub is closing.
+pub const POOL_IDLE: Duration = Duration::from_secs(20);
+
 /// Header with which the admin acts as a worker.
 pub const AS_HEADER: &str = "x-agensh-as";
 
@@ -35,6 +41,9 @@ pub struct Client {
     token: String,
     acting_as: Option<String>,
     http: reqwest::Client,
+    /// How long a request keeps being sent again while the hub cannot be reached
+    /// ([`retry`]); `None`: once.
+    retry: Option<Duration>,
 }
 
 /// Messages to read: the conversation and how many.
@@ -51,7 +60,7 @@ impl Client {
     /// A client for the hub at `base` (e.g. `http://127.0.0.1:7420`) with `token`.
     pub fn new(base: &str, token: &str) -> Self {
         let http = reqwest::Client::builder()
-            .pool_idle_timeout(Duration::from_secs(30))
+            .pool_idle_timeout(POOL_IDLE)
             .build()
             .expect("HTTP client builds");
         Client {
@@ -59,7 +68,15 @@ impl Client {
             token: token.to_string(),
             acting_as: None,
             http,
+            retry: None,
         }
+    }
+
+    /// The same client, sending a request again while the hub cannot be reached, for up
+    /// to `window` ([`retry::send`]): for the node, which must ride out a hub restart.
+    pub fn retrying(mut self, window: Duration) -> Self {
+        self.retry = Some(window);
+        self
     }
 
     /// The same client (and connection pool) with another token.
@@ -93,7 +110,11 @@ impl Client {
     }
 
     async fn send<T: DeserializeOwned>(&self, req: RequestBuilder) -> Result<T> {
-        let resp = req.send().await.map_err(|e| self.transport(e))?;
+        let resp = match self.retry {
+            Some(window) => retry::send(req, window).await,
+            None => req.send().await,
+        }
+        .map_err(|e| self.transport(e))?;
         let status = resp.status();
         let retry_after = resp
             .headers()

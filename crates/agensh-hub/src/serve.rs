@@ -179,7 +179,8 @@ async fn refuse(mut stream: TcpStream, max: usize) {
     }})
     .to_string();
     let head = format!(
-        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\nconnection: close\r\ncontent-length: {}\r\n\r\n",
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\n{}: 1\r\nconnection: close\r\ncontent-length: {}\r\n\r\n",
+        agensh_protocol::rest::UNPROCESSED_HEADER,
         body.len()
     );
     if stream.write_all(head.as_bytes()).await.is_err()

@@ -11,6 +11,10 @@
 //!
 //! [`ship_prestep`] and [`with_note`] are that pre-step, shared with the `agensh mcp`
 //! stdio bridge, which runs it in its working directory.
+//!
+//! While the hub cannot be reached (it is restarting), a call is sent again for up to
+//! [`HUB_RESTART_WINDOW`] ([`agensh_client::retry`]); only then does the agent get an
+//! error — a tool error for a tool call ([`unreachable_answer`]), so the model reads it.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -18,6 +22,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use agensh_client::retry::{self, HUB_RESTART_WINDOW};
 use agensh_domain::{Error, Result};
 use agensh_protocol::jsonrpc::{Id, Message, Response as RpcResponse};
 use agensh_workspace::checkout::work_branch;
@@ -73,6 +78,7 @@ impl McpProxy {
             // No overall timeout: a gated merge behind `ship` may take minutes.
             http: reqwest::Client::builder()
                 .connect_timeout(Duration::from_secs(10))
+                .pool_idle_timeout(agensh_client::POOL_IDLE)
                 .build()
                 .map_err(|e| Error::internal(format!("cannot build an HTTP client: {e}")))?,
             upstream: format!("{}/mcp", hub_url.trim_end_matches('/')),
@@ -201,15 +207,26 @@ async fn forward(
             }
         }
     }
-    let mut req = p.http.request(method, &p.upstream).body(body);
+    let mut req = p.http.request(method, &p.upstream).body(body.clone());
     for (name, value) in &headers {
         if !hop_by_hop(name) {
             req = req.header(name, value);
         }
     }
-    let resp = match req.send().await {
+    let resp = match retry::send(req, HUB_RESTART_WINDOW).await {
         Ok(r) => r,
-        Err(e) => return unreachable(&p.upstream, &e.to_string()),
+        Err(e) => {
+            let why = if e.is_connect() {
+                format!(
+                    "it has not answered for {} s ({e})",
+                    HUB_RESTART_WINDOW.as_secs()
+                )
+            } else {
+                // Sent, and the answer lost: it may have taken effect.
+                format!("the connection broke before its answer ({e}); the call may or may not have taken effect — check (board_read, pr_list) before repeating it")
+            };
+            return unreachable(&p.upstream, &body, &why);
+        }
     };
     let status = resp.status();
     let mut out = HeaderMap::new();
@@ -220,7 +237,13 @@ async fn forward(
     }
     let answer = match resp.bytes().await {
         Ok(b) => b,
-        Err(e) => return unreachable(&p.upstream, &format!("its answer broke off: {e}")),
+        Err(e) => {
+            return unreachable(
+                &p.upstream,
+                &body,
+                &format!("its answer broke off ({e}); the call may or may not have taken effect — check before repeating it"),
+            )
+        }
     };
     let answer = match note {
         Some(n) if status.is_success() => Bytes::from(with_note(&answer, &n)),
@@ -242,13 +265,44 @@ fn worker_of<'a>(p: &'a Proxy, headers: &HeaderMap) -> Option<&'a ProxiedWorker>
     p.workers.get(token.trim())
 }
 
-/// The hub could not be reached: a 502 in the hub's error shape.
-fn unreachable(upstream: &str, why: &str) -> Response {
-    let body = json!({ "error": {
-        "code": "unreachable",
-        "message": format!("the node's MCP proxy could not reach the hub at {upstream}: {why} — is the hub running? Try again in a moment"),
-    }});
+/// The hub could not be reached: for a JSON-RPC request, its answer
+/// ([`unreachable_answer`]); else a 502 in the hub's error shape.
+fn unreachable(upstream: &str, request: &[u8], why: &str) -> Response {
+    let message = format!("the hub at {upstream} could not be reached: {why} — is the hub running? Try again in a moment");
+    tracing::warn!("{message}");
+    if let Some(answer) = unreachable_answer(request, &message) {
+        return ([(header::CONTENT_TYPE, "application/json")], answer).into_response();
+    }
+    let body = json!({ "error": { "code": "unreachable", "message": message }});
     (StatusCode::BAD_GATEWAY, axum::Json(body)).into_response()
+}
+
+/// The answer to the JSON-RPC request `request` when the hub cannot be reached: a tool
+/// error for `tools/call` (the model reads it and can wait or go on), error `-32000` for
+/// anything else; `None` when `request` is not a request (a notification needs no answer).
+pub fn unreachable_answer(request: &[u8], message: &str) -> Option<Vec<u8>> {
+    let Ok(Message::Request(req)) = Message::from_slice(request) else {
+        return None;
+    };
+    let answer = if req.method == "tools/call" {
+        RpcResponse::ok(
+            req.id,
+            json!({
+                "content": [{ "type": "text", "text": message }],
+                "structuredContent": { "error": { "code": "unreachable", "message": message } },
+                "isError": true,
+            }),
+        )
+    } else {
+        RpcResponse::error(
+            req.id,
+            agensh_protocol::jsonrpc::ErrorObject::new(
+                agensh_protocol::jsonrpc::code::HUB_UNREACHABLE,
+                message,
+            ),
+        )
+    };
+    serde_json::to_vec(&answer).ok()
 }
 
 #[cfg(test)]

@@ -120,6 +120,10 @@ impl AgentKind {
     }
 }
 
+/// How long one of the node's own requests (a status report, an acknowledgement, a poll)
+/// keeps trying to reach a hub that is down; the loops around them try again after it.
+const NODE_HUB_WAIT: Duration = Duration::from_secs(15);
+
 /// Everything a node needs to run its workers.
 #[derive(Debug, Clone)]
 pub struct NodePlan {
@@ -214,8 +218,9 @@ pub async fn run_node(
 ) -> Result<NodeSummary> {
     let repo = agensh_workspace_dir(&plan.org_dir);
     let ws = Workspace::open(&repo)?;
-    // One event pump and one status reporter for all the node's workers.
-    let shared = Client::new(&plan.hub_url, "");
+    // One event pump and one status reporter for all the node's workers. A hub that
+    // restarts is waited for (polls and reports go again on their own, a little later).
+    let shared = Client::new(&plan.hub_url, "").retrying(NODE_HUB_WAIT);
     let link = NodeLink {
         events: EventPump::start(shared.clone()),
         status: StatusReporter::start(shared.clone()),

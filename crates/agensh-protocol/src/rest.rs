@@ -5,6 +5,10 @@ use agensh_domain::event::Event;
 use agensh_domain::record::Record;
 use serde::{Deserialize, Serialize};
 
+/// The header with which the hub marks an answer to a request it did not process at all
+/// (over `hub.max_connections`): a client may send it again as it was.
+pub const UNPROCESSED_HEADER: &str = "x-agensh-unprocessed";
+
 /// A record with what happened to it later, as `board unfold` shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Unfolded {

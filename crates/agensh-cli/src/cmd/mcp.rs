@@ -15,7 +15,7 @@ use std::io::{BufRead, Write};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agensh_node::mcp_proxy::{ship_prestep, with_note, Prestep, SHIP};
+use agensh_node::mcp_proxy::{ship_prestep, unreachable_answer, with_note, Prestep, SHIP};
 use agensh_protocol::framing::{decode_line, encode_line, sse_events};
 use agensh_protocol::jsonrpc::{code, ErrorObject, Message, Response};
 use agensh_protocol::rest::ErrorBody;
@@ -33,13 +33,15 @@ struct Bridge {
     endpoint: String,
     token: String,
     as_worker: Option<String>,
+    /// How long a message keeps trying to reach a hub that is down (`--hub-wait`).
+    hub_wait: Duration,
     /// The `Mcp-Session-Id` the hub handed out at `initialize`.
     session: Mutex<Option<String>>,
     /// The protocol version the hub answered at `initialize`.
     version: Mutex<Option<String>>,
 }
 
-pub async fn run(g: &Global, _a: McpArgs) -> Result<()> {
+pub async fn run(g: &Global, a: McpArgs) -> Result<()> {
     // The same resolution as every other command: --hub/AGENSH_HUB or .agensh/hub.json,
     // --token/AGENSH_TOKEN or the admin token from hub.json.
     let url = client(g)?.base().to_string();
@@ -54,11 +56,13 @@ pub async fn run(g: &Global, _a: McpArgs) -> Result<()> {
     let bridge = Arc::new(Bridge {
         http: reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
+            .pool_idle_timeout(agensh_client::POOL_IDLE)
             .build()?,
         endpoint: format!("{url}/mcp"),
         hub: url.clone(),
         token,
         as_worker: g.as_worker.clone(),
+        hub_wait: Duration::from_secs(a.hub_wait),
         session: Mutex::new(None),
         version: Mutex::new(None),
     });
@@ -166,7 +170,7 @@ impl Bridge {
             .bearer_auth(&self.token)
             .header("content-type", "application/json")
             .header("accept", "application/json, text/event-stream")
-            .body(line);
+            .body(line.clone());
         if let Some(s) = self.session.lock().expect("session").clone() {
             req = req.header("mcp-session-id", s);
         }
@@ -186,16 +190,30 @@ impl Bridge {
                 None => Vec::new(),
             }
         };
-        let resp = match req.send().await {
+        // A hub that is down (restarting) is tried again for a while before the agent
+        // hears of it; a tool call then gets a tool error the model can read.
+        let resp = match agensh_client::retry::send(req, self.hub_wait).await {
             Ok(r) => r,
             Err(e) => {
-                return fail(
-                    code::HUB_UNREACHABLE,
+                let message = if e.is_connect() {
                     format!(
-                        "the agensh hub at {} could not be reached: {e} — is `agensh hub` running? (check --hub / AGENSH_HUB)",
+                        "the agensh hub at {} has not answered for {} s: {e} — is `agensh hub` running? (check --hub / AGENSH_HUB)",
+                        self.endpoint,
+                        self.hub_wait.as_secs()
+                    )
+                } else {
+                    format!(
+                        "the connection to the agensh hub at {} broke before its answer ({e}); the call may or may not have taken effect — check before repeating it",
                         self.endpoint
-                    ),
-                )
+                    )
+                };
+                tracing::warn!("{message}");
+                return unreachable_answer(line.as_bytes(), &message)
+                    .map(|mut a| {
+                        a.push(b'\n');
+                        vec![a]
+                    })
+                    .unwrap_or_default();
             }
         };
         let status = resp.status();

@@ -59,8 +59,17 @@ impl HubProcess {
 
     /// Starts the hub with its log (stderr) going to `log` at level `level`.
     pub fn start_logging(dir: &Path, log: impl Into<Stdio>, level: &str) -> HubProcess {
+        Self::start_with(dir, "127.0.0.1:0", log, level)
+    }
+
+    /// Starts the hub on `listen` (a restart on the port it had: `127.0.0.1:PORT`).
+    pub fn start_on(dir: &Path, listen: &str) -> HubProcess {
+        Self::start_with(dir, listen, Stdio::null(), "info")
+    }
+
+    fn start_with(dir: &Path, listen: &str, log: impl Into<Stdio>, level: &str) -> HubProcess {
         let mut child = agensh()
-            .args(["hub", dir.to_str().unwrap(), "--listen", "127.0.0.1:0"])
+            .args(["hub", dir.to_str().unwrap(), "--listen", listen])
             .env("AGENSH_LOG", level)
             .stdout(Stdio::null())
             .stderr(log)
@@ -111,6 +120,11 @@ impl HubProcess {
             assert!(Instant::now() < deadline, "hub did not stop on SIG{signal}");
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    /// The `127.0.0.1:PORT` the hub listens on.
+    pub fn listen(&self) -> String {
+        self.info.url.trim_start_matches("http://").to_string()
     }
 
     pub fn admin(&self) -> agensh_client::Client {
