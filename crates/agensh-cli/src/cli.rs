@@ -268,6 +268,10 @@ pub enum BoardCommand {
         /// CLAIM only: lease in seconds (default from agensh.toml).
         #[arg(long)]
         lease: Option<u64>,
+        /// CLAIM only: take over this claim (e.g. G12) of a dead or stopped worker, or one
+        /// released or expired; without --label and --paths yours gets the old claim's.
+        #[arg(long, value_name = "ID")]
+        take_over: Option<String>,
         /// Print the appended record and its overlaps as JSON.
         #[arg(long)]
         json: bool,

@@ -97,7 +97,7 @@ impl std::error::Error for Local {}
 
 /// What the command line adds to an error code's message: the flag that fixes it. The
 /// hub's messages name fields and headers, because models read them too.
-const FLAG_HINTS: [(&str, &str); 9] = [
+const FLAG_HINTS: [(&str, &str); 12] = [
     ("text_too_long", "(--detail)"),
     ("text_control_chars", "(--detail)"),
     ("needs_worker", "(--as ID)"),
@@ -107,6 +107,9 @@ const FLAG_HINTS: [(&str, &str); 9] = [
     ("unknown_thread", "(agensh msg read --all shows the ids)"),
     ("unknown_record", "(agensh board grep WORDS)"),
     ("bad_filter", "(agensh msg read --all --with X)"),
+    ("takeover_not_claim", "(drop --take-over)"),
+    ("claim_alive", "(agensh msg send ID TEXT)"),
+    ("claim_taken_over", "(agensh msg send ID TEXT)"),
 ];
 
 /// An error as the command line reports it.

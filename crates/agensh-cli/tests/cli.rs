@@ -378,3 +378,102 @@ fn model_replay_names_what_is_wrong_in_a_scenario() {
         stderr(&o)
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_workers_claim_is_taken_over_with_take_over_and_a_live_ones_is_refused() {
+    use agensh_domain::worker::WorkerStatus;
+    let (_tmp, dir) = new_org("x");
+    let hub = HubProcess::start(&dir);
+    run_in(&dir, &["workers", "add", "2"]);
+    let out = run_in(
+        &dir,
+        &[
+            "--as",
+            "w01",
+            "board",
+            "post",
+            "CLAIM",
+            "the parser",
+            "--label",
+            "parser",
+            "--paths",
+            "src/parser/",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "G1\n");
+    hub.admin()
+        .set_status("w01", WorkerStatus::Busy)
+        .await
+        .unwrap();
+
+    let take = [
+        "--as",
+        "w02",
+        "board",
+        "post",
+        "CLAIM",
+        "finishing the parser",
+        "--take-over",
+        "G1",
+    ];
+    let out = run_in(&dir, &take);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("G1 is w01's live claim (w01 is busy, lease "),
+        "{err}"
+    );
+    assert!(
+        err.ends_with(
+            "message w01 to hand it over, or claim something else (agensh msg send ID TEXT)\n"
+        ),
+        "{err}"
+    );
+    let out = run_in(
+        &dir,
+        &[
+            "--as",
+            "w02",
+            "board",
+            "post",
+            "FACT",
+            "x",
+            "--take-over",
+            "G1",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).ends_with("(drop --take-over)\n"),
+        "{}",
+        stderr(&out)
+    );
+
+    hub.admin()
+        .set_status("w01", WorkerStatus::Dead)
+        .await
+        .unwrap();
+    let out = run_in(&dir, &take);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "G2\n");
+    assert_eq!(stderr(&out), "took over G1 from w01 (dead); w01 is told\n");
+
+    let view = stdout(&run_in(&dir, &["board", "read", "--all"]));
+    assert_eq!(
+        view.lines().count(),
+        1,
+        "only the new claim is live: {view}"
+    );
+    assert!(
+        view.starts_with("G2 [w02/CLAIM ")
+            && view.contains(
+                "finishing the parser #parser paths=src/parser/ takes over G1 (w01, dead)"
+            ),
+        "{view}"
+    );
+    let old = stdout(&run_in(&dir, &["board", "unfold", "G1"]));
+    assert!(old.contains("lease: taken over by G2"), "{old}");
+    let new = stdout(&run_in(&dir, &["board", "unfold", "G2"]));
+    assert!(new.contains("takes over: G1 (w01, dead)"), "{new}");
+}

@@ -99,6 +99,10 @@ pub mod kinds {
     pub const DIRECT_MESSAGE: &str = "msg.dm";
     /// A notice from an operator (broadcast or direct; normal unless sent as urgent).
     pub const NOTICE: &str = "notice";
+    /// A peer took over your claim (to the old claim's author, urgent). Payload: `id` (your
+    /// claim), `text`, `label`, `by` (the new claim), `author` (who took it), `why`
+    /// (`released`, `dead`, `stopped` or `expired`).
+    pub const CLAIM_TAKEN_OVER: &str = "claim.taken_over";
     /// A pull request was opened (broadcast, normal).
     pub const PR_OPENED: &str = "pr.opened";
     /// A pull request was reviewed (broadcast, normal; its author gets `pr.review`).

@@ -3,8 +3,9 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::ids::{record_id, truncate_for_message};
+use crate::ids::{parse_record_id, record_id, truncate_for_message};
 use crate::text::{self, Lines};
+use crate::worker::WorkerStatus;
 
 /// Text limit for FACT, OBSERVED, FAIL and CLAIM records.
 pub const TEXT_LIMIT: usize = 100;
@@ -107,6 +108,10 @@ pub struct NewRecord {
     /// Lease of a CLAIM in seconds; the hub's default when absent (CLAIM only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lease_secs: Option<u64>,
+    /// The id of a claim this CLAIM takes over (`G12`): one whose author is dead or
+    /// stopped, or that is no longer live ([`check_takeover`]). CLAIM only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub takes_over: Option<String>,
 }
 
 impl NewRecord {
@@ -119,6 +124,7 @@ impl NewRecord {
             detail: None,
             paths: Vec::new(),
             lease_secs: None,
+            takes_over: None,
         }
     }
 
@@ -207,7 +213,25 @@ impl NewRecord {
         if let Some(lease) = self.lease_secs {
             validate_lease(lease)?;
         }
+        if let Some(id) = &self.takes_over {
+            if self.kind != RecordKind::Claim {
+                return Err(Error::invalid(
+                    "takeover_not_claim",
+                    format!(
+                        "only a CLAIM can take over a claim — drop takes_over from this {}",
+                        self.kind
+                    ),
+                ));
+            }
+            parse_record_id(id)?;
+        }
         Ok(())
+    }
+
+    /// The sequence number of the claim this record takes over, if it names one (checked
+    /// by [`NewRecord::validate`]).
+    pub fn takes_over_seq(&self) -> Result<Option<i64>> {
+        self.takes_over.as_deref().map(parse_record_id).transpose()
     }
 }
 
@@ -314,16 +338,146 @@ fn keys_overlap(a: &str, b: &str) -> bool {
 pub struct Lease {
     /// When the lease ends (Unix ms) unless renewed.
     pub expires_at: i64,
-    /// When the author released the claim (Unix ms), if they did.
+    /// When the author released the claim (Unix ms), if they did, or when a peer took it
+    /// over while its lease ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub released_at: Option<i64>,
+    /// The claim that took this one over (`G15`), if one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub taken_over_by: Option<String>,
 }
 
 impl Lease {
-    /// A claim is live while its lease runs and it is not released.
+    /// A claim is live while its lease runs and it is not released (nor taken over).
     pub fn is_live(&self, now: i64) -> bool {
-        self.released_at.is_none() && self.expires_at > now
+        self.released_at.is_none() && self.taken_over_by.is_none() && self.expires_at > now
     }
+}
+
+/// Why a claim could be taken over: the first that held when it was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TakeoverReason {
+    /// Its author had released it.
+    Released,
+    /// Its author was dead (its agent could not be restarted).
+    Dead,
+    /// Its author was stopped (no node runs it: not started, run over, budget spent).
+    Stopped,
+    /// Its lease had run out.
+    Expired,
+}
+
+impl TakeoverReason {
+    pub const ALL: [TakeoverReason; 4] = [
+        TakeoverReason::Released,
+        TakeoverReason::Dead,
+        TakeoverReason::Stopped,
+        TakeoverReason::Expired,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TakeoverReason::Released => "released",
+            TakeoverReason::Dead => "dead",
+            TakeoverReason::Stopped => "stopped",
+            TakeoverReason::Expired => "expired",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        TakeoverReason::ALL.into_iter().find(|r| r.as_str() == s)
+    }
+}
+
+/// The claim a CLAIM took over, as the new claim records it: which, whose, and why it
+/// could be taken.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TakeOver {
+    /// The old claim (`G12`).
+    pub id: String,
+    /// Its author.
+    pub author: String,
+    pub why: TakeoverReason,
+}
+
+/// Whether `taker` may take over the record `old` at `now`, and why. `author_status` is the
+/// status of `old`'s author (`None` when it is no worker, e.g. `admin`), `taken_by` the
+/// claim that took `old` over already, if any.
+///
+/// A claim may be taken over when it was released, its author is dead or stopped, or its
+/// lease ran out; a claim may be taken over once, and never by its own author. Every
+/// refusal says what to do instead.
+pub fn check_takeover(
+    old: &Record,
+    taker: &str,
+    author_status: Option<WorkerStatus>,
+    taken_by: Option<&Record>,
+    now: i64,
+) -> Result<TakeoverReason> {
+    let lease = match (old.kind, &old.lease) {
+        (RecordKind::Claim, Some(l)) => l,
+        _ => {
+            return Err(Error::invalid(
+                "not_a_claim",
+                format!(
+                    "{} is a {}, not a CLAIM — takes_over names the claim you take over (search the board for kind:CLAIM to find it)",
+                    old.id, old.kind
+                ),
+            ))
+        }
+    };
+    if old.author == taker {
+        return Err(Error::invalid(
+            "own_claim",
+            format!(
+                "{} is your own claim — renew it while it is live, or post a new CLAIM without takes_over",
+                old.id
+            ),
+        ));
+    }
+    if lease.taken_over_by.is_some() {
+        let (id, by) = match taken_by {
+            Some(r) => (r.id.clone(), r.author.clone()),
+            None => (
+                lease.taken_over_by.clone().unwrap_or_default(),
+                "another worker".to_string(),
+            ),
+        };
+        return Err(Error::conflict(
+            "claim_taken_over",
+            format!(
+                "{} was already taken over by {id} ({by}) — message {by} to share the work, or claim something else (take over {id} only if {by} is dead or stopped)",
+                old.id
+            ),
+        ));
+    }
+    if lease.released_at.is_some() {
+        return Ok(TakeoverReason::Released);
+    }
+    match author_status {
+        Some(WorkerStatus::Dead) => return Ok(TakeoverReason::Dead),
+        Some(WorkerStatus::Stopped) => return Ok(TakeoverReason::Stopped),
+        _ => {}
+    }
+    if lease.expires_at <= now {
+        return Ok(TakeoverReason::Expired);
+    }
+    let who = match author_status {
+        Some(s) => format!("{} is {}", old.author, s.as_str()),
+        None => format!("{} is no worker", old.author),
+    };
+    let left = crate::time::age(now, lease.expires_at);
+    Err(Error::conflict(
+        "claim_alive",
+        format!(
+            "{} is {}'s live claim ({who}, lease {} left) — only a claim whose author is dead or stopped, or that was released or expired, can be taken over: message {} to hand it over, or claim something else",
+            old.id,
+            old.author,
+            left.trim_start_matches('+'),
+            old.author
+        ),
+    ))
 }
 
 /// A record as stored: append-only, never edited.
@@ -346,6 +500,9 @@ pub struct Record {
     /// CLAIM records only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lease: Option<Lease>,
+    /// The claim this CLAIM took over, if it took one over.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub takes_over: Option<TakeOver>,
 }
 
 impl Record {
@@ -368,6 +525,7 @@ impl Record {
             paths: new.paths,
             created_at,
             lease,
+            takes_over: None,
         }
     }
 
@@ -389,6 +547,17 @@ impl Record {
         }
         if !self.paths.is_empty() {
             s.push_str(&format!(" paths={}", one(&self.paths.join(","))));
+        }
+        if let Some(t) = &self.takes_over {
+            s.push_str(&format!(
+                " takes over {} ({}, {})",
+                t.id,
+                one(&t.author),
+                t.why.as_str()
+            ));
+        }
+        if let Some(by) = self.lease.as_ref().and_then(|l| l.taken_over_by.as_ref()) {
+            s.push_str(&format!(" (taken over by {by})"));
         }
         if self.detail.is_some() {
             s.push_str(" (+detail)");
@@ -470,6 +639,7 @@ mod tests {
             Some(Lease {
                 expires_at: 10,
                 released_at: None,
+                taken_over_by: None,
             }),
         )
     }
@@ -687,6 +857,150 @@ mod tests {
         let line = r.line(0);
         assert!(!line.chars().any(char::is_control), "{line}");
         assert!(line.contains("ok\\u{1b}]0;owned\\u{7}\\u{a}G2"), "{line}");
+    }
+
+    fn lease(expires_at: i64, released_at: Option<i64>, by: Option<&str>) -> Option<Lease> {
+        Some(Lease {
+            expires_at,
+            released_at,
+            taken_over_by: by.map(str::to_string),
+        })
+    }
+
+    #[test]
+    fn a_dead_or_stopped_authors_claim_can_be_taken_over_and_says_why() {
+        let old = claim(12, "w03", Some("parser"), &[]);
+        for (status, why) in [
+            (WorkerStatus::Dead, TakeoverReason::Dead),
+            (WorkerStatus::Stopped, TakeoverReason::Stopped),
+        ] {
+            assert_eq!(
+                check_takeover(&old, "w04", Some(status), None, 5).unwrap(),
+                why
+            );
+        }
+    }
+
+    #[test]
+    fn a_live_authors_live_claim_is_refused_with_who_and_what_to_do() {
+        let mut old = claim(12, "w03", Some("parser"), &[]);
+        old.lease = lease(41 * 60_000 + 30_000, None, None);
+        for status in [
+            WorkerStatus::Busy,
+            WorkerStatus::Idle,
+            WorkerStatus::Starting,
+            WorkerStatus::Stalled,
+        ] {
+            let e = check_takeover(&old, "w04", Some(status), None, 0).unwrap_err();
+            assert_eq!(
+                (e.kind, e.code.as_str()),
+                (crate::ErrorKind::Conflict, "claim_alive")
+            );
+            assert!(
+                e.message.starts_with(&format!(
+                    "G12 is w03's live claim (w03 is {}, lease 41m left)",
+                    status.as_str()
+                )),
+                "{}",
+                e.message
+            );
+            assert!(
+                e.message
+                    .ends_with("message w03 to hand it over, or claim something else"),
+                "{}",
+                e.message
+            );
+        }
+        let e = check_takeover(&claim(3, "admin", None, &[]), "w04", None, None, 0).unwrap_err();
+        assert_eq!(e.code, "claim_alive");
+        assert!(e.message.contains("(admin is no worker,"), "{}", e.message);
+    }
+
+    #[test]
+    fn a_released_or_expired_claim_can_be_taken_over_whoever_holds_it() {
+        let mut old = claim(12, "w03", None, &["src/"]);
+        old.lease = lease(100, Some(50), None);
+        assert_eq!(
+            check_takeover(&old, "w04", Some(WorkerStatus::Busy), None, 60).unwrap(),
+            TakeoverReason::Released
+        );
+        old.lease = lease(100, None, None);
+        assert_eq!(
+            check_takeover(&old, "w04", Some(WorkerStatus::Busy), None, 100).unwrap(),
+            TakeoverReason::Expired
+        );
+        assert_eq!(
+            check_takeover(&old, "w04", Some(WorkerStatus::Dead), None, 100).unwrap(),
+            TakeoverReason::Dead,
+            "a dead author says more than an expired lease"
+        );
+    }
+
+    #[test]
+    fn a_claim_is_taken_over_once_never_by_its_author_and_only_a_claim() {
+        let winner = claim(15, "w05", None, &[]);
+        let mut old = claim(12, "w03", None, &[]);
+        old.lease = lease(100, Some(10), Some("G15"));
+        let e =
+            check_takeover(&old, "w04", Some(WorkerStatus::Dead), Some(&winner), 0).unwrap_err();
+        assert_eq!(
+            (e.kind, e.code.as_str()),
+            (crate::ErrorKind::Conflict, "claim_taken_over")
+        );
+        assert!(
+            e.message
+                .starts_with("G12 was already taken over by G15 (w05) — message w05"),
+            "{}",
+            e.message
+        );
+        let mine = claim(12, "w04", None, &[]);
+        let e = check_takeover(&mine, "w04", Some(WorkerStatus::Dead), None, 0).unwrap_err();
+        assert_eq!(e.code, "own_claim");
+        let mut fact = claim(7, "w03", None, &[]);
+        fact.kind = RecordKind::Fact;
+        fact.lease = None;
+        let e = check_takeover(&fact, "w04", Some(WorkerStatus::Dead), None, 0).unwrap_err();
+        assert_eq!(e.code, "not_a_claim");
+        assert!(
+            e.message.starts_with("G7 is a FACT, not a CLAIM"),
+            "{}",
+            e.message
+        );
+    }
+
+    #[test]
+    fn only_a_claim_names_a_claim_to_take_over_and_the_id_must_parse() {
+        let mut n = NewRecord::new(RecordKind::Fact, "x");
+        n.takes_over = Some("G12".into());
+        assert_eq!(n.validate().unwrap_err().code, "takeover_not_claim");
+        n.kind = RecordKind::Claim;
+        assert!(n.validate().is_ok());
+        assert_eq!(n.takes_over_seq().unwrap(), Some(12));
+        n.takes_over = Some("twelve".into());
+        assert_eq!(n.validate().unwrap_err().code, "bad_record_id");
+    }
+
+    #[test]
+    fn a_takeover_shows_on_both_claims_lines() {
+        let mut new = claim(15, "w04", Some("parser"), &[]);
+        new.takes_over = Some(TakeOver {
+            id: "G12".into(),
+            author: "w03".into(),
+            why: TakeoverReason::Dead,
+        });
+        assert!(
+            new.line(0).ends_with("#parser takes over G12 (w03, dead)"),
+            "{}",
+            new.line(0)
+        );
+        let mut old = claim(12, "w03", Some("parser"), &[]);
+        old.lease = lease(10, Some(5), Some("G15"));
+        assert!(
+            old.line(0).ends_with("(taken over by G15)"),
+            "{}",
+            old.line(0)
+        );
+        assert!(!old.lease.unwrap().is_live(0));
     }
 
     #[test]

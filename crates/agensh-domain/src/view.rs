@@ -165,6 +165,7 @@ mod tests {
         let lease = (kind == RecordKind::Claim).then_some(Lease {
             expires_at: 100,
             released_at: None,
+            taken_over_by: None,
         });
         Record::from_new(seq, author, n, 0, lease)
     }
@@ -261,6 +262,7 @@ mod tests {
         released.lease = Some(Lease {
             expires_at: 100,
             released_at: Some(50),
+            taken_over_by: None,
         });
         let h = [
             rec(1, "w01", RecordKind::Claim, None),

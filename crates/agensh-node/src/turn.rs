@@ -733,6 +733,15 @@ fn describe(e: &Event) -> String {
             &s("commit")[..s("commit").len().min(10)],
             s("by")
         ),
+        kinds::CLAIM_TAKEN_OVER => format!(
+            "your claim {} \"{}\" was taken over by {} with {} ({}) — stop work on it; msg_dm {} to hand over what you have",
+            s("id"),
+            s("text"),
+            s("author"),
+            s("by"),
+            s("why"),
+            s("author")
+        ),
         kinds::NOTICE => format!("notice: {}", s("text")),
         other => format!("{other}: {p}"),
     }
@@ -924,6 +933,25 @@ impl TurnLog {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_taken_over_claim_is_told_at_the_turn_boundary_with_what_to_do() {
+        let e = Event {
+            seq: 1,
+            kind: kinds::CLAIM_TAKEN_OVER.into(),
+            priority: Priority::Urgent,
+            payload: json!({"id":"G12","text":"the parser","by":"G15","author":"w04","why":"dead"}),
+            dedup_key: None,
+            source: Some("w04".into()),
+            target: Some("w03".into()),
+            except: None,
+            created_at: 0,
+        };
+        assert_eq!(
+            describe(&e),
+            "your claim G12 \"the parser\" was taken over by w04 with G15 (dead) — stop work on it; msg_dm w04 to hand over what you have"
+        );
+    }
 
     #[test]
     fn a_run_shorter_than_every_notice_time_gets_one_notice() {

@@ -1,14 +1,15 @@
 //! The SQLite store computes the recent view in its own way (paging back from the newest
 //! record, live claims from the claims table joined with worker status) and `board unfold`
 //! in SQL. These tests generate random histories — several authors and labels, every kind,
-//! CLAIMs with leases that run out, renewals, releases, authors dying and coming back, small
-//! caps, unread reads by several workers — and check after each step that the store's
+//! CLAIMs with leases that run out, renewals, releases, takeovers of claims (allowed or
+//! refused as `record::check_takeover` says), authors dying and coming back, small caps,
+//! unread reads by several workers — and check after each step that the store's
 //! answers equal the domain's rules over the same history (`view::of_history`,
 //! `view::fate`).
 
 use std::collections::{HashMap, HashSet};
 
-use agensh_domain::record::{NewRecord, Record, RecordKind};
+use agensh_domain::record::{check_takeover, NewRecord, Record, RecordKind};
 use agensh_domain::view::{fate, of_history, ViewEntry};
 use agensh_domain::worker::WorkerStatus;
 use agensh_store::{SqliteStore, Store};
@@ -51,6 +52,9 @@ impl Rng {
 struct Model {
     history: Vec<Record>,
     dead: HashSet<String>,
+    /// Workers set idle (a worker starts `stopped`); the others of `WORKERS` are stopped
+    /// or dead.
+    idle: HashSet<String>,
     /// Each worker's board cursor: the newest record it has read.
     cursors: HashMap<String, i64>,
 }
@@ -67,6 +71,22 @@ impl Model {
             .position(|r| r.seq == record.seq)
             .expect("the store changed a record it reported");
         self.history[i] = record;
+    }
+
+    fn status(&self, author: &str) -> Option<WorkerStatus> {
+        if !WORKERS.contains(&author) {
+            None
+        } else if self.dead.contains(author) {
+            Some(WorkerStatus::Dead)
+        } else if self.idle.contains(author) {
+            Some(WorkerStatus::Idle)
+        } else {
+            Some(WorkerStatus::Stopped)
+        }
+    }
+
+    fn by_id(&self, id: &str) -> Option<&Record> {
+        self.history.iter().find(|r| r.id == id)
     }
 
     fn view(&self, now: i64, cap: usize) -> Vec<ViewEntry> {
@@ -131,11 +151,40 @@ async fn run(seed: u64) -> usize {
                 if kind == RecordKind::Claim && rng.below(2) == 0 {
                     new.lease_secs = Some(1 + rng.below(20));
                 }
-                let appended = store
-                    .append_record(author, new, now, 10)
-                    .await
-                    .unwrap_or_else(|e| panic!("{at}: append: {e}"));
-                model.history.push(appended.record);
+                // A third of the claims take over an earlier record, which the domain's
+                // rule allows or refuses.
+                let old = (kind == RecordKind::Claim
+                    && rng.below(3) == 0
+                    && !model.history.is_empty())
+                .then(|| model.history[rng.below(model.history.len() as u64) as usize].clone());
+                let Some(old) = old else {
+                    let appended = store
+                        .append_record(author, new, now, 10)
+                        .await
+                        .unwrap_or_else(|e| panic!("{at}: append: {e}"));
+                    model.history.push(appended.record);
+                    continue;
+                };
+                new.takes_over = Some(old.id.clone());
+                let taken_by = old
+                    .lease
+                    .as_ref()
+                    .and_then(|l| l.taken_over_by.as_deref())
+                    .and_then(|id| model.by_id(id));
+                let want = check_takeover(&old, author, model.status(&old.author), taken_by, now);
+                match (store.append_record(author, new, now, 10).await, want) {
+                    (Ok(appended), Ok(why)) => {
+                        let t = appended.record.takes_over.clone().expect("takes_over");
+                        assert_eq!((t.id, t.why), (old.id.clone(), why), "{at}");
+                        model.history.push(appended.record);
+                        model.replace(store.unfold(old.seq).await.unwrap().record);
+                    }
+                    (Err(got), Err(want)) => assert_eq!(got.code, want.code, "{at}: {got}"),
+                    (got, want) => panic!(
+                        "{at}: takeover of {} by {author}: store {got:?}, domain {want:?}",
+                        old.id
+                    ),
+                }
             }
             50..=67 => {
                 let claims: Vec<&Record> = model
@@ -178,8 +227,10 @@ async fn run(seed: u64) -> usize {
                     .unwrap_or_else(|e| panic!("{at}: status: {e}"));
                 if status == WorkerStatus::Dead {
                     model.dead.insert(worker.to_string());
+                    model.idle.remove(worker);
                 } else {
                     model.dead.remove(worker);
+                    model.idle.insert(worker.to_string());
                 }
             }
             76..=89 => {

@@ -28,6 +28,7 @@ async fn run_on(c: &Client, a: BoardArgs) -> Result<()> {
             detail,
             paths,
             lease,
+            take_over,
             json: as_json,
         } => {
             let record = NewRecord {
@@ -37,6 +38,7 @@ async fn run_on(c: &Client, a: BoardArgs) -> Result<()> {
                 detail,
                 paths,
                 lease_secs: lease,
+                takes_over: take_over,
             };
             // Checked here too, so a bad record never leaves this machine.
             record.validate()?;
@@ -45,6 +47,15 @@ async fn run_on(c: &Client, a: BoardArgs) -> Result<()> {
                 json(&appended);
             } else {
                 outln!("{}", appended.record.id);
+                if let Some(t) = &appended.record.takes_over {
+                    eprintln!(
+                        "took over {} from {} ({}); {} is told",
+                        t.id,
+                        one_line(&t.author),
+                        t.why.as_str(),
+                        one_line(&t.author)
+                    );
+                }
                 for o in &appended.overlaps {
                     let what = if o.same_label {
                         format!("same label #{}", o.label.as_deref().unwrap_or(""))
@@ -155,8 +166,13 @@ fn print_whole(r: &Record, now: i64) {
     if !r.paths.is_empty() {
         outln!("paths: {}", r.paths.join(", "));
     }
+    if let Some(t) = &r.takes_over {
+        outln!("takes over: {} ({}, {})", t.id, t.author, t.why.as_str());
+    }
     if let Some(l) = &r.lease {
-        let state = if l.released_at.is_some() {
+        let state = if let Some(by) = &l.taken_over_by {
+            format!("taken over by {by}")
+        } else if l.released_at.is_some() {
             "released".to_string()
         } else if l.is_live(now) {
             format!("live until {}", agensh_domain::time::rfc3339(l.expires_at))

@@ -1,6 +1,7 @@
 //! Urgent events attached to tool results (DESIGN §4): after each `tools/call`, the
 //! caller's pending *urgent* events — direct messages, peers' new board records (as a
-//! digest), reviews of its PRs, its PRs that failed to merge, urgent operator notices —
+//! digest), reviews of its PRs, its PRs that failed to merge, its claims a peer took over,
+//! urgent operator notices —
 //! become a `notices:` text block, and are acknowledged once the result is built. Normal
 //! events stay queued for the turn boundary. A per-worker lock, held from reading the queue
 //! to the acknowledgement, keeps two parallel calls from showing the same notice twice.
@@ -185,6 +186,15 @@ pub fn render(events: &[&Event], now: i64) -> Option<String> {
                 s(&p["reason"]["code"]),
                 indent(s(&p["reason"]["message"]))
             )),
+            kinds::CLAIM_TAKEN_OVER => lines.push(format!(
+                "- your claim {} \"{}\" was taken over by {} with {} ({}) — stop work on it; msg_dm {} to hand over what you have, then claim something else",
+                s(&p["id"]),
+                s(&p["text"]),
+                s(&p["author"]),
+                s(&p["by"]),
+                takeover_why(s(&p["why"])),
+                s(&p["author"])
+            )),
             kinds::NOTICE => lines.push(format!("- operator notice: {}", indent(s(&p["text"])))),
             other => lines.push(format!(
                 "- {other}: {}",
@@ -214,6 +224,16 @@ pub fn render(events: &[&Event], now: i64) -> Option<String> {
     Some(lines.join("\n"))
 }
 
+/// Why a claim could be taken over, said to its author.
+fn takeover_why(why: &str) -> &'static str {
+    match why {
+        "dead" => "you were dead",
+        "stopped" => "you were stopped",
+        "released" => "you had released it",
+        _ => "its lease had run out",
+    }
+}
+
 /// `G12 [w03/FACT +2m] text #label`, from a `board.record` event.
 fn record_line(e: &Event, now: i64) -> String {
     let p = &e.payload;
@@ -227,6 +247,9 @@ fn record_line(e: &Event, now: i64) -> String {
     );
     if let Some(l) = p["label"].as_str() {
         line.push_str(&format!(" #{l}"));
+    }
+    if let Some(old) = p["takes_over"].as_str() {
+        line.push_str(&format!(" takes over {old}"));
     }
     line
 }
@@ -287,6 +310,30 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("your PR #2 \"Eval\" could not merge (w03 tried): merge_conflict: PR #2 conflicts with main in src/p.rs"), "{text}");
+    }
+
+    #[test]
+    fn a_taken_over_claim_tells_its_author_who_took_it_and_what_to_do() {
+        let e = ev(
+            1,
+            kinds::CLAIM_TAKEN_OVER,
+            json!({"id":"G12","text":"the parser","label":"parser","by":"G15","author":"w04","why":"dead"}),
+        );
+        let text = render(&[&e], 0).unwrap();
+        assert_eq!(
+            text,
+            "notices:\n- your claim G12 \"the parser\" was taken over by w04 with G15 (you were dead) — stop work on it; msg_dm w04 to hand over what you have, then claim something else"
+        );
+        let b = ev(
+            2,
+            kinds::BOARD_RECORD,
+            json!({"id":"G15","kind":"CLAIM","author":"w04","text":"the parser","label":"parser","takes_over":"G12"}),
+        );
+        let text = render(&[&b], 0).unwrap();
+        assert!(
+            text.ends_with("G15 [w04/CLAIM +0s] the parser #parser takes over G12"),
+            "{text}"
+        );
     }
 
     #[test]

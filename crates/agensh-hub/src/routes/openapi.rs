@@ -15,8 +15,8 @@ use agensh_domain::message::{CHANNEL_LIMIT, MESSAGE_LIMIT};
 use agensh_domain::page;
 use agensh_domain::pr::{BODY_LIMIT, BRANCH_LIMIT, TITLE_LIMIT};
 use agensh_domain::record::{
-    RecordKind, DETAIL_LIMIT, LABEL_LIMIT, MAX_LEASE_SECS, PATCH_SUMMARY_LIMIT, PATHS_LIMIT,
-    PATH_LIMIT, TEXT_LIMIT,
+    RecordKind, TakeoverReason, DETAIL_LIMIT, LABEL_LIMIT, MAX_LEASE_SECS, PATCH_SUMMARY_LIMIT,
+    PATHS_LIMIT, PATH_LIMIT, TEXT_LIMIT,
 };
 use agensh_domain::worker::{WorkerStatus, ADD_LIMIT, BATCH_LIMIT};
 use axum::http::header::CONTENT_TYPE;
@@ -86,6 +86,7 @@ fn record_properties() -> Map<String, Value> {
         "paths": array(json!({ "type": "string" })),
         "created_at": ms("when it was posted"),
         "lease": schema("Lease"),
+        "takes_over": schema("TakeOver"),
     });
     v.as_object().cloned().expect("an object")
 }
@@ -408,7 +409,19 @@ fn schemas() -> Value {
                 &["expires_at"],
                 json!({
                     "expires_at": ms("when the claim stops being live"),
-                    "released_at": ms("when it was released"),
+                    "released_at": ms("when it was released, or taken over while its lease ran"),
+                    "taken_over_by": string("the claim that took it over, e.g. `G15`"),
+                }),
+            ),
+        ),
+        (
+            "TakeOver",
+            object(
+                &["id", "author", "why"],
+                json!({
+                    "id": string("the claim taken over, e.g. `G12`"),
+                    "author": string("its author"),
+                    "why": json!({ "type": "string", "enum": TakeoverReason::ALL.map(TakeoverReason::as_str), "description": "why it could be taken: its author had released it, was dead or stopped, or its lease had run out" }),
                 }),
             ),
         ),
@@ -429,6 +442,7 @@ fn schemas() -> Value {
                     "detail": { "type": "string", "maxLength": DETAIL_LIMIT },
                     "paths": { "type": "array", "maxItems": PATHS_LIMIT, "items": { "type": "string", "minLength": 1, "maxLength": PATH_LIMIT }, "description": "CLAIM only: relative paths, no `..` segment" },
                     "lease_secs": json!({ "type": "integer", "format": "int64", "minimum": 1, "maximum": MAX_LEASE_SECS, "description": "CLAIM only; default `board.claim_lease_secs`" }),
+                    "takes_over": json!({ "type": "string", "pattern": "^[Gg]?[0-9]+$", "description": "CLAIM only: the id of a claim to take over — its author dead or stopped, or it released or expired (else `claim_alive`); without `label` and `paths` the new claim gets the old one's" }),
                 },
             }),
         ),
@@ -948,8 +962,9 @@ fn operations() -> Vec<Op> {
             .body("StatusReports", json!({ "workers": [{ "id": "w01", "status": "busy", "progress": { "step": "model request 3 (1204 tokens in)", "since": 1796001791861_i64, "tokens": 2408, "tokens_per_sec": 9.5 } }] }))
             .answers(200, "how many were set", schema("Updated")),
         op("post", "/board/records", "appendRecord", "board", "Post a board record")
-            .doc("The author is the caller. A CLAIM always succeeds; `overlaps` lists other authors' live claims that collide with it. Emits `board.record`.")
+            .doc("The author is the caller. A CLAIM succeeds whatever it overlaps; `overlaps` lists other authors' live claims that collide with it. A CLAIM with `takes_over` ends the old claim in the same transaction, or is refused (`claim_alive`, `claim_taken_over`, `own_claim`, `not_a_claim`, `unknown_record`). Emits `board.record`, and `claim.taken_over` to the old claim's author.")
             .body("NewRecord", record_example)
+            .conflicts()
             .answers(201, "the record and the claims it overlaps", schema("Appended")),
         op("get", "/board/records/{id}", "unfoldRecord", "board", "One whole record, with what later replaced it")
             .param(param("RecordIdPath"))
@@ -1164,7 +1179,7 @@ pub fn document() -> Value {
                 "Unauthorized": refusal("`unauthorized` (no token, not `Bearer <token>`, or unknown), or `wrong_token`"),
                 "Forbidden": refusal("`bad_origin`, `bad_host`, `admin_only`, `impersonation`, `needs_token`, `not_your_claim`, `outside_namespace`, `not_your_pr`, …"),
                 "NotFound": refusal("`unknown_worker` (the path, a body field or `X-Agensh-As`), `unknown_record`, `unknown_pr`, `unknown_branch`, `no_workspace`"),
-                "Conflict": refusal("the state does not allow it now: `claim_released`, `claim_expired`, `pr_exists`, `pr_not_open`, `merge_conflict`, `gate_failed`, `needs_approval`, `nothing_to_merge`, …"),
+                "Conflict": refusal("the state does not allow it now: `claim_released`, `claim_expired`, `claim_alive`, `claim_taken_over`, `pr_exists`, `pr_not_open`, `merge_conflict`, `gate_failed`, `needs_approval`, `nothing_to_merge`, …"),
                 "TooLarge": refusal("`body_too_large`: over `hub.body_limit`"),
                 "Internal": refusal("`internal`: a failure inside the hub or its store"),
                 "RateLimited": {

@@ -1,11 +1,13 @@
 //! Board records: append, claims and their leases, the recent view, grep and unfold.
 
 use agensh_domain::event::{kinds, NewEvent, Priority};
-use agensh_domain::ids::record_id;
+use agensh_domain::ids::{parse_record_id, record_id};
 use agensh_domain::record::{
-    overlaps_of, validate_lease, Appended, Lease, NewRecord, Record, RecordKind,
+    check_takeover, overlaps_of, validate_lease, Appended, Lease, NewRecord, Record, RecordKind,
+    TakeOver, TakeoverReason,
 };
 use agensh_domain::view::{RecentView, ViewEntry};
+use agensh_domain::worker::WorkerStatus;
 use agensh_domain::{Error, Result};
 use rusqlite::{params, Connection, OptionalExtension, Row};
 
@@ -17,13 +19,32 @@ const VIEW_SCAN_LIMIT: usize = 50_000;
 /// Rows read per page while building a view.
 const VIEW_PAGE: usize = 1_000;
 
-const RECORD_COLUMNS: &str = "r.seq, r.kind, r.author, r.text, r.label, r.detail, r.paths, r.created_at, c.expires_at, c.released_at";
+/// A record's own columns and its claim's lease (`records r LEFT JOIN claims c`).
+macro_rules! base_columns {
+    () => {
+        "r.seq, r.kind, r.author, r.text, r.label, r.detail, r.paths, r.created_at, c.expires_at, c.released_at"
+    };
+}
+
+/// Every column [`row_to_record`] reads: the base columns and the takeovers, which need
+/// [`TAKEOVER_JOINS`].
+const RECORD_COLUMNS: &str = concat!(base_columns!(), ", t.old, t.old_author, t.why, tb.seq");
+
+/// The record's columns for rows that cannot be claims (no takeover to look up).
+const NON_CLAIM_COLUMNS: &str = concat!(base_columns!(), ", NULL, NULL, NULL, NULL");
+
+/// What a record took over (`t`) and what took it over (`tb`), for [`RECORD_COLUMNS`].
+const TAKEOVER_JOINS: &str =
+    "LEFT JOIN takeovers t ON t.seq = r.seq LEFT JOIN takeovers tb ON tb.old = r.seq";
 
 fn row_to_record(row: &Row<'_>) -> rusqlite::Result<Record> {
     let seq: i64 = row.get(0)?;
     let kind: String = row.get(1)?;
     let paths: Option<String> = row.get(6)?;
     let expires_at: Option<i64> = row.get(8)?;
+    let old: Option<i64> = row.get(10)?;
+    let why: Option<String> = row.get(12)?;
+    let taken_over_by: Option<i64> = row.get(13)?;
     Ok(Record {
         seq,
         id: record_id(seq),
@@ -39,7 +60,19 @@ fn row_to_record(row: &Row<'_>) -> rusqlite::Result<Record> {
         lease: expires_at.map(|expires_at| Lease {
             expires_at,
             released_at: row.get(9).ok().flatten(),
+            taken_over_by: taken_over_by.map(record_id),
         }),
+        takes_over: match old {
+            Some(old) => Some(TakeOver {
+                id: record_id(old),
+                author: row.get::<_, Option<String>>(11)?.unwrap_or_default(),
+                why: why
+                    .as_deref()
+                    .and_then(TakeoverReason::parse)
+                    .unwrap_or(TakeoverReason::Expired),
+            }),
+            None => None,
+        },
     })
 }
 
@@ -55,7 +88,7 @@ fn query_records(
 
 /// One record by sequence number, or a not-found error that says where to look.
 pub fn get(conn: &Connection, seq: i64) -> Result<Record> {
-    let sql = format!("SELECT {RECORD_COLUMNS} FROM records r LEFT JOIN claims c ON c.seq = r.seq WHERE r.seq = ?1");
+    let sql = format!("SELECT {RECORD_COLUMNS} FROM records r LEFT JOIN claims c ON c.seq = r.seq {TAKEOVER_JOINS} WHERE r.seq = ?1");
     query_records(conn, &sql, [seq])?.pop().ok_or_else(|| {
         Error::not_found(
             "unknown_record",
@@ -67,15 +100,63 @@ pub fn get(conn: &Connection, seq: i64) -> Result<Record> {
     })
 }
 
+/// The status of worker `id`, or `None` when it is no worker (`admin`).
+fn worker_status(conn: &Connection, id: &str) -> Result<Option<WorkerStatus>> {
+    let status: Option<String> = conn
+        .query_row("SELECT status FROM workers WHERE id = ?1", [id], |r| {
+            r.get(0)
+        })
+        .optional()
+        .map_err(sql_err)?;
+    status.as_deref().map(WorkerStatus::parse).transpose()
+}
+
+/// A claim being taken over: the old claim, whether its author is a worker (who hears of
+/// it), and why it could be taken.
+struct Takeover {
+    old: Record,
+    to_worker: bool,
+    why: TakeoverReason,
+}
+
+/// Checks that `taker` may take over claim `seq` now ([`check_takeover`], inside the
+/// write transaction, so two takers cannot both pass).
+fn takeover(conn: &Connection, taker: &str, seq: i64, now: i64) -> Result<Takeover> {
+    let old = get(conn, seq)?;
+    let status = worker_status(conn, &old.author)?;
+    let taken_by = match old.lease.as_ref().and_then(|l| l.taken_over_by.as_deref()) {
+        Some(id) => Some(get(conn, parse_record_id(id)?)?),
+        None => None,
+    };
+    let why = check_takeover(&old, taker, status, taken_by.as_ref(), now)?;
+    Ok(Takeover {
+        old,
+        to_worker: status.is_some(),
+        why,
+    })
+}
+
 pub fn append(
     ctx: &mut WriteCtx<'_>,
     author: &str,
-    new: NewRecord,
+    mut new: NewRecord,
     now: i64,
     default_lease_secs: u64,
 ) -> Result<Appended> {
     new.validate()?;
     let conn = ctx.conn;
+    let taking = match new.takes_over_seq()? {
+        Some(seq) => Some(takeover(conn, author, seq, now)?),
+        None => None,
+    };
+    if let Some(t) = &taking {
+        // A takeover that names no work of its own takes on the old claim's.
+        if new.label.is_none() && new.paths.is_empty() {
+            new.label = t.old.label.clone();
+            new.paths = t.old.paths.clone();
+            new.validate()?;
+        }
+    }
     let paths = (!new.paths.is_empty())
         .then(|| serde_json::to_string(&new.paths).expect("paths serialize"));
     conn.prepare_cached(
@@ -110,17 +191,45 @@ pub fn append(
         Some(Lease {
             expires_at,
             released_at: None,
+            taken_over_by: None,
         })
     } else {
         None
     };
-    let record = Record::from_new(seq, author, new, now, lease);
+    let mut record = Record::from_new(seq, author, new, now, lease);
+    if let Some(t) = &taking {
+        conn.prepare_cached(
+            "INSERT INTO takeovers(seq, old, old_author, why) VALUES (?1, ?2, ?3, ?4)",
+        )
+        .and_then(|mut s| s.execute(params![seq, t.old.seq, t.old.author, t.why.as_str()]))
+        .map_err(sql_err)?;
+        // A claim whose lease still runs (its author dead or stopped) ends now, so it
+        // cannot come back to life with its author; a released or expired one stays so.
+        conn.prepare_cached(
+            "UPDATE claims SET released_at = ?2 WHERE seq = ?1 AND released_at IS NULL AND expires_at > ?2",
+        )
+        .and_then(|mut s| s.execute(params![t.old.seq, now]))
+        .map_err(sql_err)?;
+        record.takes_over = Some(TakeOver {
+            id: t.old.id.clone(),
+            author: t.old.author.clone(),
+            why: t.why,
+        });
+    }
     let overlaps = if record.kind == RecordKind::Claim {
-        overlaps_of(&record, &live_claims(conn, now)?)
+        let taken = taking.as_ref().map(|t| t.old.seq);
+        let live: Vec<Record> = live_claims(conn, now)?
+            .into_iter()
+            .filter(|c| Some(c.seq) != taken)
+            .collect();
+        overlaps_of(&record, &live)
     } else {
         Vec::new()
     };
 
+    // The old claim's author hears of the takeover directly (urgent, like a DM: it may
+    // come back and must not go on with the work), and so not through the broadcast.
+    let told = taking.as_ref().filter(|t| t.to_worker);
     let event = NewEvent {
         kind: kinds::BOARD_RECORD.into(),
         priority: Priority::Urgent,
@@ -130,20 +239,42 @@ pub fn append(
             "author": record.author,
             "text": record.text,
             "label": record.label,
+            "takes_over": record.takes_over.as_ref().map(|t| &t.id),
         }),
         dedup_key: Some(format!("board:{}", record.id)),
         source: Some(author.to_string()),
         target: None,
-        except: None,
+        except: told.map(|t| t.old.author.clone()),
     };
     ctx.emit(&event, now)?;
+    if let Some(t) = told {
+        ctx.emit(
+            &NewEvent {
+                kind: kinds::CLAIM_TAKEN_OVER.into(),
+                priority: Priority::Urgent,
+                payload: serde_json::json!({
+                    "id": t.old.id,
+                    "text": t.old.text,
+                    "label": t.old.label,
+                    "by": record.id,
+                    "author": record.author,
+                    "why": t.why,
+                }),
+                dedup_key: Some(format!("takeover:{}", t.old.id)),
+                source: Some(author.to_string()),
+                target: Some(t.old.author.clone()),
+                except: None,
+            },
+            now,
+        )?;
+    }
     Ok(Appended { record, overlaps })
 }
 
 /// Claims whose lease runs, not released, whose author is not dead; oldest first.
 pub fn live_claims(conn: &Connection, now: i64) -> Result<Vec<Record>> {
     let sql = format!(
-        "SELECT {RECORD_COLUMNS} FROM claims c JOIN records r ON r.seq = c.seq \
+        "SELECT {RECORD_COLUMNS} FROM claims c JOIN records r ON r.seq = c.seq {TAKEOVER_JOINS} \
          LEFT JOIN workers w ON w.id = c.author \
          WHERE c.released_at IS NULL AND c.expires_at > ?1 AND ifnull(w.status, '') != 'dead' \
          ORDER BY c.seq"
@@ -162,7 +293,7 @@ pub fn recent_view(
 ) -> Result<Vec<ViewEntry>> {
     let mut view = RecentView::new(cap);
     let sql = format!(
-        "SELECT {RECORD_COLUMNS} FROM records r LEFT JOIN claims c ON c.seq = r.seq \
+        "SELECT {NON_CLAIM_COLUMNS} FROM records r LEFT JOIN claims c ON c.seq = r.seq \
          WHERE r.seq < ?1 AND r.seq > ?2 AND r.kind != 'CLAIM' ORDER BY r.seq DESC LIMIT ?3"
     );
     let mut below = upto.saturating_add(1);
@@ -222,7 +353,7 @@ pub fn grep(
 ) -> Result<Vec<Record>> {
     let sql = format!(
         "SELECT {RECORD_COLUMNS} FROM records_fts f JOIN records r ON r.seq = f.rowid \
-         LEFT JOIN claims c ON c.seq = r.seq \
+         LEFT JOIN claims c ON c.seq = r.seq {TAKEOVER_JOINS} \
          WHERE records_fts MATCH ?1 AND f.rowid < ?2 ORDER BY f.rowid DESC LIMIT ?3"
     );
     query_records(
@@ -247,7 +378,7 @@ pub fn unfold(conn: &Connection, seq: i64) -> Result<crate::Unfolded> {
     if record.kind == RecordKind::PatchSummary {
         if let Some(label) = &record.label {
             let sql = format!(
-                "SELECT {RECORD_COLUMNS} FROM records r LEFT JOIN claims c ON c.seq = r.seq \
+                "SELECT {NON_CLAIM_COLUMNS} FROM records r LEFT JOIN claims c ON c.seq = r.seq \
                  WHERE r.author = ?1 AND r.label = ?2 AND r.seq > ?3 AND r.kind = ?4 ORDER BY r.seq LIMIT 1"
             );
             superseded_by = query_records(
@@ -292,6 +423,18 @@ fn own_live_claim(conn: &Connection, worker: &str, seq: i64, now: i64) -> Result
             ));
         }
     };
+    if let Some(by) = &lease.taken_over_by {
+        let taker = get(conn, parse_record_id(by)?)?;
+        if r.author == worker {
+            return Err(Error::conflict(
+                "claim_taken_over",
+                format!(
+                    "{} was taken over by {by} ({}) while you were away — stop work on it; message {} to hand over what you have, or claim something else",
+                    r.id, taker.author, taker.author
+                ),
+            ));
+        }
+    }
     if r.author != worker {
         return Err(Error::forbidden(
             "not_your_claim",

@@ -41,6 +41,17 @@ CREATE TABLE IF NOT EXISTS claims (
 );
 CREATE INDEX IF NOT EXISTS claims_live ON claims(released_at, expires_at);
 
+-- A CLAIM that took over another: the new claim, the old one, the old claim's author and
+-- why it could be taken (`released`, `dead`, `stopped`, `expired`). A claim is taken over
+-- at most once (`old` is unique). A table of its own, so a store made before takeovers
+-- gets it on open like any other table.
+CREATE TABLE IF NOT EXISTS takeovers (
+    seq        INTEGER PRIMARY KEY REFERENCES records(seq),
+    old        INTEGER NOT NULL UNIQUE REFERENCES records(seq),
+    old_author TEXT NOT NULL,
+    why        TEXT NOT NULL
+);
+
 CREATE TABLE IF NOT EXISTS messages (
     seq        INTEGER PRIMARY KEY AUTOINCREMENT,
     sender     TEXT NOT NULL,

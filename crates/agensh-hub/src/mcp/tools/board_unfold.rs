@@ -49,6 +49,14 @@ async fn call(s: &AppState, _: &Caller, a: Args<'_>) -> Result<Done, Error> {
     if !r.paths.is_empty() {
         lines.push(format!("paths: {}", r.paths.join(", ")));
     }
+    if let Some(t) = &r.takes_over {
+        lines.push(format!(
+            "takes over: {} ({}, {})",
+            t.id,
+            t.author,
+            t.why.as_str()
+        ));
+    }
     if let Some(l) = &r.lease {
         lines.push(format!("lease: {}", lease_state(l, now)));
     }

@@ -27,7 +27,9 @@ fn description(l: &Listing) -> String {
          text: what you take on, one line, at most {TEXT_LIMIT} characters. label: the work item; paths: the files or directories you expect \
          to touch (relative to the repository root, at most {PATHS_LIMIT}). The answer lists other workers' live claims that overlap yours \
          (same label, or overlapping paths) and who holds them: then do not duplicate the work — msg_dm the holder to split or hand it over, \
-         or release your claim and pick other work. Renew before the lease ends; release when merged or abandoned.",
+         or release your claim and pick other work. Renew before the lease ends; release when merged or abandoned. \
+         takes_over: the id of a claim whose author is dead or stopped, or that was released or expired, to take its work on \
+         (without label and paths yours gets the old claim's); a live worker's claim is refused: msg_dm its holder instead.",
         l.lease()
     )
 }
@@ -45,6 +47,11 @@ fn schema(l: &Listing) -> Value {
             },
             "lease_secs": integer(&format!("lease in seconds (default {})", l.lease()), 1, MAX_LEASE_SECS),
             "detail": string(&format!("optional longer body: plan, acceptance criteria (at most {DETAIL_LIMIT} characters)"), DETAIL_LIMIT),
+            "takes_over": {
+                "type": "string",
+                "pattern": "^[Gg]?[0-9]+$",
+                "description": "the id of a dead or stopped worker's claim (or a released or expired one) whose work you take on, like G12"
+            },
         }),
         &["text"],
     )
@@ -71,6 +78,9 @@ async fn call(s: &AppState, caller: &Caller, a: Args<'_>) -> Result<Done, Error>
     if let Some(l) = a.opt_u64("lease_secs", "seconds, 1 to 86400")? {
         body["lease_secs"] = json!(l);
     }
+    if let Some(id) = a.opt_string("takes_over", "a claim id, like G12")? {
+        body["takes_over"] = Value::String(id);
+    }
     let appended = board::append_record(s, caller, body)
         .await
         .map_err(|e| e.0)?;
@@ -82,6 +92,16 @@ async fn call(s: &AppState, caller: &Caller, a: Args<'_>) -> Result<Done, Error>
 pub(super) fn claimed(now: i64, appended: Appended) -> Done {
     let r = &appended.record;
     let mut lines = vec![format!("claimed {}", r.line(now))];
+    if let Some(t) = &r.takes_over {
+        lines.push(format!(
+            "took over {} from {} ({}): {} no longer holds it and is told; read its detail with board_unfold id=\"{}\"",
+            t.id,
+            t.author,
+            t.why.as_str(),
+            t.author,
+            t.id
+        ));
+    }
     if let Some(l) = &r.lease {
         lines.push(format!(
             "lease: {} — renew id=\"{}\" to keep it, release id=\"{}\" when done",

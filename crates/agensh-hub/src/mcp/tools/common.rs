@@ -41,7 +41,9 @@ pub fn object(properties: Value, required: &[&str]) -> Value {
 
 /// A lease as a model reads it: released, live until when, or expired.
 pub fn lease_state(l: &Lease, now: i64) -> String {
-    if let Some(at) = l.released_at {
+    if let Some(by) = &l.taken_over_by {
+        format!("taken over by {by}")
+    } else if let Some(at) = l.released_at {
         format!("released at {}", rfc3339(at))
     } else if l.is_live(now) {
         format!(
