@@ -888,3 +888,84 @@ fn an_agent_agensh_does_not_know_lists_the_ones_it_does() {
         "{err}"
     );
 }
+
+#[test]
+fn a_run_killed_mid_turn_and_started_again_never_shows_an_event_twice() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = restarting_org(tmp.path());
+    // Turn 1 ends at once; turn 2 (woken by a message) is slow, and is where the kill lands.
+    let s = scenario(
+        tmp.path(),
+        "[[step]]\naction = \"say\"\ntext = \"ready\"\n[[step]]\naction = \"end_turn\"\n\
+         [[step]]\naction = \"sleep\"\nms = 3000\n[[step]]\naction = \"end_turn\"\n",
+    );
+    let log = tmp.path().join("script.jsonl");
+    let mut run = start_run(&dir, &s, &log, &["--workers", "1", "--hours", "1"]);
+    wait_until(Duration::from_secs(60), "the first turn ends", || {
+        turns(&dir, "w01").iter().any(|t| t["turn"] == 1)
+    });
+    // A channel post: a normal event, acknowledged only after the turn that carries it.
+    let out = common::run_in(
+        &dir,
+        &["msg", "send", "#general", "wake up: a message to read"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    wait_until(
+        Duration::from_secs(30),
+        "the message is handed to the agent",
+        || {
+            turns(&dir, "w01")
+                .iter()
+                .any(|t| t.get("carrying").is_some())
+        },
+    );
+    // kill -9 of hub and node together, in the middle of the turn that carries the event.
+    run.kill().unwrap();
+    run.wait().unwrap();
+    let before = turns(&dir, "w01");
+    let shown: Vec<i64> = before
+        .iter()
+        .filter_map(|t| t["carrying"].as_array())
+        .flatten()
+        .filter_map(Value::as_i64)
+        .collect();
+    assert!(!shown.is_empty(), "{before:?}");
+
+    let again = start_run(&dir, &s, &log, &["--workers", "1", "--hours", "0.003"]);
+    finish(again, Duration::from_secs(90));
+    let after: Vec<Value> = turns(&dir, "w01").into_iter().skip(before.len()).collect();
+    let restarted = after
+        .iter()
+        .find(|t| t["restarted"] == true)
+        .unwrap_or_else(|| panic!("the restart is logged: {after:?}"));
+    let acked: Vec<i64> = restarted["acked_shown"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_i64)
+        .collect();
+    for seq in &shown {
+        assert!(
+            acked.contains(seq),
+            "{seq} is acknowledged at the restart: {restarted}"
+        );
+        assert!(
+            !after.iter().any(|t| t["carrying"]
+                .as_array()
+                .is_some_and(|c| c.contains(&Value::from(*seq)))),
+            "event {seq} was shown again after the restart: {after:?}"
+        );
+    }
+    let first = after
+        .iter()
+        .find_map(|t| t["prompt"].as_str())
+        .expect("a turn after the restart");
+    assert!(
+        first.contains("The node running you was restarted"),
+        "{first}"
+    );
+}

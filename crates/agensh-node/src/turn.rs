@@ -173,12 +173,26 @@ pub async fn run_worker(
     std::fs::create_dir_all(&plan.log_dir).map_err(|e| {
         agensh_domain::Error::internal(format!("cannot create {}: {e}", plan.log_dir.display()))
     })?;
+    // What the turn log says this worker was already shown, by this node before it was
+    // killed: acknowledged now, so a restarted node never shows an event twice.
+    let shown = shown_before(&plan.log_dir);
     let mut log = TurnLog::open(&plan.log_dir)?;
 
     set_status(WorkerStatus::Starting).await;
     // Agent failures in a row; a completed turn starts the count again.
     let mut failures = 0u32;
     let mut prompt = plan.launch_prompt.clone();
+    if let Some(shown) = &shown {
+        if !shown.is_empty() {
+            if let Err(e) = hub.ack(shown).await {
+                tracing::warn!(worker = %id, "could not acknowledge the events shown before the restart: {e}");
+            }
+        }
+        prompt.push_str(RESTARTED_NOTE);
+        log.write(
+            json!({ "restarted": true, "acked_shown": shown, "at": unix_ms(SystemTime::now()) }),
+        );
+    }
     // A failure to recover from before the next turn: the error, and whether it ended a
     // turn (then the next prompt is a recap around the prompt it failed on).
     let mut failure: Option<(agensh_domain::Error, bool)> = None;
@@ -384,6 +398,9 @@ pub async fn run_worker(
                 carried_urgent = urgent.iter().map(|e| e.seq).collect();
                 carried = normal.iter().map(|e| e.seq).collect();
                 carried_at = events.iter().map(|e| (e.seq, e.created_at)).collect();
+                // Written before the agent sees them: a node killed during the turn then
+                // knows, when it starts again, that they were shown.
+                log.write(json!({ "carrying": events.iter().map(|e| e.seq).collect::<Vec<_>>(), "at": unix_ms(SystemTime::now()) }));
                 let digest = if events.iter().any(|e| e.kind == kinds::BOARD_RECORD) {
                     hub.read_board().await.unwrap_or_default()
                 } else {
@@ -906,6 +923,51 @@ struct TurnLog {
     file: std::fs::File,
 }
 
+/// Appended to the launch prompt of a worker whose node was restarted.
+const RESTARTED_NOTE: &str = "\n\n(The node running you was restarted; your last turn may have been cut off. What you were told before is not repeated: read your inbox and the board, and check your checkout with `git status`, before you go on.)";
+
+/// How much of the end of a turn log [`shown_before`] reads.
+const LOG_TAIL: u64 = 1 << 20;
+/// How many of the log's last entries [`shown_before`] looks at: the turn that was cut off
+/// and the one before it, whose events are acknowledged only with the next poll.
+const LOG_ENTRIES: usize = 16;
+
+/// When the worker's turn log in `dir` has entries (its node ran it before): the event
+/// seqs its last entries say were handed to the agent (`carrying`, and the `carried` of
+/// finished turns). `None` for a worker that never ran.
+fn shown_before(dir: &std::path::Path) -> Option<Vec<i64>> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = std::fs::File::open(dir.join("turns.jsonl")).ok()?;
+    let len = f.metadata().ok()?.len();
+    if len == 0 {
+        return None;
+    }
+    let start = len.saturating_sub(LOG_TAIL);
+    f.seek(SeekFrom::Start(start)).ok()?;
+    let mut tail = Vec::new();
+    f.read_to_end(&mut tail).ok()?;
+    let text = String::from_utf8_lossy(&tail);
+    let mut lines: Vec<&str> = text.lines().collect();
+    if start > 0 && !lines.is_empty() {
+        lines.remove(0); // cut in the middle
+    }
+    let mut seqs: Vec<i64> = Vec::new();
+    for line in lines.iter().rev().take(LOG_ENTRIES) {
+        let Ok(entry) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue; // a line cut off by the kill
+        };
+        if let Some(list) = entry["carrying"].as_array() {
+            seqs.extend(list.iter().filter_map(serde_json::Value::as_i64));
+        }
+        if let Some(list) = entry["carried"].as_array() {
+            seqs.extend(list.iter().filter_map(|c| c["seq"].as_i64()));
+        }
+    }
+    seqs.sort_unstable();
+    seqs.dedup();
+    Some(seqs)
+}
+
 impl TurnLog {
     fn open(dir: &std::path::Path) -> Result<Self> {
         let path = dir.join("turns.jsonl");
@@ -933,6 +995,33 @@ impl TurnLog {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_restarted_worker_knows_what_it_was_shown() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(
+            shown_before(dir.path()),
+            None,
+            "no log: a worker that never ran"
+        );
+        let log = dir.path().join("turns.jsonl");
+        std::fs::write(&log, "").unwrap();
+        assert_eq!(shown_before(dir.path()), None);
+        std::fs::write(
+            &log,
+            concat!(
+                r#"{"turn":1,"carried":[{"seq":3,"created_at":0},{"seq":4,"created_at":0}]}"#,
+                "\n",
+                r#"{"carrying":[7,9]}"#,
+                "\n",
+                r#"{"prompt":"cut off by the ki"#,
+            ),
+        )
+        .unwrap();
+        assert_eq!(shown_before(dir.path()), Some(vec![3, 4, 7, 9]));
+        std::fs::write(&log, "{\"turn\":1,\"carried\":[]}\n").unwrap();
+        assert_eq!(shown_before(dir.path()), Some(vec![]));
+    }
 
     #[test]
     fn a_taken_over_claim_is_told_at_the_turn_boundary_with_what_to_do() {
