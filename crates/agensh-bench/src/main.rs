@@ -5,6 +5,7 @@
 //! `cargo build --release -p agensh`).
 
 mod agents;
+mod faults;
 mod firstrun;
 mod gateway;
 mod hub;
@@ -28,6 +29,10 @@ enum Bench {
     /// One worker of each real agent CLI: time to its first prompt, memory of its process
     /// tree, and the harness's share of a turn against the replay model server.
     Agents(agents::Args),
+    /// The fault-injection run: N scripted workers on a goal of many parts, undisturbed and
+    /// while the hub, agents and the node are killed with SIGKILL; every part merged, no
+    /// acknowledged write lost, no event shown twice, git fsck clean, no process left.
+    Faults(faults::Args),
     /// The README's first command as a user runs it: parts merged into main over time.
     Firstrun(firstrun::Args),
     /// The model gateway against direct to the same replay upstream: added latency, first
@@ -53,6 +58,7 @@ fn main() -> anyhow::Result<()> {
         .build()?;
     match cli.bench {
         Bench::Agents(a) => rt.block_on(agents::run(a)),
+        Bench::Faults(a) => rt.block_on(faults::run(a)),
         Bench::Firstrun(a) => rt.block_on(firstrun::run(a)),
         Bench::Gateway(a) => rt.block_on(gateway::run(a)),
         Bench::Hub(a) => rt.block_on(hub::run(a)),

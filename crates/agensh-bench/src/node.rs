@@ -119,7 +119,7 @@ fn mib(b: u64) -> f64 {
 // Processes
 
 /// `(state, ppid, pgrp)` of a process, from `/proc/<pid>/stat`.
-fn proc_stat(pid: u32) -> Option<(char, u32, i32)> {
+pub(crate) fn proc_stat(pid: u32) -> Option<(char, u32, i32)> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let rest = &s[s.rfind(')')? + 2..];
     let mut f = rest.split_whitespace();
@@ -130,7 +130,7 @@ fn proc_stat(pid: u32) -> Option<(char, u32, i32)> {
 }
 
 /// Every process on the machine: `(pid, state, ppid, pgrp)`.
-fn all_processes() -> Vec<(u32, char, u32, i32)> {
+pub(crate) fn all_processes() -> Vec<(u32, char, u32, i32)> {
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -140,7 +140,7 @@ fn all_processes() -> Vec<(u32, char, u32, i32)> {
 }
 
 /// The direct children of `pid`.
-fn children_of(pid: u32) -> Vec<u32> {
+pub(crate) fn children_of(pid: u32) -> Vec<u32> {
     all_processes()
         .into_iter()
         .filter(|p| p.2 == pid)
@@ -149,7 +149,7 @@ fn children_of(pid: u32) -> Vec<u32> {
 }
 
 /// Processes still in any of `groups` (zombies included).
-fn left_in(groups: &BTreeSet<i32>) -> Vec<(u32, char)> {
+pub(crate) fn left_in(groups: &BTreeSet<i32>) -> Vec<(u32, char)> {
     all_processes()
         .into_iter()
         .filter(|p| groups.contains(&p.3))
@@ -159,7 +159,7 @@ fn left_in(groups: &BTreeSet<i32>) -> Vec<(u32, char)> {
 
 /// Kills every process of `groups`, reaps the ones that became ours (the benchmark is a
 /// subreaper), and waits up to `within` for the groups to be empty.
-fn kill_groups(groups: &BTreeSet<i32>, within: Duration) -> Vec<(u32, char)> {
+pub(crate) fn kill_groups(groups: &BTreeSet<i32>, within: Duration) -> Vec<(u32, char)> {
     let deadline = Instant::now() + within;
     loop {
         for group in groups
@@ -179,15 +179,15 @@ fn kill_groups(groups: &BTreeSet<i32>, within: Duration) -> Vec<(u32, char)> {
 
 /// A child in its own process group. Dropping it kills its group and the groups of its
 /// direct children (agents run in groups of their own).
-struct Proc {
+pub(crate) struct Proc {
     child: Option<Child>,
-    pid: u32,
+    pub(crate) pid: u32,
     /// Groups seen under this process (its children's), killed with it.
-    groups: BTreeSet<i32>,
+    pub(crate) groups: BTreeSet<i32>,
 }
 
 impl Proc {
-    fn spawn(cmd: &mut Command, what: &str) -> Result<Proc> {
+    pub(crate) fn spawn(cmd: &mut Command, what: &str) -> Result<Proc> {
         let child = cmd
             .process_group(0)
             .stdin(Stdio::null())
@@ -201,14 +201,14 @@ impl Proc {
         })
     }
 
-    fn running(&mut self) -> bool {
+    pub(crate) fn running(&mut self) -> bool {
         self.child
             .as_mut()
             .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
     }
 
     /// Notes the process groups of the current children (the agents of a node).
-    fn note_child_groups(&mut self) -> Vec<u32> {
+    pub(crate) fn note_child_groups(&mut self) -> Vec<u32> {
         let kids = children_of(self.pid);
         for &k in &kids {
             if let Some((_, _, g)) = proc_stat(k) {
@@ -220,23 +220,38 @@ impl Proc {
 
     /// SIGTERM, then up to `grace` for it to exit by itself; then everything left in its
     /// groups is killed. How long it took to exit, if it did by itself.
-    async fn stop(&mut self, grace: Duration) -> Option<Duration> {
-        self.note_child_groups();
-        let t = Instant::now();
-        agensh_process::group::terminate_process(self.pid);
-        let mut by_itself = None;
-        while t.elapsed() < grace {
-            if !self.running() {
-                by_itself = Some(t.elapsed());
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+    pub(crate) async fn stop(&mut self, grace: Duration) -> Option<Duration> {
+        let by_itself = self.terminate(grace).await;
         self.kill();
         by_itself
     }
 
-    fn kill(&mut self) {
+    /// SIGTERM, then up to `grace` for it to exit by itself (reaped); nothing is killed.
+    /// How long it took to exit, if it did.
+    pub(crate) async fn terminate(&mut self, grace: Duration) -> Option<Duration> {
+        self.note_child_groups();
+        let t = Instant::now();
+        agensh_process::group::terminate_process(self.pid);
+        while t.elapsed() < grace {
+            if !self.running() {
+                return Some(t.elapsed());
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        None
+    }
+
+    /// `kill -9` of this process alone (its children are left as they are, noted in
+    /// `groups` for the final clean-up), and reaps it.
+    pub(crate) fn kill_9(&mut self) {
+        self.note_child_groups();
+        if let Some(c) = self.child.as_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    pub(crate) fn kill(&mut self) {
         if let Some(mut c) = self.child.take() {
             self.note_child_groups_of(c.id());
             let _ = c.kill();
@@ -409,7 +424,7 @@ impl TurnLogs {
 // ---------------------------------------------------------------------------------------
 // The organization
 
-fn agensh_cmd(agensh: &Path) -> Command {
+pub(crate) fn agensh_cmd(agensh: &Path) -> Command {
     let mut c = Command::new(agensh);
     c.env("AGENSH_LOG", "warn")
         .env_remove("AGENSH_DIR")
@@ -419,23 +434,29 @@ fn agensh_cmd(agensh: &Path) -> Command {
     c
 }
 
+/// A log for a process's output, appended to (a restarted process goes on in it).
 fn log_file(path: &Path) -> Result<std::fs::File> {
-    std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .with_context(|| format!("cannot create {}", path.display()))
 }
 
 /// `agensh init`, then `[run]` set for the benchmark: no stagger, no deadline, no idle
-/// prompts during the run.
-fn init_org(
+/// prompts during the run; then `adjust` changes what else the benchmark needs.
+pub(crate) fn init_org(
     agensh: &Path,
     dir: &Path,
+    goal: &str,
     scenario: &Path,
     workers: usize,
-    agent_cpu: AgentCpu,
+    adjust: impl FnOnce(&mut Config),
 ) -> Result<()> {
     let out = agensh_cmd(agensh)
         .arg("init")
         .arg(dir)
-        .args(["--goal", "agensh-bench node: harness overhead per worker"])
+        .args(["--goal", goal])
         .output()
         .context("cannot run agensh init")?;
     if !out.status.success() {
@@ -453,24 +474,90 @@ fn init_org(
     config.run.idle_timeout_secs = 3600;
     config.run.hours = 0.0;
     config.run.notices_minutes = vec![0.001];
-    config.run.agent_cpu = agent_cpu;
+    adjust(&mut config);
     config.validate()?;
     std::fs::write(&path, config.template())?;
     Ok(())
 }
 
-struct Hub {
-    proc: Proc,
-    url: String,
-    admin_token: String,
+/// Where a benchmark's organization goes: the given directory (which must not exist yet)
+/// or `org` in a new one under $TMPDIR. Removed by [`BenchDir::finish`] unless kept.
+pub(crate) struct BenchDir {
+    pub(crate) path: PathBuf,
+    tmp: tempfile::TempDir,
+    given: bool,
+    keep: bool,
 }
 
-fn start_hub(agensh: &Path, dir: &Path) -> Result<Hub> {
-    let proc = Proc::spawn(
+impl BenchDir {
+    pub(crate) fn new(prefix: &str, given: Option<&Path>, keep: bool) -> Result<BenchDir> {
+        let tmp = tempfile::Builder::new().prefix(prefix).tempdir()?;
+        let path = match given {
+            Some(d) if d.exists() => bail!(
+                "{} exists — give --dir a path that does not exist yet",
+                d.display()
+            ),
+            Some(d) => std::path::absolute(d)?,
+            None => tmp.path().join("org"),
+        };
+        Ok(BenchDir {
+            path,
+            tmp,
+            given: given.is_some(),
+            keep,
+        })
+    }
+
+    /// Removes the directory, or says where it is kept.
+    pub(crate) fn finish(self) {
+        if self.keep {
+            eprintln!("kept the organization in {}", self.path.display());
+            if !self.given {
+                let _ = self.tmp.keep();
+            }
+        } else if self.given {
+            let _ = std::fs::remove_dir_all(&self.path);
+        }
+    }
+}
+
+/// Runs `work` until it ends or Ctrl-C or SIGTERM comes; then it is dropped, and with it
+/// every process it started (their groups do not get the terminal's signal).
+pub(crate) async fn until_signal<T>(
+    work: impl std::future::Future<Output = Result<T>>,
+) -> Result<T> {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        r = work => r,
+        _ = tokio::signal::ctrl_c() => Err(anyhow!("interrupted; stopped every process it started")),
+        _ = term.recv() => Err(anyhow!("terminated; stopped every process it started")),
+    }
+}
+
+/// Prints a benchmark's result: one JSON document, or its table.
+pub(crate) fn print_result(json: bool, result: &Value, table: fn(&Value)) -> Result<()> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(result)?);
+    } else {
+        table(result);
+    }
+    Ok(())
+}
+
+pub(crate) struct Hub {
+    pub(crate) proc: Proc,
+    pub(crate) url: String,
+    pub(crate) admin_token: String,
+}
+
+/// Starts `agensh hub` on `listen` (`127.0.0.1:0`: any free port) and waits until it
+/// serves.
+pub(crate) fn start_hub(agensh: &Path, dir: &Path, listen: &str) -> Result<Hub> {
+    let mut proc = Proc::spawn(
         agensh_cmd(agensh)
             .arg("hub")
             .arg(dir)
-            .args(["--listen", "127.0.0.1:0"])
+            .args(["--listen", listen])
             .stdout(Stdio::null())
             .stderr(log_file(&dir.join(".agensh/bench-hub.log"))?),
         "agensh hub",
@@ -486,6 +573,12 @@ fn start_hub(agensh: &Path, dir: &Path) -> Result<Hub> {
                 });
             }
         }
+        if !proc.running() {
+            bail!(
+                "the hub exited while starting. Its log:\n{}",
+                tail(&dir.join(".agensh/bench-hub.log"), 20)
+            );
+        }
         if Instant::now() > deadline {
             bail!("the hub did not start within 60 s (see .agensh/bench-hub.log)");
         }
@@ -495,6 +588,20 @@ fn start_hub(agensh: &Path, dir: &Path) -> Result<Hub> {
 
 /// Starts `agensh node` for exactly `ids`.
 fn start_node(agensh: &Path, dir: &Path, scenario: &Path, ids: &[String]) -> Result<Proc> {
+    Proc::spawn(
+        &mut node_command(agensh, dir, scenario, ids)?,
+        "agensh node",
+    )
+}
+
+/// The command of `agensh node` with scripted agents for exactly `ids`, its output to
+/// `.agensh/bench-node-<N>.log`.
+pub(crate) fn node_command(
+    agensh: &Path,
+    dir: &Path,
+    scenario: &Path,
+    ids: &[String],
+) -> Result<Command> {
     let log = dir.join(format!(".agensh/bench-node-{}.log", ids.len()));
     let mut cmd = agensh_cmd(agensh);
     cmd.arg("--dir")
@@ -507,10 +614,10 @@ fn start_node(agensh: &Path, dir: &Path, scenario: &Path, ids: &[String]) -> Res
     for id in ids {
         cmd.args(["--id", id]);
     }
-    Proc::spawn(&mut cmd, "agensh node")
+    Ok(cmd)
 }
 
-fn tail(path: &Path, lines: usize) -> String {
+pub(crate) fn tail(path: &Path, lines: usize) -> String {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let all: Vec<&str> = text.lines().collect();
     all[all.len().saturating_sub(lines)..].join("\n")
@@ -641,54 +748,24 @@ pub async fn run(a: Args) -> Result<()> {
     }
     let nproc = resources::process_limit().map_or(0, |l| l.soft);
 
-    let tmp = tempfile::Builder::new()
-        .prefix("agensh-bench-node-")
-        .tempdir()?;
-    let dir = match &a.dir {
-        Some(d) => {
-            if d.exists() {
-                bail!(
-                    "{} exists — give --dir a path that does not exist yet",
-                    d.display()
-                );
-            }
-            std::path::absolute(d)?
-        }
-        None => tmp.path().join("org"),
-    };
-    let scenario = dir.join(".agensh/bench-scenario.toml");
-    let outcome = async {
-        init_org(&agensh, &dir, &scenario, a.workers, a.agent_cpu)?;
+    let dir = BenchDir::new("agensh-bench-node-", a.dir.as_deref(), a.keep)?;
+    let scenario = dir.path.join(".agensh/bench-scenario.toml");
+    let outcome = until_signal(async {
+        init_org(
+            &agensh,
+            &dir.path,
+            "agensh-bench node: harness overhead per worker",
+            &scenario,
+            a.workers,
+            |c| c.run.agent_cpu = a.agent_cpu,
+        )?;
         // Turns: the launch turn and one per post, with some to spare.
         std::fs::write(&scenario, self::scenario(a.turn_ms, a.posts + 8))?;
-        // On Ctrl-C or SIGTERM the measurement is dropped, and with it every process it
-        // started (their groups do not get the terminal's signal).
-        let mut term =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-        tokio::select! {
-            r = measure(&a, &agensh, &dir, &scenario, nproc) => r,
-            _ = tokio::signal::ctrl_c() => Err(anyhow!("interrupted; stopped every process it started")),
-            _ = term.recv() => Err(anyhow!("terminated; stopped every process it started")),
-        }
-    }
+        measure(&a, &agensh, &dir.path, &scenario, nproc).await
+    })
     .await;
-    if a.keep {
-        eprintln!("kept the organization in {}", dir.display());
-        if a.dir.is_none() {
-            let _ = tmp.keep();
-        }
-    } else {
-        if a.dir.is_some() {
-            let _ = std::fs::remove_dir_all(&dir);
-        }
-        drop(tmp);
-    }
-    let result = outcome?;
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&result)?);
-    } else {
-        print_table(&result);
-    }
+    dir.finish();
+    print_result(a.json, &outcome?, print_table)?;
     Ok(())
 }
 
@@ -700,7 +777,7 @@ async fn measure(
     nproc: u64,
 ) -> Result<Value> {
     let n = a.workers;
-    let mut hub = start_hub(agensh, dir)?;
+    let mut hub = start_hub(agensh, dir, "127.0.0.1:0")?;
     let admin = Client::new(&hub.url, &hub.admin_token);
     let mut ids: Vec<String> = admin
         .add_workers(n + 1)
