@@ -27,7 +27,7 @@ async fn victim(url: &str, token: &str, n: usize) -> (Duration, Duration) {
     for i in 0..n {
         tick.tick().await;
         let started = Instant::now();
-        let r = if i % 2 == 0 {
+        let r = if i.is_multiple_of(2) {
             http.post(format!("{url}/api/v1/board/records"))
                 .bearer_auth(token)
                 .json(&json!({ "kind": "OBSERVED", "text": format!("victim note {i}") }))
@@ -114,7 +114,7 @@ async fn a_worker_at_full_speed_does_not_raise_another_workers_p99_above_50_ms()
             while !stop.load(Ordering::Relaxed) {
                 i += 1;
                 // The expensive kind: a prefix grep, or a write.
-                let r = if i % 2 == 0 {
+                let r = if i.is_multiple_of(2) {
                     http.get(format!("{url}/api/v1/board/grep?q=victim*"))
                         .bearer_auth(&token)
                         .send()
