@@ -264,10 +264,18 @@ pub async fn run(a: Args) -> Result<()> {
             bail!("{} exists but was not seeded by this benchmark with these sizes — remove it or pick another --dir", dir.display());
         }
         std::fs::create_dir_all(agensh_hub::state_dir(&dir))?;
-        std::fs::write(
-            dir.join("agensh.toml"),
-            Config::with_goal("benchmark").template(),
-        )?;
+        // The hub's capacity is measured, not a worker's share of it: each writer here
+        // sends far more than `[limits]` lets one worker send, so the limits are off.
+        let mut config = Config::with_goal("benchmark");
+        config.limits = agensh_domain::limits::LimitsConfig {
+            requests_per_sec: 0.0,
+            burst: 0,
+            records_per_hour: 0,
+            record_bytes_per_hour: 0,
+            messages_per_hour: 0,
+            ..Default::default()
+        };
+        std::fs::write(dir.join("agensh.toml"), config.template())?;
         let store = Arc::new(SqliteStore::open(&store_path)?);
         let workers: Vec<String> = store
             .add_workers(a.workers, now_ms())
