@@ -660,11 +660,49 @@ fn every_worker_failed(summary: &NodeSummary) -> Result<()> {
     }
 }
 
+/// How long `agensh node` waits for a hub it cannot reach as it starts (a restart).
+const NODE_START_HUB_WAIT: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// A read the node makes as it starts, sent again while the hub cannot be reached, for up
+/// to [`NODE_START_HUB_WAIT`]: a read changes nothing, so one whose connection broke after
+/// it was sent (the hub killed meanwhile) is safe to send again too.
+async fn read_at_start<T, F>(read: impl Fn() -> F) -> Result<T>
+where
+    F: std::future::Future<Output = agensh_domain::Result<T>>,
+{
+    let deadline = std::time::Instant::now() + NODE_START_HUB_WAIT;
+    loop {
+        match read().await {
+            Err(e) if e.code == "unreachable" && std::time::Instant::now() < deadline => {
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            }
+            r => return Ok(r?),
+        }
+    }
+}
+
+/// The hub's client for `agensh node`. A node started while its hub restarts waits for it,
+/// as the node's own requests do, instead of exiting (`agensh-bench faults` found one that
+/// did): when `.agensh/hub.json` is there but its hub is not running (killed, not stopped:
+/// a stopped hub removes it), until a hub writes it again; its first reads are
+/// [`read_at_start`].
+async fn node_client(g: &Global) -> Result<agensh_client::Client> {
+    let deadline = std::time::Instant::now() + NODE_START_HUB_WAIT;
+    let hub_json = agensh_hub::state_dir(&g.dir).join(agensh_hub::HUB_JSON);
+    loop {
+        match client(g) {
+            Ok(c) => return Ok(c),
+            Err(e) if !hub_json.exists() || std::time::Instant::now() >= deadline => return Err(e),
+            Err(_) => tokio::time::sleep(std::time::Duration::from_millis(200)).await,
+        }
+    }
+}
+
 pub async fn node(g: &Global, a: NodeArgs) -> Result<()> {
     let config = load(&g.dir, &a.values())?;
     raise_open_file_limit();
-    let admin = client(g)?;
-    let known = admin.workers().await?;
+    let admin = node_client(g).await?;
+    let known = read_at_start(|| admin.workers()).await?;
     let mut workers = Vec::new();
     for id in a
         .ids
@@ -673,7 +711,8 @@ pub async fn node(g: &Global, a: NodeArgs) -> Result<()> {
         .chain(known.iter().map(|w| w.id.clone()))
         .take(a.workers)
     {
-        workers.push((id.clone(), admin.worker_token(&id).await?.token));
+        let token = read_at_start(|| admin.worker_token(&id)).await?.token;
+        workers.push((id.clone(), token));
     }
     if workers.len() < a.workers {
         bail!(
