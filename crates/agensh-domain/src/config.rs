@@ -265,6 +265,9 @@ pub struct Organization {
 }
 
 /// `[hub]`: where and how the hub serves.
+/// The most `hub.max_wait_secs` may be set to: no long-poll waits longer on any hub.
+pub const MAX_WAIT_SECS: u64 = 3_600;
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct HubConfig {
@@ -537,10 +540,10 @@ impl Config {
                 ));
             }
         }
-        if self.hub.max_wait_secs == 0 || self.hub.max_wait_secs > 3_600 {
+        if self.hub.max_wait_secs == 0 || self.hub.max_wait_secs > MAX_WAIT_SECS {
             return Err(Error::invalid(
                 "bad_config",
-                "agensh.toml: hub.max_wait_secs must be between 1 and 3600",
+                format!("agensh.toml: hub.max_wait_secs must be between 1 and {MAX_WAIT_SECS}"),
             ));
         }
         Ok(())

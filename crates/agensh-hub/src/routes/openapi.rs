@@ -10,6 +10,7 @@
 
 use std::sync::OnceLock;
 
+use agensh_domain::config::MAX_WAIT_SECS;
 use agensh_domain::event::DEDUP_KEY_LIMIT;
 use agensh_domain::message::{CHANNEL_LIMIT, MESSAGE_LIMIT};
 use agensh_domain::page;
@@ -63,6 +64,13 @@ fn string(description: &str) -> Value {
 
 fn range(min: usize, max: usize, description: &str) -> Value {
     json!({ "type": "integer", "format": "int64", "minimum": min, "maximum": max, "description": description })
+}
+
+/// A long-poll's `wait`: bounded by `hub.max_wait_secs`, which is at most
+/// [`MAX_WAIT_SECS`] on any hub (a longer wait is `bad_wait`; a fuzzer must not park
+/// requests for hours).
+fn wait(description: &str) -> Value {
+    json!({ "type": "integer", "format": "int64", "minimum": 0, "maximum": MAX_WAIT_SECS, "default": 0, "description": format!("{description}; at most `hub.max_wait_secs` (60 by default, {MAX_WAIT_SECS} at most)") })
 }
 
 fn bounded(min: usize, max: usize, description: &str) -> Value {
@@ -559,7 +567,7 @@ fn schemas() -> Value {
                 &["workers"],
                 json!({
                     "workers": { "type": "array", "items": schema("PollEntry"), "minItems": 1, "maxItems": BATCH_LIMIT },
-                    "wait": json!({ "type": "integer", "format": "int64", "minimum": 0, "default": 0, "description": "seconds; at most `hub.max_wait_secs`" }),
+                    "wait": wait("seconds"),
                     "limit": range(1, page::POLL_MANY.max, "most events per worker"),
                 }),
             ),
@@ -1011,7 +1019,7 @@ fn operations() -> Vec<Op> {
         op("get", "/events", "pollEvents", "events", "The worker's pending events; long-poll with `wait` (worker)")
             .doc("Worker only. Marks nothing: an event comes back until acknowledged.")
             .query("after", false, json!({ "type": "integer", "format": "int64", "default": 0 }), None)
-            .query("wait", false, json!({ "type": "integer", "format": "int64", "minimum": 0, "default": 0, "description": "seconds to wait when nothing is pending; at most `hub.max_wait_secs`" }), Some(json!(0)))
+            .query("wait", false, wait("seconds to wait when nothing is pending"), Some(json!(0)))
             .query("limit", false, limit(page::POLL), None)
             .query("ack", false, json!({ "type": "string", "pattern": "^[0-9]+(,[0-9]+)*$", "description": "event seqs to acknowledge first, comma-separated" }), None)
             .answers(200, "pending events, oldest first", schema("Polled")),

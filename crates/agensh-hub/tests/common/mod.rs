@@ -4,6 +4,8 @@
 // Each test file uses a different part of this module.
 #![allow(dead_code)]
 
+pub mod org;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 
