@@ -17,7 +17,8 @@
 //!    merges by `ship`, `#general` posts — is in the store (unfold, message history) and
 //!    on `main` (`git rev-list main`) afterwards;
 //! 3. no event is shown twice: in each worker's turn log (`.agensh/logs/<id>/turns.jsonl`)
-//!    no event seq is carried by two turns;
+//!    no event seq is in two prompts (a prompt's `carrying` entry and its completed turn's
+//!    `carried` list are one);
 //! 4. `git fsck --full --strict` of the bare repository is clean;
 //! 5. no process is left once the node and the hub are stopped (by SIGTERM): nothing whose
 //!    command line or working directory is in the organization, no child of ours.
@@ -25,7 +26,10 @@
 //! The scenario: each round of a worker claims the first free part (`claim_free_part`),
 //! writes it, `ship`s it (commit, push, PR, merge, PATCH_SUMMARY, release), posts to
 //! `#general`, releases its claim (a no-op when `ship` did) and ends the turn; there are
-//! as many rounds as parts, so a round a fault broke is done again by the same worker.
+//! as many rounds as parts, so a round a fault broke is done again by the same worker. A
+//! worker that finds no free part while some are not merged looks again at its next prompt
+//! (`wait`): a claim stored by a hub killed before it answered is held by no one who
+//! knows it, and its part is free again only when its lease (60 s) ends.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -96,7 +100,8 @@ fn scenario(parts: &[String], rounds: usize) -> String {
     let round = r#"
 [[step]]
 action = "claim_free_part"
-lease_secs = 120
+lease_secs = 60
+wait = true
 [[step]]
 action = "write_part"
 [[step]]
@@ -574,10 +579,16 @@ async fn one_run(
             "every planned fault injected",
             not_injected == 0,
             format!(
-                "{} hub kills, {} agent kills, {} node kills; {not_injected} planned faults not injected (every part merged before their time)",
+                "{} hub kills, {} agent kills, {} node kills{}",
                 counts.get("hub_kills").unwrap_or(&0),
                 counts.get("agent_kills").unwrap_or(&0),
                 counts.get("node_kills").unwrap_or(&0),
+                match not_injected {
+                    0 => String::new(),
+                    k => format!(
+                        "; {k} planned faults not injected (every part merged before their time)"
+                    ),
+                },
             ),
         ));
     }
@@ -763,48 +774,76 @@ async fn general_history(admin: &Client) -> Result<HashMap<i64, String>> {
     }
 }
 
-/// Check 3: no event seq carried by two turns of one worker. The check and its counts.
+/// Check 3: no event seq shown by two prompts of one worker. A prompt's events are in its
+/// `carrying` entry (written before the agent sees them) and in the `carried` list of the
+/// turn when it completes; the two are one showing. The check and its counts.
 fn turns_shown(dir: &Path, ids: &[String]) -> Result<(Value, Value)> {
-    let (mut turns, mut failed, mut carried) = (0usize, 0usize, 0usize);
+    let (mut turns, mut failed, mut carried, mut handed) = (0usize, 0usize, 0usize, 0usize);
     let mut twice: Vec<String> = Vec::new();
     for id in ids {
         let path = dir.join(".agensh/logs").join(id).join("turns.jsonl");
         let text = std::fs::read_to_string(&path).unwrap_or_default();
-        // seq → the turn (line) that showed it first
+        // seq → the showing (its first log line) that showed it first
         let mut shown: HashMap<i64, usize> = HashMap::new();
+        let mut show = |seq: i64, showing: usize| {
+            if let Some(first) = shown.insert(seq, showing) {
+                if first != showing {
+                    twice.push(format!(
+                        "{id} event {seq} (log lines {} and {})",
+                        first + 1,
+                        showing + 1
+                    ));
+                }
+            }
+        };
+        // The last `carrying` entry not yet matched by a completed turn.
+        let mut pending: Option<(usize, BTreeSet<i64>)> = None;
         for (line_no, line) in text.lines().enumerate() {
             let Ok(v) = serde_json::from_str::<Value>(line) else {
                 continue;
             };
+            let seqs = |list: &Value| -> BTreeSet<i64> {
+                list.as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|c| c.as_i64().or_else(|| c["seq"].as_i64()))
+                    .collect()
+            };
+            if v.get("carrying").is_some() {
+                let set = seqs(&v["carrying"]);
+                handed += 1;
+                for &seq in &set {
+                    show(seq, line_no);
+                }
+                pending = Some((line_no, set));
+                continue;
+            }
             if v.get("error").is_some() {
                 failed += 1;
                 continue;
             }
-            let Some(seqs) = v["carried"].as_array() else {
+            if v.get("carried").is_none() {
                 continue;
-            };
+            }
+            let set = seqs(&v["carried"]);
             turns += 1;
-            for seq in seqs.iter().filter_map(|c| c["seq"].as_i64()) {
-                carried += 1;
-                if let Some(first) = shown.insert(seq, line_no) {
-                    if first != line_no {
-                        twice.push(format!(
-                            "{id} event {seq} (log lines {} and {})",
-                            first + 1,
-                            line_no + 1
-                        ));
+            carried += set.len();
+            match pending.take() {
+                Some((_, handed)) if !set.is_empty() && set.is_subset(&handed) => {}
+                _ => {
+                    for &seq in &set {
+                        show(seq, line_no);
                     }
                 }
             }
         }
     }
-    let detail =
-        format!(
-        "{turns} turns ({failed} failed turns logged) carried {carried} events; {} shown twice{}",
+    let detail = format!(
+        "{turns} turns ({failed} failed turns logged) carried {carried} events ({handed} prompts with events logged as handed over); {} shown twice{}",
         twice.len(),
         if twice.is_empty() { String::new() } else { format!(": {}", list(&twice)) }
     );
-    let counts = json!({ "turns": turns, "failed_turns": failed, "events_carried": carried, "shown_twice": twice.len() });
+    let counts = json!({ "turns": turns, "failed_turns": failed, "events_carried": carried, "prompts_handed_over": handed, "shown_twice": twice.len() });
     Ok((
         check("no event shown twice", twice.is_empty(), detail),
         counts,
@@ -932,5 +971,58 @@ fn print_table(r: &Value) {
             c["name"].as_str().unwrap_or("?"),
             c["detail"].as_str().unwrap_or("")
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_prompt_logged_as_handed_over_and_as_carried_is_shown_once_and_a_second_prompt_is_twice() {
+        let tmp = tempfile::tempdir().unwrap();
+        let log = tmp.path().join(".agensh/logs/w01");
+        std::fs::create_dir_all(&log).unwrap();
+        let lines = [
+            r#"{"carrying":[5,6],"at":1}"#,
+            r#"{"turn":1,"carried":[{"seq":5,"created_at":0},{"seq":6,"created_at":0}]}"#,
+            r#"{"carrying":[7],"at":2}"#,
+            r#"{"error":"the agent was killed","started":3}"#,
+            r#"{"turn":2,"carried":[{"seq":7,"created_at":0}]}"#,
+            r#"{"turn":3,"carried":[]}"#,
+        ];
+        std::fs::write(log.join("turns.jsonl"), lines.join("\n") + "\n").unwrap();
+        let ids = ["w01".to_string()];
+        let (ok, counts) = turns_shown(tmp.path(), &ids).unwrap();
+        assert_eq!(ok["pass"], json!(true), "{ok}");
+        assert_eq!(counts["turns"], 3);
+        assert_eq!(counts["failed_turns"], 1);
+
+        // Event 6 in a later prompt again (a node started again that did not know).
+        let again = r#"{"carrying":[6,8],"at":4}"#;
+        std::fs::write(
+            log.join("turns.jsonl"),
+            lines.join("\n") + "\n" + again + "\n",
+        )
+        .unwrap();
+        let (twice, counts) = turns_shown(tmp.path(), &ids).unwrap();
+        assert_eq!(twice["pass"], json!(false));
+        assert_eq!(counts["shown_twice"], 1);
+        assert!(
+            twice["detail"].as_str().unwrap().contains("w01 event 6"),
+            "{twice}"
+        );
+    }
+
+    #[test]
+    fn the_scenario_repeats_its_round_and_names_every_part() {
+        let parts = part_names(12);
+        assert_eq!(parts[0], "p001");
+        let s = scenario(&parts, 3);
+        assert_eq!(s.matches("action = \"claim_free_part\"").count(), 3);
+        assert_eq!(s.matches("tool = \"ship\"").count(), 3);
+        assert!(s.contains("\"p012\"]"));
+        let parsed: toml::Value = toml::from_str(&s).unwrap();
+        assert_eq!(parsed["step"].as_array().unwrap().len(), 18);
     }
 }

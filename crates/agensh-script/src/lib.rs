@@ -18,6 +18,7 @@
 //! test = "from parts.{part} import {part}\n"
 //! [[step]]
 //! action = "claim_free_part"        # claim, see overlaps, release and move on
+//! wait = true                       # when none is free but some are undone: look again
 //! [[step]]
 //! action = "write_part"
 //! [[step]]
@@ -121,10 +122,15 @@ pub struct UsageSpec {
 pub enum Step {
     /// Claims the first part that is not done and not claimed (label `part-<name>`, paths
     /// `[part_path]`); on an overlap with an earlier live claim, releases it and tries the
-    /// next. With every part taken, the turn ends and later prompts only get an answer.
+    /// next. With every part taken, the turn ends and later prompts only get an answer —
+    /// or, with `wait = true` while a part claimed by a peer (or whose claim failed) is not
+    /// on `main` yet, the turn ends and the next prompt tries this step again (a claim
+    /// whose holder failed lapses with its lease, and its part is free again).
     ClaimFreePart {
         #[serde(default)]
         lease_secs: Option<u64>,
+        #[serde(default)]
+        wait: bool,
     },
     /// Writes the part's file and test from the templates.
     WritePart,
@@ -801,7 +807,9 @@ impl Turn<'_> {
 
     async fn step(&mut self, step: &Step) -> Flow {
         match step {
-            Step::ClaimFreePart { lease_secs } => return self.claim_free_part(*lease_secs).await,
+            Step::ClaimFreePart { lease_secs, wait } => {
+                return self.claim_free_part(*lease_secs, *wait).await
+            }
             Step::WritePart => self.write_part().await,
             Step::WriteFile { path, text, append } => {
                 let (path, text) = (self.fill(path), self.fill(text));
@@ -1113,7 +1121,7 @@ impl Turn<'_> {
         }
     }
 
-    async fn claim_free_part(&mut self, lease_secs: Option<u64>) -> Flow {
+    async fn claim_free_part(&mut self, lease_secs: Option<u64>, wait: bool) -> Flow {
         if self.st.part.is_some() && self.st.claim.is_some() {
             return Flow::Next; // still holding one
         }
@@ -1122,6 +1130,8 @@ impl Turn<'_> {
             .git(&["fetch", "--quiet", "origin", "main"])
             .await
             .is_ok();
+        // A part not known to be done that could not be claimed now.
+        let mut undone = false;
         for part in &scenario.parts {
             if self.cancelled() {
                 return Flow::EndTurn;
@@ -1144,10 +1154,8 @@ impl Turn<'_> {
                 args["lease_secs"] = json!(l);
             }
             let r = self.tool("claim", args).await;
-            if r.is_error {
-                continue;
-            }
-            let Some(mine) = claim_id(&r) else {
+            let Some(mine) = claim_id(&r).filter(|_| !r.is_error) else {
+                undone = true;
                 continue;
             };
             let earlier: Vec<String> = overlap_ids(&r)
@@ -1185,6 +1193,14 @@ impl Turn<'_> {
             );
             self.say(&msg).await;
             self.tool("release", json!({ "id": mine })).await;
+            undone = true;
+        }
+        if wait && (undone || !fetched) {
+            self.say("Every free part is claimed, but not all are done; I will look again.")
+                .await;
+            // The next prompt runs this step again.
+            self.st.cursor -= 1;
+            return Flow::EndTurn;
         }
         self.say("Every part is taken; nothing for me to do.").await;
         Flow::Idle
@@ -1582,7 +1598,10 @@ action = "end_turn"
         assert_eq!(s.steps.len(), 9);
         assert!(matches!(
             s.steps[0],
-            Step::ClaimFreePart { lease_secs: None }
+            Step::ClaimFreePart {
+                lease_secs: None,
+                wait: false,
+            }
         ));
         assert!(matches!(
             s.steps[6],
