@@ -69,6 +69,10 @@ impl RunningHub {
     pub async fn shutdown(self) {
         self.stop.fire();
         let _ = self.server.await;
+        // A model request answered just before the end is recorded in the background.
+        if !self.state.background.drained(Duration::from_secs(10)).await {
+            tracing::warn!("background writes still running 10 s after shutdown were left");
+        }
         self.state.flush_activity().await;
     }
 
@@ -160,6 +164,7 @@ pub async fn start_with_clock(
             hosts: origin::HostPolicy::new(addr, &config_origins),
             limiter,
             git_slots,
+            background: state::Background::default(),
         }),
     };
     // One route table shared by every connection (a clone is a reference count): with

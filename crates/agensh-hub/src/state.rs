@@ -52,6 +52,49 @@ pub struct Inner {
     /// One permit per `git http-backend` that may run (`hub.git_processes`); git
     /// requests wait in line for one.
     pub git_slots: Arc<tokio::sync::Semaphore>,
+    /// Writes the hub does in the background (a model request's record, budget actions):
+    /// shutdown waits for them, so what the hub answered is stored when it has stopped.
+    pub background: Background,
+}
+
+/// Background work a hub waits for when it shuts down.
+#[derive(Default)]
+pub struct Background {
+    running: Arc<std::sync::atomic::AtomicUsize>,
+    done: Arc<tokio::sync::Notify>,
+}
+
+impl Background {
+    /// Runs `work` on the current runtime (nothing outside one).
+    pub fn spawn(&self, work: impl std::future::Future<Output = ()> + Send + 'static) {
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        use std::sync::atomic::Ordering;
+        self.running.fetch_add(1, Ordering::SeqCst);
+        let (running, done) = (self.running.clone(), self.done.clone());
+        rt.spawn(async move {
+            work.await;
+            if running.fetch_sub(1, Ordering::SeqCst) == 1 {
+                done.notify_waiters();
+            }
+        });
+    }
+
+    /// Waits until no background work is left, for at most `limit`; whether none is.
+    pub async fn drained(&self, limit: std::time::Duration) -> bool {
+        use std::sync::atomic::Ordering;
+        let wait = async {
+            loop {
+                let notified = self.done.notified();
+                if self.running.load(Ordering::SeqCst) == 0 {
+                    return;
+                }
+                notified.await;
+            }
+        };
+        tokio::time::timeout(limit, wait).await.is_ok()
+    }
 }
 
 impl std::ops::Deref for AppState {
@@ -124,5 +167,34 @@ impl Inner {
                 tracing::warn!("could not record worker activity: {e}");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Duration;
+
+    #[tokio::test]
+    async fn shutdown_waits_for_background_work() {
+        let b = Background::default();
+        assert!(
+            b.drained(Duration::from_millis(10)).await,
+            "nothing to wait for"
+        );
+        let done = Arc::new(AtomicBool::new(false));
+        let flag = done.clone();
+        b.spawn(async move {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            flag.store(true, Ordering::SeqCst);
+        });
+        assert!(b.drained(Duration::from_secs(5)).await);
+        assert!(done.load(Ordering::SeqCst), "the work ran to its end first");
+        b.spawn(tokio::time::sleep(Duration::from_secs(60)));
+        assert!(
+            !b.drained(Duration::from_millis(50)).await,
+            "a bounded wait"
+        );
     }
 }

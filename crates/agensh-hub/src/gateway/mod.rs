@@ -737,10 +737,9 @@ fn spawn_actions(s: &AppState, actions: Vec<budget::Action>) {
     if actions.is_empty() {
         return;
     }
-    if let Ok(rt) = tokio::runtime::Handle::try_current() {
-        let s = s.clone();
-        rt.spawn(async move { budget::act(&s, actions).await });
-    }
+    let state = s.clone();
+    s.background
+        .spawn(async move { budget::act(&state, actions).await });
 }
 
 /// Records a generation's outcome durably and in the metrics and the log.
@@ -787,13 +786,11 @@ fn record(
             .add(worker, u.input + u.output, cost, s.now()),
     );
     let store = s.store.clone();
-    if let Ok(rt) = tokio::runtime::Handle::try_current() {
-        rt.spawn(async move {
-            if let Err(e) = store.record_model_request(r).await {
-                tracing::warn!("cannot record a model request: {e}");
-            }
-        });
-    }
+    s.background.spawn(async move {
+        if let Err(e) = store.record_model_request(r).await {
+            tracing::warn!("cannot record a model request: {e}");
+        }
+    });
 }
 
 #[cfg(test)]
