@@ -124,7 +124,17 @@ fn lines(path: &Path) -> Vec<Value> {
         .collect()
 }
 
+/// The worker's turn log, without the `carrying` entries written as a prompt is handed
+/// over (see [`turn_log`] for every entry).
 fn turns(dir: &Path, worker: &str) -> Vec<Value> {
+    turn_log(dir, worker)
+        .into_iter()
+        .filter(|l| l.get("carrying").is_none())
+        .collect()
+}
+
+/// Every entry of the worker's turn log.
+fn turn_log(dir: &Path, worker: &str) -> Vec<Value> {
     lines(&dir.join(".agensh/logs").join(worker).join("turns.jsonl"))
 }
 
@@ -918,7 +928,7 @@ fn a_run_killed_mid_turn_and_started_again_never_shows_an_event_twice() {
         Duration::from_secs(30),
         "the message is handed to the agent",
         || {
-            turns(&dir, "w01")
+            turn_log(&dir, "w01")
                 .iter()
                 .any(|t| t.get("carrying").is_some())
         },
@@ -926,7 +936,7 @@ fn a_run_killed_mid_turn_and_started_again_never_shows_an_event_twice() {
     // kill -9 of hub and node together, in the middle of the turn that carries the event.
     run.kill().unwrap();
     run.wait().unwrap();
-    let before = turns(&dir, "w01");
+    let before = turn_log(&dir, "w01");
     let shown: Vec<i64> = before
         .iter()
         .filter_map(|t| t["carrying"].as_array())
@@ -937,7 +947,10 @@ fn a_run_killed_mid_turn_and_started_again_never_shows_an_event_twice() {
 
     let again = start_run(&dir, &s, &log, &["--workers", "1", "--hours", "0.003"]);
     finish(again, Duration::from_secs(90));
-    let after: Vec<Value> = turns(&dir, "w01").into_iter().skip(before.len()).collect();
+    let after: Vec<Value> = turn_log(&dir, "w01")
+        .into_iter()
+        .skip(before.len())
+        .collect();
     let restarted = after
         .iter()
         .find(|t| t["restarted"] == true)
