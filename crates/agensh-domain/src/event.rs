@@ -119,6 +119,23 @@ pub mod kinds {
     pub const PR_MERGE_FAILED: &str = "pr.merge_failed";
     /// `main` moved: a merge or an admin push (broadcast, normal).
     pub const MAIN_UPDATED: &str = "main.updated";
+    /// An issue was opened (broadcast, normal). Payload: `number`, `title`, `author`,
+    /// `labels`.
+    pub const ISSUE_OPENED: &str = "issue.opened";
+    /// An issue got a comment (to its author, assignee and earlier commenters but the
+    /// commenter; normal). Payload: `number`, `title`, `by`, `text`.
+    pub const ISSUE_COMMENTED: &str = "issue.commented";
+    /// An issue's assignee changed (to its author, the new and the old assignee and its
+    /// commenters but the one who assigned; urgent for a worker assigned by someone else,
+    /// normal otherwise). Payload: `number`, `title`, `by`, `assignee` (null: nobody),
+    /// `previous`.
+    pub const ISSUE_ASSIGNED: &str = "issue.assigned";
+    /// An issue was closed (to those involved but the closer; normal). Payload: `number`,
+    /// `title`, `by` (`pr#N` when a merged PR closed it), `pr` (that PR's number).
+    pub const ISSUE_CLOSED: &str = "issue.closed";
+    /// A closed issue was reopened (to those involved but the one who reopened it; normal).
+    /// Payload: `number`, `title`, `by`.
+    pub const ISSUE_REOPENED: &str = "issue.reopened";
     /// Stop: a budget is spent (to one worker, or broadcast when it is the organization's;
     /// normal, so its node takes it at the turn's end). Payload: `reason`, `organization`.
     pub const WORKER_STOP: &str = "worker.stop";

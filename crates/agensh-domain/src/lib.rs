@@ -12,6 +12,7 @@ pub mod error;
 pub mod event;
 pub mod gateway;
 pub mod ids;
+pub mod issue;
 pub mod limits;
 pub mod message;
 pub mod page;

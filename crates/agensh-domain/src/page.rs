@@ -72,6 +72,14 @@ pub const PRS: Limit = Limit {
     what: "pull requests",
 };
 
+/// One list of issues (`GET /issues`, MCP `issue_list`).
+pub const ISSUES: Limit = Limit {
+    param: "limit",
+    max: 500,
+    default: 100,
+    what: "issues and page with before",
+};
+
 /// Default of `board.view_cap`: how many entries the recent view holds.
 pub const DEFAULT_VIEW_CAP: usize = 2_000;
 

@@ -8,6 +8,7 @@
 use std::sync::Arc;
 
 use agensh_domain::event::{Event, NewEvent};
+use agensh_domain::issue::{Issue, IssueComment, IssueState, NewIssue};
 use agensh_domain::message::{Message, NewMessage};
 use agensh_domain::pr::{Comment, NewPr, PrState, PullRequest, Review, Verdict};
 use agensh_domain::query::Query;
@@ -33,6 +34,30 @@ pub struct MessageQuery {
     pub limit: usize,
     /// Only messages older than this sequence number (paging back through history).
     pub before: Option<i64>,
+}
+
+/// Whose issues `list_issues` returns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AssigneeFilter {
+    /// Issues nobody is assigned.
+    Nobody,
+    /// Issues assigned to this worker.
+    Worker(String),
+}
+
+/// Which issues `list_issues` returns.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct IssueQuery {
+    /// Only issues in this state (`None`: both).
+    pub state: Option<IssueState>,
+    /// Only issues with this label.
+    pub label: Option<String>,
+    /// Only issues assigned to this worker, or to nobody.
+    pub assignee: Option<AssigneeFilter>,
+    /// Only issues numbered below this (paging back).
+    pub before: Option<i64>,
+    /// At most this many, newest first.
+    pub limit: usize,
 }
 
 /// The store interface; SQLite today, PostgreSQL behind the same trait later.
@@ -157,7 +182,9 @@ pub trait Store: Send + Sync + 'static {
     /// Closes an open PR without merging; only its author or the admin may. Emits `pr.closed`.
     async fn close_pr(&self, number: i64, by: &str, now: i64) -> Result<PullRequest>;
     /// Records that the hub merged an open PR as `merge_commit`. Emits `pr.merged`, and
-    /// `main.updated` when `main_moved` (not when the branch was on `main` already).
+    /// `main.updated` when `main_moved` (not when the branch was on `main` already). In
+    /// the same write, every open issue its title or body closes (`closes #N`,
+    /// `issue::closes_refs`) is closed by `pr#<number>`.
     async fn mark_merged(
         &self,
         number: i64,
@@ -177,6 +204,68 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<()>;
     /// Announces a push to `main` made outside a merge (`main.updated`, once per commit).
     async fn main_updated(&self, by: &str, commit: &str, now: i64) -> Result<()>;
+
+    // issues
+
+    /// Opens a validated issue as `author` (a worker id or `admin`), numbered 1, 2, 3, …
+    /// Emits `issue.opened` to everyone.
+    async fn open_issue(&self, author: &str, issue: NewIssue, now: i64) -> Result<Issue>;
+    /// Opens every issue of `issues` in order, or none when one is refused (the error names
+    /// it by its place, from 1): `agensh init --issues`.
+    async fn open_issues(
+        &self,
+        author: &str,
+        issues: Vec<NewIssue>,
+        now: i64,
+    ) -> Result<Vec<Issue>>;
+    /// Issues newest first as `query` filters them, with their labels and comment counts;
+    /// their `comments` are left empty ([`Store::get_issue`] has them).
+    async fn list_issues(&self, query: IssueQuery) -> Result<Vec<Issue>>;
+    /// One issue with its comments, oldest first (`unknown_issue` if there is none).
+    async fn get_issue(&self, number: i64) -> Result<Issue>;
+    /// Comments on an issue in any state. Emits `issue.commented` to those involved.
+    async fn comment_issue(
+        &self,
+        number: i64,
+        author: &str,
+        text: &str,
+        now: i64,
+    ) -> Result<IssueComment>;
+    /// Adds and removes labels (anyone may); the result has at most
+    /// `issue::LABELS_LIMIT`.
+    async fn label_issue(
+        &self,
+        number: i64,
+        add: Vec<String>,
+        remove: Vec<String>,
+        now: i64,
+    ) -> Result<Issue>;
+    /// Sets or clears the assignee as `by` (`issue::check_assign`: with `admin_rights`
+    /// anyone, else only `by` itself — a claim). Emits `issue.assigned` when it changed.
+    async fn assign_issue(
+        &self,
+        number: i64,
+        by: &str,
+        admin_rights: bool,
+        assignee: Option<String>,
+        now: i64,
+    ) -> Result<Issue>;
+    /// Closes an open issue (its author, assignee or the admin). Emits `issue.closed`.
+    async fn close_issue(
+        &self,
+        number: i64,
+        by: &str,
+        admin_rights: bool,
+        now: i64,
+    ) -> Result<Issue>;
+    /// Reopens a closed issue (its author, assignee or the admin). Emits `issue.reopened`.
+    async fn reopen_issue(
+        &self,
+        number: i64,
+        by: &str,
+        admin_rights: bool,
+        now: i64,
+    ) -> Result<Issue>;
 
     /// Counts of workers, records, messages, events and PRs by state.
     async fn stats(&self) -> Result<Stats>;

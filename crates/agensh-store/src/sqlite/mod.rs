@@ -4,6 +4,7 @@ mod board;
 mod conn;
 mod events;
 pub mod fts;
+mod issues;
 mod messages;
 mod prs;
 mod usage;
@@ -13,6 +14,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use agensh_domain::event::{Event, NewEvent};
+use agensh_domain::issue::{Issue, IssueComment, NewIssue};
 use agensh_domain::message::{Message, NewMessage};
 use agensh_domain::pr::{Comment, NewPr, PrState, PullRequest, Review, Verdict};
 use agensh_domain::query::Query;
@@ -22,7 +24,7 @@ use agensh_domain::worker::{NewWorker, WorkerInfo, WorkerStatus};
 use agensh_domain::Result;
 use tokio::sync::broadcast;
 
-use crate::{MessageQuery, QueueState, Store, Unfolded};
+use crate::{IssueQuery, MessageQuery, QueueState, Store, Unfolded};
 use conn::Db;
 
 /// How many committed events a slow subscriber may fall behind before it must re-read.
@@ -304,6 +306,96 @@ impl Store for SqliteStore {
         let commit = commit.to_string();
         self.db
             .write(move |ctx| prs::main_updated(ctx, &by, &commit, now))
+            .await
+    }
+
+    async fn open_issue(&self, author: &str, issue: NewIssue, now: i64) -> Result<Issue> {
+        let author = author.to_string();
+        self.db
+            .write(move |ctx| issues::open(ctx, &author, issue, now))
+            .await
+    }
+
+    async fn open_issues(&self, author: &str, all: Vec<NewIssue>, now: i64) -> Result<Vec<Issue>> {
+        let author = author.to_string();
+        self.db
+            .write(move |ctx| issues::open_many(ctx, &author, all, now))
+            .await
+    }
+
+    async fn list_issues(&self, query: IssueQuery) -> Result<Vec<Issue>> {
+        self.db.read(move |c| issues::list(c, &query)).await
+    }
+
+    async fn get_issue(&self, number: i64) -> Result<Issue> {
+        self.db.read(move |c| issues::get(c, number)).await
+    }
+
+    async fn comment_issue(
+        &self,
+        number: i64,
+        author: &str,
+        text: &str,
+        now: i64,
+    ) -> Result<IssueComment> {
+        let author = author.to_string();
+        let text = text.to_string();
+        self.db
+            .write(move |ctx| issues::comment(ctx, number, &author, &text, now))
+            .await
+    }
+
+    async fn label_issue(
+        &self,
+        number: i64,
+        add: Vec<String>,
+        remove: Vec<String>,
+        now: i64,
+    ) -> Result<Issue> {
+        self.db
+            .write(move |ctx| issues::label(ctx, number, &add, &remove, now))
+            .await
+    }
+
+    async fn assign_issue(
+        &self,
+        number: i64,
+        by: &str,
+        admin_rights: bool,
+        assignee: Option<String>,
+        now: i64,
+    ) -> Result<Issue> {
+        let by = by.to_string();
+        self.db
+            .write(move |ctx| {
+                issues::assign(ctx, number, &by, admin_rights, assignee.as_deref(), now)
+            })
+            .await
+    }
+
+    async fn close_issue(
+        &self,
+        number: i64,
+        by: &str,
+        admin_rights: bool,
+        now: i64,
+    ) -> Result<Issue> {
+        let by = by.to_string();
+        self.db
+            .write(move |ctx| issues::close(ctx, number, &by, admin_rights, now))
+            .await
+    }
+
+    async fn reopen_issue(
+        &self,
+        number: i64,
+        by: &str,
+        admin_rights: bool,
+        now: i64,
+    ) -> Result<Issue> {
+        let by = by.to_string();
+        self.db
+            .write(move |ctx| issues::reopen(ctx, number, &by, admin_rights, now))
             .await
     }
 

@@ -435,6 +435,10 @@ pub fn mark_merged(
         ),
         now,
     )?;
+    // The issues it closes, in the same write: a merge and its closings stand or fall
+    // together.
+    let says = format!("{}\n{}", pr.title, pr.body.as_deref().unwrap_or(""));
+    super::issues::close_by_pr(ctx, number, &says, now)?;
     if main_moved {
         emit(
             ctx,
