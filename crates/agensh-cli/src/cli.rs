@@ -107,8 +107,10 @@ pub enum Command {
     Run(RunArgs),
     /// Run workers on this machine against a hub given by URL.
     Node(NodeArgs),
-    /// The organization's state: workers, claims, PRs, records.
+    /// The organization's state: workers, claims, PRs, records (`--watch`: live).
     Status(StatusArgs),
+    /// Log in to the running hub's dashboard: prints a one-time link and opens it in a browser.
+    Dashboard(DashboardArgs),
     /// Model budgets: what each worker and the organization may spend and have spent; raise
     /// them while the organization runs (a worker a budget stopped goes on).
     Budget(BudgetArgs),
@@ -141,6 +143,7 @@ impl Command {
             | Command::Pr(_)
             | Command::Mcp(_)
             | Command::Status(_)
+            | Command::Dashboard(_)
             | Command::Budget(_) => CLIENT,
             Command::Agent(_)
             | Command::Agents(_)
@@ -650,7 +653,21 @@ impl NodeArgs {
 
 #[derive(Args, Debug)]
 pub struct StatusArgs {
-    /// Print JSON.
+    /// Print JSON (with --watch: each frame of the hub's live stream, one per line).
+    #[arg(long)]
+    pub json: bool,
+    /// Follow the running organization: counts per state, merges, coordination health and
+    /// the newest changes, as the dashboard shows them; Ctrl-C stops.
+    #[arg(long)]
+    pub watch: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct DashboardArgs {
+    /// Print the link only; do not open a browser.
+    #[arg(long)]
+    pub no_open: bool,
+    /// Print JSON: the link and when it expires.
     #[arg(long)]
     pub json: bool,
 }

@@ -51,6 +51,12 @@ pub struct Connection {
 }
 
 impl Connection {
+    /// Whether this process serves the organization's state for this command only (no
+    /// hub was running).
+    pub fn is_local(&self) -> bool {
+        self.local.is_some()
+    }
+
     /// Ends the hub this process served, if any, after its last answer is written.
     pub async fn close(self) {
         if let Some(hub) = self.local {

@@ -171,6 +171,62 @@ impl Client {
             .await
     }
 
+    /// A one-time link that logs a browser in to the dashboard (admin).
+    pub async fn dashboard_link(&self) -> Result<agensh_protocol::dashboard::DashboardLink> {
+        self.send(self.request(Method::POST, "/dashboard/links"))
+            .await
+    }
+
+    /// The organization at a glance, as the dashboard shows it (admin).
+    pub async fn overview(&self) -> Result<agensh_protocol::dashboard::Overview> {
+        self.send(self.request(Method::GET, "/overview")).await
+    }
+
+    /// Tells the hub when the run began and ends, for the dashboard's time left (admin).
+    pub async fn set_run_clock(
+        &self,
+        clock: &agensh_protocol::dashboard::RunClock,
+    ) -> Result<agensh_protocol::dashboard::RunClock> {
+        self.send(self.request(Method::PUT, "/run").json(clock))
+            .await
+    }
+
+    /// Posts a score of `main` for the dashboard's curve (admin).
+    pub async fn add_score(
+        &self,
+        score: &agensh_protocol::dashboard::Score,
+    ) -> Result<agensh_protocol::dashboard::Score> {
+        self.send(self.request(Method::POST, "/scores").json(score))
+            .await
+    }
+
+    /// Opens the live stream (admin): frames of what changed, from the event after `after`
+    /// (none: from now, with the whole worker table first).
+    pub async fn stream(&self, after: Option<i64>) -> Result<FrameStream> {
+        let mut req = self.request(Method::GET, "/stream");
+        if let Some(n) = after {
+            req = req.header("last-event-id", n.to_string());
+        }
+        let resp = req.send().await.map_err(|e| self.transport(e))?;
+        if !resp.status().is_success() {
+            let status = resp.status();
+            let bytes = resp.bytes().await.unwrap_or_default();
+            return Err(match serde_json::from_slice::<ErrorBody>(&bytes) {
+                Ok(b) => Error::new(kind_of(status), &b.error.code, b.error.message),
+                Err(_) => Error::new(
+                    kind_of(status),
+                    "http_error",
+                    format!("the hub answered {status}"),
+                ),
+            });
+        }
+        Ok(FrameStream {
+            resp,
+            parser: agensh_protocol::framing::SseParser::new(),
+            ready: std::collections::VecDeque::new(),
+        })
+    }
+
     pub async fn whoami(&self) -> Result<WhoAmI> {
         self.send(self.request(Method::GET, "/whoami")).await
     }
@@ -460,5 +516,42 @@ fn kind_of(status: StatusCode) -> ErrorKind {
         413 => ErrorKind::TooLarge,
         429 => ErrorKind::RateLimited,
         _ => ErrorKind::Internal,
+    }
+}
+
+/// The live stream's frames, as [`Client::stream`] reads them.
+pub struct FrameStream {
+    resp: reqwest::Response,
+    parser: agensh_protocol::framing::SseParser,
+    ready: std::collections::VecDeque<agensh_protocol::dashboard::Frame>,
+}
+
+impl FrameStream {
+    /// The next frame; `None` when the hub ended the stream (it is shutting down).
+    pub async fn next(&mut self) -> Result<Option<agensh_protocol::dashboard::Frame>> {
+        loop {
+            if let Some(f) = self.ready.pop_front() {
+                return Ok(Some(f));
+            }
+            let chunk = self.resp.chunk().await.map_err(|e| {
+                Error::new(
+                    ErrorKind::Internal,
+                    "unreachable",
+                    format!("the hub's stream broke off: {e} — open it again with the last frame's cursor"),
+                )
+            })?;
+            let Some(chunk) = chunk else {
+                return Ok(None);
+            };
+            for ev in self.parser.push(&chunk) {
+                if ev.event.as_deref() != Some("frame") {
+                    continue;
+                }
+                let frame = serde_json::from_str(&ev.data).map_err(|e| {
+                    Error::internal(format!("a frame of the hub's stream was not understood ({e}) — are client and hub the same version?"))
+                })?;
+                self.ready.push_back(frame);
+            }
+        }
     }
 }

@@ -111,13 +111,13 @@ impl FromRequestParts<AppState> for Caller {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let header = parts
+        let Some(header) = parts
             .headers
             .get(axum::http::header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .ok_or_else(|| {
-                unauthorized("no token — send Authorization: Bearer <token> (AGENSH_TOKEN, or the admin token from .agensh/hub.json)")
-            })?;
+        else {
+            return dashboard_session(parts, state);
+        };
         let token = header
             .strip_prefix("Bearer ")
             .ok_or_else(|| unauthorized("the Authorization header must be \"Bearer <token>\""))?
@@ -165,7 +165,54 @@ impl FromRequestParts<AppState> for Caller {
     }
 }
 
+/// The operator logged in to the dashboard: a request with no token but a valid session
+/// cookie acts as the admin. A change made that way must come from the hub's own page:
+/// a browser sends a site's cookies with requests other local pages make too (another
+/// port of localhost is the same site), so it needs an `Origin` that is the hub's own
+/// address and, where the browser says, a same-origin fetch.
+fn dashboard_session(parts: &Parts, state: &AppState) -> Result<Caller, ApiError> {
+    use crate::dashboard::session::{cookie, COOKIE};
+    let no_token = || {
+        unauthorized("no token — send Authorization: Bearer <token> (AGENSH_TOKEN, or the admin token from .agensh/hub.json); in a browser, log in to the dashboard with the link `agensh dashboard` prints")
+    };
+    let value = parts
+        .headers
+        .get_all(axum::http::header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find_map(|h| cookie(h, COOKIE))
+        .ok_or_else(no_token)?;
+    if !state.dashboard.sessions().valid(value, state.now()) {
+        return Err(unauthorized_code(
+            "session_expired",
+            "the dashboard session has expired or is not this hub's — open a new link from `agensh dashboard`",
+        ));
+    }
+    let header = |name: &str| parts.headers.get(name).and_then(|v| v.to_str().ok());
+    let safe = matches!(
+        parts.method,
+        axum::http::Method::GET | axum::http::Method::HEAD
+    );
+    let cross_site = header("sec-fetch-site").is_some_and(|s| s != "same-origin" && s != "none");
+    let own_origin = match (header("origin"), header("host")) {
+        (Some(origin), Some(host)) => origin
+            .split_once("://")
+            .is_some_and(|(scheme, rest)| matches!(scheme, "http" | "https") && rest == host),
+        _ => false,
+    };
+    if cross_site || (!safe && !own_origin) {
+        return Err(ApiError(Error::forbidden(
+            "cross_origin",
+            "a dashboard session acts only for the hub's own page — send the request from the dashboard, or with the admin token in an Authorization header",
+        )));
+    }
+    Ok(Caller {
+        id: ADMIN.to_string(),
+        admin: true,
+    })
+}
+
 /// Compares secrets without leaking where they differ through timing.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }

@@ -6,6 +6,7 @@
 
 pub mod auth;
 pub mod clock;
+pub mod dashboard;
 pub mod error;
 pub mod gateway;
 pub mod limits;
@@ -165,6 +166,7 @@ pub async fn start_with_clock(
             limiter,
             git_slots,
             background: state::Background::default(),
+            dashboard: dashboard::Dashboard::new(&admin_token, addr.to_string()),
         }),
     };
     // One route table shared by every connection (a clone is a reference count): with
@@ -181,6 +183,7 @@ pub async fn start_with_clock(
     if let Some(ws) = state.workspace.clone() {
         tokio::spawn(maintain_workspace(ws, shutdown.clone()));
     }
+    tokio::spawn(dashboard::feed::run(state.clone()));
     let flusher = state.clone();
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_secs(2));
@@ -254,6 +257,7 @@ pub fn router(state: AppState, body_limit: usize) -> Router {
         .merge(routes::git::routes())
         .merge(mcp::routes())
         .merge(gateway::routes())
+        .merge(dashboard::routes())
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics_text))
         .fallback(error::not_found)

@@ -54,7 +54,9 @@ pub fn cost(method: &Method, path: &str) -> f64 {
     match (method == Method::GET, path) {
         (_, "/api/v1/board/grep") => 5.0,
         (_, "/api/v1/board/read") => 2.0,
-        (true, "/api/v1/board/recent" | "/api/v1/messages" | "/api/v1/prs") => 2.0,
+        (true, "/api/v1/board/recent" | "/api/v1/messages" | "/api/v1/prs" | "/api/v1/issues") => {
+            2.0
+        }
         _ => 1.0,
     }
 }
@@ -63,7 +65,7 @@ pub fn cost(method: &Method, path: &str) -> f64 {
 pub fn tool_cost(tool: &str) -> f64 {
     match tool {
         "board_grep" => 5.0,
-        "board_read" | "inbox" | "pr_list" => 2.0,
+        "board_read" | "inbox" | "pr_list" | "issue_list" => 2.0,
         "ship" => 5.0,
         _ => 1.0,
     }

@@ -39,6 +39,9 @@ pub struct Metrics {
     pub request_timeouts: AtomicU64,
     /// Requests refused past a worker's `[limits]`.
     pub rate_limited: AtomicU64,
+    /// CLAIM records appended, and those that overlapped another worker's live claim.
+    pub claims: AtomicU64,
+    pub claim_overlaps: AtomicU64,
 }
 
 /// Adds one to a counter.
@@ -207,6 +210,18 @@ impl Metrics {
             "counter",
             "Requests refused past a worker's [limits].",
             get(&self.rate_limited),
+        );
+        metric(
+            "agensh_claims_total",
+            "counter",
+            "CLAIM records appended.",
+            get(&self.claims),
+        );
+        metric(
+            "agensh_claim_overlaps_total",
+            "counter",
+            "CLAIM records that overlapped another worker's live claim.",
+            get(&self.claim_overlaps),
         );
         metric(
             "agensh_workers",

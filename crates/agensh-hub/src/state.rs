@@ -55,6 +55,8 @@ pub struct Inner {
     /// Writes the hub does in the background (a model request's record, budget actions):
     /// shutdown waits for them, so what the hub answered is stored when it has stopped.
     pub background: Background,
+    /// The dashboard's sessions, live feed and the figures only it shows.
+    pub dashboard: crate::dashboard::Dashboard,
 }
 
 /// Background work a hub waits for when it shuts down.

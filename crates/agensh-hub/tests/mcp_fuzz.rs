@@ -5,7 +5,7 @@
 //! on the wire: truncated JSON, invalid UTF-8, lone surrogates, nesting past the parser's
 //! limit, more than `hub.body_limit` bytes. Every answer must come within 10 s, never be a
 //! 5xx, and be a well-formed JSON-RPC response (or the documented HTTP error shape). Then
-//! nothing is stored partly: every record, message and pull request the API shows is
+//! nothing is stored partly: every record, message, pull request and issue the API shows is
 //! complete, and none carries the marker of a call that was refused.
 //!
 //! The generator is a small seeded PRNG (splitmix64): a failure names its case and seed,
@@ -113,6 +113,9 @@ fn plausible(rng: &mut Rng, name: &str, marker: &str) -> Option<Value> {
         "label" => json!(rng.pick(&["parser", "fuzz", "a/b:c#d", "bad label"])),
         "kind" => json!(rng.pick(&["FACT", "OBSERVED", "FAIL", "PATCH_SUMMARY", "CLAIM", "fact"])),
         "verdict" => json!(rng.pick(&["approve", "request_changes", "request-changes", "lgtm"])),
+        "assignee" => json!(rng.pick(&["w01", "w02", "none", "w99", "admin"])),
+        "state" => json!(rng.pick(&["open", "closed", "all", "merged", "done"])),
+        "labels" => json!([rng.pick(&["bug", "good first issue", "a,b", ""])]),
         "query" | "q" => json!(rng.pick(&[
             "parser".to_string(),
             "kind:CLAIM".to_string(),
@@ -641,6 +644,39 @@ async fn no_tool_argument_breaks_the_hub_or_stores_anything_partly() {
         }
         stored.push(full);
     }
+    let (status, issues) = org
+        .call(
+            Method::GET,
+            "/api/v1/issues?state=all&limit=500",
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(status, 200, "{issues}");
+    for issue in issues.as_array().unwrap() {
+        for field in ["author", "title", "state"] {
+            assert!(
+                issue[field].as_str().is_some_and(|s| !s.trim().is_empty()),
+                "an issue without {field}: {issue}"
+            );
+        }
+        let (status, full) = org
+            .call(
+                Method::GET,
+                &format!("/api/v1/issues/{}", issue["number"]),
+                None,
+                None,
+            )
+            .await;
+        assert_eq!(status, 200, "{full}");
+        for c in full["comments"].as_array().unwrap() {
+            assert!(
+                c["text"].as_str().is_some_and(|s| !s.trim().is_empty()),
+                "{full}"
+            );
+        }
+        stored.push(full);
+    }
     let mut texts = Vec::new();
     for v in &stored {
         strings(v, &mut texts);
@@ -663,9 +699,10 @@ async fn no_tool_argument_breaks_the_hub_or_stores_anything_partly() {
         "stored by calls that were refused (marker, stored text): {leaked:?}"
     );
     eprintln!(
-        "{} records, {} PRs, stats {stats}",
+        "{} records, {} PRs, {} issues, stats {stats}",
         seq - 1,
-        prs.as_array().unwrap().len()
+        prs.as_array().unwrap().len(),
+        issues.as_array().unwrap().len()
     );
     org.hub.shutdown().await;
 }

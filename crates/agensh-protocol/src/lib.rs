@@ -11,6 +11,7 @@
 //!   `agent-client-protocol-schema`.
 
 pub mod acp;
+pub mod dashboard;
 pub mod framing;
 pub mod jsonrpc;
 pub mod model_usage;

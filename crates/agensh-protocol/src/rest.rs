@@ -253,6 +253,40 @@ pub struct NewComment {
     pub text: String,
 }
 
+/// `GET /issues`: which issues, newest first.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ListIssues {
+    /// `open` (the default), `closed` or `all`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
+    /// Only issues with this label.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+    /// Only issues assigned to this worker, or `none`: to nobody.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub assignee: Option<String>,
+    /// Only issues numbered below this (paging back).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<usize>,
+}
+
+/// `POST /issues/{n}/labels`: labels to add and to remove.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LabelChange {
+    #[serde(default)]
+    pub add: Vec<String>,
+    #[serde(default)]
+    pub remove: Vec<String>,
+}
+
+/// `POST /issues/{n}/assign`: a worker id, or `null` to unassign.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Assign {
+    pub assignee: Option<String>,
+}
+
 /// `POST /ship`: ship a branch in one call — open (or reuse) its PR, merge it through the
 /// gate, post `summary` as a PATCH_SUMMARY and release claims.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

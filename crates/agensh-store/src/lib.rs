@@ -281,6 +281,11 @@ pub trait Store: Send + Sync + 'static {
     /// Every budget set with [`Store::set_budget`], in scope order.
     async fn budgets(&self) -> Result<Vec<(String, agensh_domain::budget::Limits)>>;
 
+    /// Every event with a sequence number above `after`, whoever it is for, oldest first,
+    /// at most `limit`: the operator's view of everything that happened (the dashboard's
+    /// stream reads it to resume without gaps).
+    async fn events_after(&self, after: i64, limit: usize) -> Result<Vec<Event>>;
+
     /// Events committed from now on, in commit order.
     fn subscribe(&self) -> broadcast::Receiver<Arc<Event>>;
 }

@@ -316,6 +316,45 @@ impl Workspace {
     }
 }
 
+/// A branch's changes against `main` as a patch, cut to a size a page can show.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BranchDiff {
+    #[serde(flatten)]
+    pub summary: BranchSummary,
+    /// `git diff` from where the branch left `main` to its head (what a merge would add).
+    pub patch: String,
+    /// The patch was longer than asked for and is cut at a line's end.
+    pub truncated: bool,
+}
+
+impl Workspace {
+    /// `branch` against `main`: the summary and the patch, at most `max_bytes` of it.
+    pub async fn diff(&self, branch: &str, max_bytes: usize) -> Result<BranchDiff> {
+        let summary = self.summary(branch).await?;
+        let git = self.git();
+        let fork = git
+            .run(["merge-base", &summary.base, &summary.head])
+            .await?;
+        let mut patch = git
+            .run(["diff", "--no-color", "--no-ext-diff", &fork, &summary.head])
+            .await?;
+        let truncated = patch.len() > max_bytes;
+        if truncated {
+            let mut end = max_bytes;
+            while !patch.is_char_boundary(end) {
+                end -= 1;
+            }
+            let end = patch[..end].rfind('\n').map_or(end, |i| i + 1);
+            patch.truncate(end);
+        }
+        Ok(BranchDiff {
+            summary,
+            patch,
+            truncated,
+        })
+    }
+}
+
 /// Parses `git diff --numstat -z` (renames give `added\tremoved\t\0old\0new\0`).
 fn parse_numstat_z(s: &str) -> Vec<FileStat> {
     let mut out = Vec::new();

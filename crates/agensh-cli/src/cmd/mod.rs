@@ -7,6 +7,7 @@ pub mod board;
 pub mod budget;
 pub mod completions;
 pub mod config;
+pub mod dashboard;
 pub mod doctor;
 pub mod eval;
 pub mod events;

@@ -606,7 +606,9 @@ pub async fn run_with(g: &Global, a: RunArgs, sidecar: Option<Sidecar>, print: b
     let clock = RunClock {
         started,
         ends_at: plan.ends_at,
+        dashboard: format!("{}/", hub.url),
     };
+    tell_dashboard(&admin, &clock).await;
     eprintln!(
         "running {n} worker(s) with the {} on \"{}\" — hub {}; Ctrl-C stops",
         plan.agent.describe(),
@@ -764,10 +766,36 @@ const RECENT_CHANGES: usize = 64;
 const STEP_LINES_UP_TO: usize = 32;
 
 /// When the run started and when it ends, for the live view's first line.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct RunClock {
     started: Instant,
     ends_at: Option<SystemTime>,
+    /// The dashboard's address (the hub's `/`).
+    dashboard: String,
+}
+
+/// Gives the hub the run's clock (the dashboard's time left) and prints a one-time link
+/// that logs a browser in to the dashboard. Neither stops the run when it fails.
+async fn tell_dashboard(admin: &Client, clock: &RunClock) {
+    let ms = |t: SystemTime| {
+        t.duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64)
+    };
+    let started = SystemTime::now() - clock.started.elapsed();
+    let run = agensh_protocol::dashboard::RunClock {
+        started_at: ms(started),
+        ends_at: clock.ends_at.map(ms),
+    };
+    if let Err(e) = admin.set_run_clock(&run).await {
+        tracing::warn!("the hub did not take the run's clock: {e}");
+    }
+    match admin.dashboard_link().await {
+        Ok(link) => eprintln!(
+            "dashboard: {} — open this link once to log in (it works for 10 minutes; `agensh dashboard` makes another)",
+            link.url
+        ),
+        Err(e) => tracing::warn!("no dashboard link: {e}"),
+    }
 }
 
 /// The run as a whole at one moment, the live view's first line.
@@ -882,7 +910,8 @@ async fn live_view(
                         now: now_ms(),
                     };
                     let (rows, cols) = term.size_checked().unwrap_or((24, 80));
-                    let view = render_view(&head, &lines, &claims, &recent, rows as usize, cols as usize);
+                    let mut view = render_view(&head, &lines, &claims, &recent, (rows as usize).saturating_sub(1).max(2), cols as usize);
+                    view.insert(1, truncate(&format!("dashboard {} (log in: agensh dashboard)", run.dashboard), cols as usize));
                     drawn = redraw(&view, drawn);
                 }
             }

@@ -51,6 +51,12 @@ pub async fn append_record(
         .append_record(&caller.id, record, s.now(), s.config.board.claim_lease_secs)
         .await?;
     inc(&s.metrics.records_appended);
+    if appended.record.kind == RecordKind::Claim {
+        inc(&s.metrics.claims);
+        if !appended.overlaps.is_empty() {
+            inc(&s.metrics.claim_overlaps);
+        }
+    }
     Ok(appended)
 }
 

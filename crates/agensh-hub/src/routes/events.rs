@@ -1,6 +1,6 @@
 //! Per-worker event queues: long-poll, acknowledge, operator notices.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -63,6 +63,9 @@ pub async fn poll(
     s.metrics
         .events_delivered
         .fetch_add(events.len() as u64, Ordering::Relaxed);
+    s.dashboard
+        .deliveries
+        .note(events.iter().map(|e| e.created_at), s.now());
     Ok(Json(Polled { events }))
 }
 
@@ -147,6 +150,19 @@ pub async fn poll_many(
     s.metrics
         .events_delivered
         .fetch_add(found.delivered as u64, Ordering::Relaxed);
+    let created: HashMap<i64, i64> = found
+        .events
+        .values()
+        .map(|e| (e.seq, e.created_at))
+        .collect();
+    s.dashboard.deliveries.note(
+        found
+            .workers
+            .values()
+            .flatten()
+            .filter_map(|seq| created.get(seq).copied()),
+        s.now(),
+    );
     answer.events = found.events.into_values().collect();
     answer.workers = found.workers;
     Ok(Json(answer))

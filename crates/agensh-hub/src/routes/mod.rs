@@ -3,6 +3,7 @@
 pub mod board;
 pub mod events;
 pub mod git;
+pub mod issues;
 pub mod messages;
 pub mod openapi;
 pub mod prs;
@@ -86,6 +87,14 @@ fn table(body_limit: usize) -> Vec<Route> {
         route(Method::POST, "/prs/{n}/comments", prs::comment),
         route(Method::POST, "/prs/{n}/merge", prs::merge),
         route(Method::POST, "/prs/{n}/close", prs::close),
+        route(Method::GET, "/issues", issues::list),
+        route(Method::POST, "/issues", issues::open),
+        route(Method::GET, "/issues/{n}", issues::view),
+        route(Method::POST, "/issues/{n}/comments", issues::comment),
+        route(Method::POST, "/issues/{n}/labels", issues::labels),
+        route(Method::POST, "/issues/{n}/assign", issues::assign),
+        route(Method::POST, "/issues/{n}/close", issues::close),
+        route(Method::POST, "/issues/{n}/reopen", issues::reopen),
         route(Method::POST, "/ship", ship::ship),
     ]
 }

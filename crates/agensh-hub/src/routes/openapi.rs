@@ -12,6 +12,10 @@ use std::sync::OnceLock;
 
 use agensh_domain::config::MAX_WAIT_SECS;
 use agensh_domain::event::DEDUP_KEY_LIMIT;
+use agensh_domain::issue::{
+    IssueState, BODY_LIMIT as ISSUE_BODY_LIMIT, LABELS_LIMIT, LABEL_LIMIT as ISSUE_LABEL_LIMIT,
+    TITLE_LIMIT as ISSUE_TITLE_LIMIT,
+};
 use agensh_domain::message::{CHANNEL_LIMIT, MESSAGE_LIMIT};
 use agensh_domain::page;
 use agensh_domain::pr::{BODY_LIMIT, BRANCH_LIMIT, TITLE_LIMIT};
@@ -534,7 +538,7 @@ fn schemas() -> Value {
                 &["seq", "kind", "priority", "payload", "created_at"],
                 json!({
                     "seq": json!({ "type": "integer", "format": "int64", "minimum": 1 }),
-                    "kind": string("`board.record`, `msg.channel`, `msg.dm`, `notice`, `pr.*`, `main.updated`, `worker.stop`, `worker.resume` (docs/API.md, \"Events\")"),
+                    "kind": string("`board.record`, `msg.channel`, `msg.dm`, `notice`, `pr.*`, `issue.*`, `main.updated`, `worker.stop`, `worker.resume` (docs/API.md, \"Events\")"),
                     "priority": schema("Priority"),
                     "payload": { "type": "object", "description": "depends on the kind" },
                     "dedup_key": string("events with the same target and key are stored once"),
@@ -676,6 +680,89 @@ fn schemas() -> Value {
                     "added": { "type": ["integer", "null"], "minimum": 0, "description": "null for a binary file" },
                     "removed": { "type": ["integer", "null"], "minimum": 0, "description": "null for a binary file" },
                 }),
+            ),
+        ),
+        (
+            "IssueState",
+            json!({ "type": "string", "enum": IssueState::ALL.map(IssueState::as_str) }),
+        ),
+        (
+            "IssueComment",
+            object(
+                &["id", "author", "text", "created_at"],
+                json!({
+                    "id": json!({ "type": "integer", "format": "int64", "minimum": 1 }),
+                    "author": string("a worker id, or `admin`"),
+                    "text": string("may span lines"),
+                    "created_at": ms("posted"),
+                }),
+            ),
+        ),
+        (
+            "Issue",
+            object(
+                &[
+                    "number",
+                    "title",
+                    "author",
+                    "state",
+                    "labels",
+                    "comment_count",
+                    "comments",
+                    "created_at",
+                    "updated_at",
+                ],
+                json!({
+                    "number": json!({ "type": "integer", "format": "int64", "minimum": 1 }),
+                    "title": string("one line"),
+                    "body": string("may span lines"),
+                    "author": string("a worker id, or `admin`"),
+                    "state": schema("IssueState"),
+                    "labels": json!({ "type": "array", "items": { "type": "string" }, "description": "sorted, each once" }),
+                    "assignee": schema("WorkerId"),
+                    "comment_count": count(),
+                    "comments": json!({ "type": "array", "items": schema("IssueComment"), "description": "oldest first; filled only by `GET /issues/{n}`" }),
+                    "created_at": ms("opened"),
+                    "updated_at": ms("the last change or comment"),
+                    "closed_at": ms("closed, while it is"),
+                    "closed_by": string("who closed it: a worker id, `admin`, or `pr#N` when merged pull request N said `closes #N`"),
+                }),
+            ),
+        ),
+        (
+            "NewIssue",
+            object(
+                &["title"],
+                json!({
+                    "title": json!({ "type": "string", "minLength": 1, "maxLength": ISSUE_TITLE_LIMIT, "pattern": ONE_LINE, "description": "one line, not only whitespace" }),
+                    "body": bounded(1, ISSUE_BODY_LIMIT, "not only whitespace; may span lines"),
+                    "labels": json!({ "type": "array", "maxItems": LABELS_LIMIT, "items": { "type": "string", "minLength": 1, "maxLength": ISSUE_LABEL_LIMIT, "pattern": "^[^,\\u0000-\\u001f\\u007f-\\u009f]*$" }, "description": "one line each, no comma, no space at either end" }),
+                }),
+            ),
+        ),
+        (
+            "NewIssueComment",
+            object(
+                &["text"],
+                json!({ "text": bounded(1, ISSUE_BODY_LIMIT, "not only whitespace; may span lines") }),
+            ),
+        ),
+        (
+            "LabelChange",
+            json!({
+                "type": "object",
+                "description": "at least one label in `add` or `remove`",
+                "properties": {
+                    "add": json!({ "type": "array", "maxItems": LABELS_LIMIT, "items": { "type": "string", "minLength": 1, "maxLength": ISSUE_LABEL_LIMIT } }),
+                    "remove": json!({ "type": "array", "items": { "type": "string", "minLength": 1, "maxLength": ISSUE_LABEL_LIMIT } }),
+                },
+            }),
+        ),
+        (
+            "Assign",
+            object(
+                &["assignee"],
+                json!({ "assignee": json!({ "type": ["string", "null"], "pattern": "^w[0-9]{1,11}$", "description": "a worker id, or null to unassign; a worker may name only itself" }) }),
             ),
         ),
         (
@@ -1069,6 +1156,46 @@ fn operations() -> Vec<Op> {
             .param(param("PrNumberPath"))
             .conflicts()
             .answers(200, "the closed pull request", schema("PullRequest")),
+        op("get", "/issues", "listIssues", "issues", "Issues, newest first")
+            .query("state", false, json!({ "type": "string", "enum": ["open", "closed", "all"], "default": "open" }), None)
+            .query("label", false, json!({ "type": "string", "minLength": 1, "maxLength": ISSUE_LABEL_LIMIT }), Some(json!("bug")))
+            .query("assignee", false, json!({ "type": "string", "pattern": "^(none|w[0-9]{1,11})$", "description": "a worker id, or `none`: unassigned" }), None)
+            .query("before", false, json!({ "type": "integer", "format": "int64", "minimum": 1, "description": "only issues numbered below this" }), None)
+            .query("limit", false, range(1, page::ISSUES.max, &format!("default {}", page::ISSUES.default)), None)
+            .answers(200, "the issues, without their comments", array(schema("Issue"))),
+        op("post", "/issues", "openIssue", "issues", "Open an issue")
+            .doc("As the caller (`admin` with the admin token). Counts against a worker's `limits.messages_per_hour`. Emits `issue.opened` to every worker.")
+            .body("NewIssue", json!({ "title": "Parser loses line numbers", "body": "parse(\"a\\nb\") reports line 1 for b.", "labels": ["bug", "parser"] }))
+            .answers(201, "the issue", schema("Issue")),
+        op("get", "/issues/{n}", "viewIssue", "issues", "One issue with its comments")
+            .param(param("IssueNumberPath"))
+            .answers(200, "the issue", schema("Issue")),
+        op("post", "/issues/{n}/comments", "commentIssue", "issues", "Comment on an issue")
+            .doc("In any state. Its author, assignee and earlier commenters get `issue.commented`. Counts against a worker's `limits.messages_per_hour`.")
+            .param(param("IssueNumberPath"))
+            .body("NewIssueComment", json!({ "text": "I can reproduce it with a CRLF file too" }))
+            .answers(201, "the comment", schema("IssueComment")),
+        op("post", "/issues/{n}/labels", "labelIssue", "issues", "Add and remove labels")
+            .doc("Anyone may; an issue has at most 10 labels.")
+            .param(param("IssueNumberPath"))
+            .body("LabelChange", json!({ "add": ["p1"], "remove": ["parser"] }))
+            .answers(200, "the issue", schema("Issue")),
+        op("post", "/issues/{n}/assign", "assignIssue", "issues", "Assign an issue, or unassign it")
+            .doc("The admin may assign anyone; a worker only itself (a claim: `issue_assigned` while another worker has it) and may unassign only itself. Emits `issue.assigned`: urgent to a worker assigned by someone else.")
+            .param(param("IssueNumberPath"))
+            .body("Assign", json!({ "assignee": "w01" }))
+            .conflicts()
+            .answers(200, "the issue", schema("Issue")),
+        op("post", "/issues/{n}/close", "closeIssue", "issues", "Close an issue (its author, assignee or the admin)")
+            .doc("No body. A merged pull request whose title or body says `closes #N` (or fixes, resolves, …) closes issue N by itself, `closed_by` `pr#<number>`.")
+            .param(param("IssueNumberPath"))
+            .conflicts()
+            .answers(200, "the closed issue", schema("Issue")),
+        op("post", "/issues/{n}/reopen", "reopenIssue", "issues", "Reopen a closed issue (its author, assignee or the admin)")
+            .doc("No body.")
+            .param(param("IssueNumberPath"))
+            .conflicts()
+            .answers(200, "the reopened issue", schema("Issue")),
         op("post", "/ship", "ship", "prs", "From a pushed branch to merged in one call (worker)")
             .doc("Opens (or reuses) the caller's PR for the branch, merges it through the gate, posts `summary` as a PATCH_SUMMARY and releases claims. A failed step answers its own code and lists the steps done.")
             .body("NewShip", json!({ "title": "roman: implement", "summary": "files=textkit/roman.py | evidence=tests.test_roman passed", "branch": "w01/ship" }))
@@ -1145,6 +1272,7 @@ pub fn document() -> Value {
             { "name": "messages", "description": "channel and direct messages" },
             { "name": "events", "description": "per-worker event queues" },
             { "name": "prs", "description": "pull requests, merges through the gate, ship" },
+            { "name": "issues", "description": "the issue tracker: work written down, claimed, closed by merged pull requests" },
         ],
         "security": [{ "bearer": [] }],
         "paths": paths,
@@ -1175,6 +1303,12 @@ pub fn document() -> Value {
                     "schema": { "type": "string", "pattern": "^[Gg]?[0-9]+$" },
                     "example": "G1",
                 },
+                "IssueNumberPath": {
+                    "name": "n", "in": "path", "required": true,
+                    "description": "an issue number: `3` or `#3` (sent as `%233`)",
+                    "schema": { "type": "string", "pattern": "^#?[0-9]+$" },
+                    "example": "1",
+                },
                 "PrNumberPath": {
                     "name": "n", "in": "path", "required": true,
                     "description": "a PR number: `3` or `#3` (sent as `%233`)",
@@ -1185,9 +1319,9 @@ pub fn document() -> Value {
             "responses": {
                 "Invalid": refusal("invalid: a malformed request or a broken rule (`bad_body`, `bad_content_type`, `bad_query_string`, `needs_worker`, `bad_worker_id`, `text_too_long`, …)"),
                 "Unauthorized": refusal("`unauthorized` (no token, not `Bearer <token>`, or unknown), or `wrong_token`"),
-                "Forbidden": refusal("`bad_origin`, `bad_host`, `admin_only`, `impersonation`, `needs_token`, `not_your_claim`, `outside_namespace`, `not_your_pr`, …"),
-                "NotFound": refusal("`unknown_worker` (the path, a body field or `X-Agensh-As`), `unknown_record`, `unknown_pr`, `unknown_branch`, `no_workspace`"),
-                "Conflict": refusal("the state does not allow it now: `claim_released`, `claim_expired`, `claim_alive`, `claim_taken_over`, `pr_exists`, `pr_not_open`, `merge_conflict`, `gate_failed`, `needs_approval`, `nothing_to_merge`, …"),
+                "Forbidden": refusal("`bad_origin`, `bad_host`, `admin_only`, `impersonation`, `needs_token`, `not_your_claim`, `outside_namespace`, `not_your_pr`, `not_your_issue`, `not_yourself`, …"),
+                "NotFound": refusal("`unknown_worker` (the path, a body field or `X-Agensh-As`), `unknown_record`, `unknown_pr`, `unknown_issue`, `unknown_branch`, `no_workspace`"),
+                "Conflict": refusal("the state does not allow it now: `claim_released`, `claim_expired`, `claim_alive`, `claim_taken_over`, `pr_exists`, `pr_not_open`, `merge_conflict`, `gate_failed`, `needs_approval`, `nothing_to_merge`, `issue_assigned`, `issue_closed`, `issue_open`, …"),
                 "TooLarge": refusal("`body_too_large`: over `hub.body_limit`"),
                 "Internal": refusal("`internal`: a failure inside the hub or its store"),
                 "RateLimited": {

@@ -414,6 +414,7 @@ pub async fn merge_pr(s: &AppState, caller: &Caller, n: &str) -> ApiResult<Merge
         other => other,
     };
     let reason = json!({ "code": refused.code, "message": refused.message, "details": details });
+    s.dashboard.note_failure(number, &reason, now);
     s.store
         .merge_failed(number, &caller.id, reason, now)
         .await?;

@@ -86,6 +86,7 @@ pub async fn set_status(
     let status = WorkerStatus::parse(&body.status)?;
     s.note_status(&id, status == WorkerStatus::Busy);
     s.store.set_worker_status(&id, status).await?;
+    s.dashboard.feed.touch();
     Ok(Json(json!({ "id": id, "status": status })))
 }
 
@@ -121,6 +122,7 @@ pub async fn set_statuses(
     }
     let n = statuses.len();
     s.store.set_worker_statuses(statuses).await?;
+    s.dashboard.feed.touch();
     s.agents.lock().expect("agents lock").extend(agents);
     let mut known = s.progress.lock().expect("progress lock");
     for (id, p) in progress {

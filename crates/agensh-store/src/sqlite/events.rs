@@ -36,6 +36,19 @@ fn row_to_event(row: &Row<'_>) -> rusqlite::Result<Event> {
     })
 }
 
+/// Every event above `after`, oldest first, at most `limit`.
+pub fn after(conn: &Connection, after: i64, limit: usize) -> Result<Vec<Event>> {
+    let mut stmt = conn
+        .prepare_cached(&format!(
+            "SELECT {EVENT_COLUMNS} FROM events WHERE seq > ?1 ORDER BY seq LIMIT ?2"
+        ))
+        .map_err(sql_err)?;
+    let rows = stmt
+        .query_map(params![after, limit as i64], row_to_event)
+        .map_err(sql_err)?;
+    rows.collect::<rusqlite::Result<Vec<_>>>().map_err(sql_err)
+}
+
 /// Stores an event unless one with the same target and dedup key exists.
 pub fn insert(conn: &Connection, e: &NewEvent, now: i64) -> Result<Option<Event>> {
     let payload = serde_json::to_string(&e.payload).expect("json serializes");
@@ -541,6 +554,30 @@ mod tests {
             let seqs = |v: &[Event]| v.iter().map(|e| e.seq).collect::<Vec<_>>();
             assert_eq!(seqs(&got), seqs(&one), "{w} after {after}, limit {limit}");
         }
+    }
+
+    #[test]
+    fn everything_after_a_seq_is_read_in_order_whoever_it_is_for() {
+        let conn = db(2);
+        let seqs: Vec<i64> = [
+            event(None, None, None),
+            event(Some("w01"), None, None),
+            event(None, Some("w01"), Some("w02")),
+            event(Some("w02"), None, None),
+        ]
+        .into_iter()
+        .map(|e| add(&conn, e))
+        .collect();
+        let read = |a: i64, l: usize| -> Vec<i64> {
+            after(&conn, a, l).unwrap().iter().map(|e| e.seq).collect()
+        };
+        assert_eq!(read(0, 100), seqs);
+        assert_eq!(read(seqs[1], 100), seqs[2..].to_vec());
+        assert_eq!(read(0, 2), seqs[..2].to_vec());
+        assert!(read(seqs[3], 100).is_empty());
+        // Acknowledging changes what a worker is owed, never the whole history.
+        ack(&conn, "w01", &[seqs[0], seqs[1]]).unwrap();
+        assert_eq!(read(0, 100), seqs);
     }
 
     #[test]

@@ -204,6 +204,10 @@ impl Store for SqliteStore {
             .await
     }
 
+    async fn events_after(&self, after: i64, limit: usize) -> Result<Vec<Event>> {
+        self.db.read(move |c| events::after(c, after, limit)).await
+    }
+
     async fn queue_state(&self, worker: &str) -> Result<QueueState> {
         let w = worker.to_string();
         self.db.read(move |c| events::queue_state(c, &w)).await

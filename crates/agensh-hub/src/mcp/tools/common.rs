@@ -12,6 +12,8 @@ use crate::mcp::args::Args;
 pub const RECORD_ID: &str = "a record id like G12 (12 and g12 work too)";
 /// The description of a pull request number argument.
 pub const PR_NUMBER: &str = "the pull request's number, like 3";
+/// The description of an issue number argument.
+pub const ISSUE_NUMBER: &str = "the issue's number, like 3";
 
 /// A string property of at most `max` characters.
 pub fn string(description: &str, max: usize) -> Value {

@@ -15,6 +15,12 @@ mod board_unfold;
 mod board_write;
 mod claim;
 mod inbox;
+mod issue_claim;
+mod issue_close;
+mod issue_comment;
+mod issue_list;
+mod issue_open;
+mod issue_view;
 mod msg_dm;
 mod msg_post;
 mod pr_close;
@@ -45,7 +51,7 @@ use crate::auth::Caller;
 use crate::state::AppState;
 
 /// Every tool, in the order `tools/list` gives them.
-static TOOLS: [&Tool; 19] = [
+static TOOLS: [&Tool; 25] = [
     &board_read::TOOL,
     &board_write::TOOL,
     &board_grep::TOOL,
@@ -65,6 +71,12 @@ static TOOLS: [&Tool; 19] = [
     &pr_comment::TOOL,
     &pr_merge::TOOL,
     &pr_close::TOOL,
+    &issue_list::TOOL,
+    &issue_view::TOOL,
+    &issue_open::TOOL,
+    &issue_comment::TOOL,
+    &issue_claim::TOOL,
+    &issue_close::TOOL,
 ];
 
 /// One tool: what `tools/list` shows of it and what `tools/call` runs.

@@ -1,0 +1,150 @@
+//! What the dashboard reads: the organization at a glance (`GET /api/v1/overview`), one
+//! row per worker, and the frames of the live stream (`GET /api/v1/stream`).
+
+use std::collections::BTreeMap;
+
+use agensh_domain::event::Event;
+use serde::{Deserialize, Serialize};
+
+use crate::rest::{BudgetView, Stats};
+
+/// One worker as the dashboard's table shows it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct WorkerRow {
+    pub id: String,
+    /// `starting`, `busy`, `idle`, `stalled`, `stopped` or `dead`.
+    pub status: String,
+    /// Which agent it runs, as its node reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+    /// The step of its turn (busy only), and since when (unix ms).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_since: Option<i64>,
+    /// Its newest live claim: the record's id and its label (or text).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claim: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claim_id: Option<String>,
+    /// Unix ms of its last request to the hub.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_activity: Option<i64>,
+    /// Turns its node has reported.
+    pub turns: u64,
+    /// Model tokens and dollars through the gateway.
+    pub tokens: u64,
+    pub cost_usd: f64,
+    /// Restarts of its agent, as its node reported.
+    pub restarts: u64,
+    /// Its pull requests still open.
+    pub open_prs: u64,
+    /// Why the hub stopped it (a budget), while it stays stopped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped_for: Option<String>,
+}
+
+/// How well the organization coordinates.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Health {
+    /// Time from an event's commit to its delivery to the worker's node, over the last
+    /// deliveries (`samples`), in ms.
+    pub delivery_p50_ms: u64,
+    pub delivery_p99_ms: u64,
+    pub delivery_samples: u64,
+    /// CLAIM records posted since the hub started, and those that overlapped another
+    /// worker's live claim (duplicate work reported to its author).
+    pub claims: u64,
+    pub claim_overlaps: u64,
+    /// Idle workers among those not stopped or dead (0 to 1).
+    pub idle_share: f64,
+    /// Pull requests open (waiting to merge).
+    pub prs_waiting: u64,
+}
+
+/// The run's clock, when `agensh run` (or an operator) told the hub.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunClock {
+    /// Unix ms the run began.
+    pub started_at: i64,
+    /// Unix ms the run ends; none: no deadline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ends_at: Option<i64>,
+}
+
+/// One merge into `main`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Merge {
+    pub pr: i64,
+    pub author: String,
+    /// Unix ms.
+    pub at: i64,
+}
+
+/// One score of `main` by an evaluation (e.g. a ProgramBench checkpoint).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Score {
+    /// Unix ms the scored commit was taken.
+    pub at: i64,
+    /// 0 to 1.
+    pub score: f64,
+    /// What scored it (e.g. `programbench kept`).
+    pub label: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit: Option<String>,
+}
+
+/// The organization at a glance.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Overview {
+    pub goal: String,
+    /// Unix ms the overview was taken.
+    pub now: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<RunClock>,
+    /// Workers per state (every state present, 0 included).
+    pub states: BTreeMap<String, u64>,
+    pub stats: Stats,
+    pub health: Health,
+    /// Every merge into `main`, oldest first.
+    pub merges: Vec<Merge>,
+    pub scores: Vec<Score>,
+    pub budget: BudgetView,
+    /// The newest operator notices (deadline notices among them), newest last.
+    pub notices: Vec<Event>,
+}
+
+/// One frame of the live stream: what changed since the previous one. Its SSE `id` is
+/// `cursor`; a client that reconnects with it as `Last-Event-ID` gets every event after it,
+/// once.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Frame {
+    /// The newest event included (or the newest there was, when none is).
+    pub cursor: i64,
+    /// Every event committed after the previous frame's cursor, oldest first.
+    pub events: Vec<Event>,
+    /// Workers whose row changed (all of them in the first frame of a connection).
+    pub workers: Vec<WorkerRow>,
+    /// Workers per state, when they changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub states: Option<BTreeMap<String, u64>>,
+    /// Counts, when they changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stats: Option<Stats>,
+    /// Coordination health, when it changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health: Option<Health>,
+    /// True on the first frame of a connection (a whole worker table), and when the
+    /// client was too far behind: it should then reload what it shows.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reset: bool,
+}
+
+/// A one-time link to the dashboard (`POST /api/v1/dashboard/links`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DashboardLink {
+    /// Open it in a browser once; it logs in and is spent.
+    pub url: String,
+    /// Unix ms after which it no longer works.
+    pub expires_at: i64,
+}
