@@ -71,6 +71,8 @@ struct Bench {
     task: Arc<Task>,
     env: TestEnv,
     data: PathBuf,
+    /// The running hub, as its admin: each scored checkpoint goes to the dashboard's curve.
+    hub: Option<agensh_client::Client>,
 }
 
 impl Bench {
@@ -114,6 +116,7 @@ async fn programbench(g: &Global, a: ProgrambenchArgs) -> Result<()> {
         task: Arc::new(task),
         env,
         data,
+        hub: None,
     };
     let elapsed_hours = (now_ms() - setup.started_at) as f64 / 3_600_000.0;
     let remaining = setup.hours - elapsed_hours;
@@ -323,11 +326,28 @@ fn clean_seed(from: &Path, into: &Path, task: &Task, reference: &[u8]) -> Result
 
 /// Beside the run: takes each checkpoint when it is due and hands it to the scorer.
 async fn checkpointer(mut ctx: RunContext, bench: Bench) -> Result<()> {
+    let bench = Bench {
+        hub: ctx.admin.clone(),
+        ..bench
+    };
     {
         let mut r = bench.report.lock().expect("report lock");
         r.setup.agent = ctx.agent.clone();
     }
     bench.save()?;
+    // A resumed run: the curve so far.
+    let scored: Vec<Checkpoint> = bench
+        .report
+        .lock()
+        .expect("report lock")
+        .checkpoints
+        .iter()
+        .filter(|c| c.score.is_some())
+        .cloned()
+        .collect();
+    for c in &scored {
+        post_score(&bench, c).await;
+    }
     let (tx, rx) = mpsc::unbounded_channel();
     let scorer = tokio::spawn(scorer(rx, bench.clone()));
     let (setup, last_due, unscored_now) = {
@@ -520,8 +540,34 @@ async fn score(bench: &Bench, index: usize, nice: i32) -> Result<()> {
             .map(|c| format!(" — {c}"))
             .unwrap_or_default()
     );
-    bench.report.lock().expect("report lock").checkpoints[index].score = Some(s);
-    bench.save()
+    let checkpoint = {
+        let mut r = bench.report.lock().expect("report lock");
+        r.checkpoints[index].score = Some(s);
+        r.checkpoints[index].clone()
+    };
+    bench.save()?;
+    post_score(bench, &checkpoint).await;
+    Ok(())
+}
+
+/// Gives the hub a scored checkpoint for the dashboard's curve; the run goes on without
+/// it when the hub does not take it.
+async fn post_score(bench: &Bench, c: &Checkpoint) {
+    let (Some(hub), Some(s)) = (&bench.hub, &c.score) else {
+        return;
+    };
+    let score = agensh_protocol::dashboard::Score {
+        at: c.taken_at,
+        score: s.kept.clamp(0.0, 1.0),
+        label: "programbench kept".into(),
+        commit: Some(c.commit.clone()),
+    };
+    if let Err(e) = hub.add_score(&score).await {
+        tracing::warn!(
+            "the hub did not take the score of checkpoint {}: {e}",
+            c.index
+        );
+    }
 }
 
 /// The run's time is over: the last checkpoint (if missing) and every unscored one.
@@ -541,6 +587,7 @@ async fn finish_without_workers(bench: &Bench) -> Result<()> {
             stop: agensh_process::Shutdown::never(),
             ended,
             agent: setup.agent.clone(),
+            admin: None,
         };
         // The checkpoints between are not taken after the fact: main has moved on since.
         let c = take(&ctx, bench, end).await?;

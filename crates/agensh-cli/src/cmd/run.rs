@@ -526,6 +526,8 @@ pub struct RunContext {
     pub ended: tokio::sync::watch::Receiver<Option<bool>>,
     /// What the workers run, as the run describes it.
     pub agent: String,
+    /// The run's hub, as its admin (none after the run, when no hub serves).
+    pub admin: Option<Client>,
 }
 
 /// A task run beside the organization; the run waits for it before it shuts the hub down.
@@ -623,6 +625,7 @@ pub async fn run_with(g: &Global, a: RunArgs, sidecar: Option<Sidecar>, print: b
             stop: stop.clone(),
             ended,
             agent: plan.agent.describe(),
+            admin: Some(admin.clone()),
         }))
     });
     let (tx, rx) = mpsc::unbounded_channel();

@@ -131,8 +131,10 @@ function route() {
 // ---------- the live stream ----------
 
 let source = null;
-function connect() {
-  source = new EventSource("/api/v1/stream");
+/** Opens the stream from `after` (the recent changes start with what came before the page
+ * did); the browser resumes it after a break with the last frame's id. */
+function connect(after) {
+  source = new EventSource("/api/v1/stream" + (after >= 0 ? "?after=" + after : ""));
   source.addEventListener("open", () => setLive(true));
   source.addEventListener("error", () => setLive(false));
   source.addEventListener("frame", (m) => {
@@ -275,7 +277,12 @@ function renderOverview() {
   fill($("ov-time"), rows);
   fill($("ov-notices"), (o.notices || []).slice(-5).reverse().map((n) => el("li", {}, (n.payload && (n.payload.text || n.payload.notice)) || "notice", el("span", { class: "when" }, ago(n.created_at)))));
   const merges = o.merges || [];
-  line($("ov-merges"), merges.map((m, i) => [m.at, i + 1]).concat(merges.length ? [[now, merges.length]] : []), now, merges.length, merges.length ? `${merges.length} merges` : "no merge yet");
+  // A step per merge, from the run's start (or the first merge) to now.
+  const from = Math.min(o.run ? o.run.started_at : now, merges.length ? merges[0].at : now);
+  const steps = [[from, 0]];
+  merges.forEach((m, i) => { steps.push([m.at, i], [m.at, i + 1]); });
+  steps.push([now, merges.length]);
+  line($("ov-merges"), steps, now, Math.max(1, merges.length), merges.length ? `${merges.length} merge(s) since ${clock(from)}` : "no merge yet");
   const b = o.budget || {};
   const spent = b.organization_spent || {};
   const lim = b.organization || {};
@@ -639,9 +646,8 @@ function start() {
   $("is-new-toggle").addEventListener("click", () => { $("is-new").hidden = !$("is-new").hidden; });
   $("is-new").addEventListener("submit", openIssue);
   setInterval(() => { if (state.view === "overview") renderOverview(); }, 1000);
-  connect();
-  loadOverview();
   route();
+  api("/stats").then((st) => connect(Math.max(0, (st.events || 0) - 40))).catch(() => connect(0));
 }
 
 document.addEventListener("DOMContentLoaded", start);
