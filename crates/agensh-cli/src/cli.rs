@@ -94,6 +94,9 @@ pub enum Command {
     Notice(NoticeArgs),
     /// Pull requests on the shared repository; the hub merges them.
     Pr(PrArgs),
+    /// Issues: work written down for later; a worker claims one, a merged PR that says
+    /// `closes #N` closes it.
+    Issue(IssueArgs),
     /// MCP over stdio, bridged to the hub's /mcp: for agents that only take stdio MCP servers.
     Mcp(McpArgs),
     /// Agents built into agensh, speaking ACP on stdio (`script`: a deterministic agent for tests and load; never the default).
@@ -141,6 +144,7 @@ impl Command {
             | Command::Events(_)
             | Command::Notice(_)
             | Command::Pr(_)
+            | Command::Issue(_)
             | Command::Mcp(_)
             | Command::Status(_)
             | Command::Dashboard(_)
@@ -166,6 +170,13 @@ pub struct InitArgs {
     /// Seed `main` from this directory's files, or from this git repository's history.
     #[arg(long, value_name = "SRC")]
     pub from: Option<PathBuf>,
+    /// Open these issues in the new organization (author `admin`). A TOML file of
+    /// `[[issue]]` tables with `title` (one line, at most 200 characters), `body` (optional,
+    /// at most 20,000) and `labels` (optional, at most 10 of at most 50 characters), or, when
+    /// the name ends in `.json`, a JSON array of such objects. A bad entry is named and
+    /// nothing is created.
+    #[arg(long, value_name = "FILE")]
+    pub issues: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -533,6 +544,117 @@ pub enum PrCommand {
     Close {
         /// The pull request's number.
         number: i64,
+    },
+}
+
+#[derive(Args, Debug)]
+pub struct IssueArgs {
+    #[command(subcommand)]
+    pub command: IssueCommand,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum IssueCommand {
+    /// Open an issue (as the admin, or as --as ID / the token's worker).
+    Open {
+        /// One line that says what is to be done (at most 200 characters).
+        title: String,
+        /// The details (at most 20,000 characters).
+        #[arg(long)]
+        body: Option<String>,
+        /// A label (repeat for more; at most 10, each at most 50 characters, no comma).
+        #[arg(long = "label", value_name = "LABEL")]
+        labels: Vec<String>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List issues, newest first (open ones unless --state says otherwise).
+    List {
+        /// open (default), closed or all.
+        #[arg(long)]
+        state: Option<String>,
+        /// Only issues with this label.
+        #[arg(long)]
+        label: Option<String>,
+        /// Only issues assigned to this worker, or none for unassigned ones.
+        #[arg(long)]
+        assignee: Option<String>,
+        /// Only issues numbered below this (to page back).
+        #[arg(long)]
+        before: Option<i64>,
+        /// At most this many (1-500, default 100).
+        #[arg(long)]
+        limit: Option<usize>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// One issue with its comments.
+    View {
+        /// The issue's number.
+        number: i64,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Comment on an issue.
+    Comment {
+        /// The issue's number.
+        number: i64,
+        /// The comment (at most 20,000 characters).
+        text: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Add and remove labels.
+    Label {
+        /// The issue's number.
+        number: i64,
+        /// A label to add (repeat for more).
+        #[arg(long, value_name = "LABEL")]
+        add: Vec<String>,
+        /// A label to remove (repeat for more).
+        #[arg(long, value_name = "LABEL")]
+        remove: Vec<String>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Assign an issue to a worker (the admin: anyone; a worker: only itself), or to nobody.
+    Assign {
+        /// The issue's number.
+        number: i64,
+        /// A worker id like w03, or none to unassign.
+        assignee: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Take an issue: assign it to yourself (a worker, or the admin with --as ID).
+    Claim {
+        /// The issue's number.
+        number: i64,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Close an issue (its author, its assignee, or the admin).
+    Close {
+        /// The issue's number.
+        number: i64,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Reopen a closed issue (its author, its assignee, or the admin).
+    Reopen {
+        /// The issue's number.
+        number: i64,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
     },
 }
 

@@ -83,6 +83,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Notice(a) => cmd::events::notice(&g, a).await,
         Command::Budget(a) => cmd::budget::run(&g, a).await,
         Command::Pr(a) => cmd::pr::run(&g, a).await,
+        Command::Issue(a) => cmd::issue::run(&g, a).await,
         Command::Mcp(a) => cmd::mcp::run(&g, a).await,
         Command::Agent(a) => cmd::agent::run(a).await,
         Command::Agents(a) => cmd::agents::run(a).await,

@@ -483,6 +483,85 @@ impl Client {
         self.send(self.request(Method::POST, &format!("/prs/{number}/close")))
             .await
     }
+
+    // issues
+
+    /// Opens an issue as the caller.
+    pub async fn open_issue(
+        &self,
+        issue: &agensh_domain::issue::NewIssue,
+    ) -> Result<agensh_domain::issue::Issue> {
+        self.send(self.request(Method::POST, "/issues").json(issue))
+            .await
+    }
+
+    /// Issues, newest first (without their comments).
+    pub async fn list_issues(
+        &self,
+        q: &agensh_protocol::rest::ListIssues,
+    ) -> Result<Vec<agensh_domain::issue::Issue>> {
+        self.send(self.request(Method::GET, "/issues").query(q))
+            .await
+    }
+
+    /// One issue with its comments.
+    pub async fn view_issue(&self, number: i64) -> Result<agensh_domain::issue::Issue> {
+        self.send(self.request(Method::GET, &format!("/issues/{number}")))
+            .await
+    }
+
+    pub async fn comment_issue(
+        &self,
+        number: i64,
+        text: &str,
+    ) -> Result<agensh_domain::issue::IssueComment> {
+        self.send(
+            self.request(Method::POST, &format!("/issues/{number}/comments"))
+                .json(&NewComment {
+                    text: text.to_string(),
+                }),
+        )
+        .await
+    }
+
+    /// Adds and removes labels.
+    pub async fn label_issue(
+        &self,
+        number: i64,
+        add: Vec<String>,
+        remove: Vec<String>,
+    ) -> Result<agensh_domain::issue::Issue> {
+        self.send(
+            self.request(Method::POST, &format!("/issues/{number}/labels"))
+                .json(&agensh_protocol::rest::LabelChange { add, remove }),
+        )
+        .await
+    }
+
+    /// Assigns the issue to `assignee`, or to nobody.
+    pub async fn assign_issue(
+        &self,
+        number: i64,
+        assignee: Option<&str>,
+    ) -> Result<agensh_domain::issue::Issue> {
+        self.send(
+            self.request(Method::POST, &format!("/issues/{number}/assign"))
+                .json(&agensh_protocol::rest::Assign {
+                    assignee: assignee.map(str::to_string),
+                }),
+        )
+        .await
+    }
+
+    pub async fn close_issue(&self, number: i64) -> Result<agensh_domain::issue::Issue> {
+        self.send(self.request(Method::POST, &format!("/issues/{number}/close")))
+            .await
+    }
+
+    pub async fn reopen_issue(&self, number: i64) -> Result<agensh_domain::issue::Issue> {
+        self.send(self.request(Method::POST, &format!("/issues/{number}/reopen")))
+            .await
+    }
 }
 
 fn filter_query(f: &MessageFilter) -> ReadQuery {

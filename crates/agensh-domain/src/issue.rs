@@ -404,6 +404,86 @@ pub fn closes_refs(text: &str) -> Vec<i64> {
     out
 }
 
+/// The format of a file of issues to seed an organization with (`agensh init --issues`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SeedFormat {
+    /// `[[issue]]` tables with `title`, `body` and `labels`.
+    Toml,
+    /// An array of objects with `title`, `body` and `labels`.
+    Json,
+}
+
+/// One issue of a seed file, as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SeedIssue {
+    title: String,
+    #[serde(default)]
+    body: Option<String>,
+    #[serde(default)]
+    labels: Vec<String>,
+}
+
+/// A TOML seed file: `[[issue]]` tables.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SeedToml {
+    #[serde(default)]
+    issue: Vec<SeedIssue>,
+}
+
+/// Reads and checks the issues of a seed file's `text`: every entry is checked, and the
+/// first bad one is named by its place (from 1) and title, so nothing is created from a bad
+/// file. A file with no issue is refused too.
+pub fn parse_seed(text: &str, format: SeedFormat) -> Result<Vec<NewIssue>> {
+    let bad = |why: String| Error::invalid("bad_issues_file", why);
+    let entries: Vec<SeedIssue> = match format {
+        SeedFormat::Toml => {
+            toml::from_str::<SeedToml>(text)
+                .map_err(|e| {
+                    bad(format!(
+                        "it is not TOML of [[issue]] tables with title, body and labels: {}",
+                        e.to_string().trim_end()
+                    ))
+                })?
+                .issue
+        }
+        SeedFormat::Json => serde_json::from_str(text).map_err(|e| {
+            bad(format!(
+                "it is not a JSON array of objects with title, body and labels: {e}"
+            ))
+        })?,
+    };
+    if entries.is_empty() {
+        return Err(bad(match format {
+            SeedFormat::Toml => {
+                "it has no [[issue]] table — add one per issue, each with a title".to_string()
+            }
+            SeedFormat::Json => {
+                "its array is empty — add one object per issue, each with a title".to_string()
+            }
+        }));
+    }
+    let mut out = Vec::with_capacity(entries.len());
+    for (i, e) in entries.into_iter().enumerate() {
+        let issue = NewIssue {
+            title: e.title,
+            body: e.body,
+            labels: e.labels,
+        };
+        issue.validate().map_err(|err| {
+            bad(format!(
+                "issue {} (\"{}\"): {}",
+                i + 1,
+                truncate_for_message(&issue.title),
+                err.message
+            ))
+        })?;
+        out.push(issue);
+    }
+    Ok(out)
+}
+
 /// Parses an issue number as people and models write it: `3` or `#3`.
 pub fn parse_number(s: &str) -> Result<i64> {
     let digits = s.trim();
@@ -598,6 +678,43 @@ mod tests {
                 .code,
             "issue_closed"
         );
+    }
+
+    #[test]
+    fn seed_files_are_toml_or_json_and_a_bad_entry_is_named() {
+        let toml = "[[issue]]\ntitle = \"Parser\"\nbody = \"line 1\\nline 2\"\nlabels = [\"p1\"]\n\n[[issue]]\ntitle = \"Docs\"\n";
+        let got = parse_seed(toml, SeedFormat::Toml).unwrap();
+        assert_eq!(got.len(), 2);
+        assert_eq!(got[0].body.as_deref(), Some("line 1\nline 2"));
+        assert_eq!(got[0].labels, ["p1"]);
+        let json = r#"[{"title":"Parser","labels":["p1"]},{"title":"Docs","body":"b"}]"#;
+        assert_eq!(parse_seed(json, SeedFormat::Json).unwrap().len(), 2);
+        let e = parse_seed(
+            "[[issue]]\ntitle = \"ok\"\n[[issue]]\ntitle = \"\"\n",
+            SeedFormat::Toml,
+        )
+        .unwrap_err();
+        assert_eq!(e.code, "bad_issues_file");
+        assert!(
+            e.message
+                .starts_with("issue 2 (\"\"): the issue title is empty"),
+            "{}",
+            e.message
+        );
+        let e = parse_seed(
+            "[[issue]]\ntitle = \"x\"\ntitel = \"y\"\n",
+            SeedFormat::Toml,
+        )
+        .unwrap_err();
+        assert!(e.message.contains("titel"), "{}", e.message);
+        assert!(parse_seed("", SeedFormat::Toml)
+            .unwrap_err()
+            .message
+            .contains("no [[issue]] table"));
+        assert!(parse_seed("{}", SeedFormat::Json)
+            .unwrap_err()
+            .message
+            .starts_with("it is not a JSON array"));
     }
 
     #[test]

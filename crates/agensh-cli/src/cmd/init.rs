@@ -3,6 +3,7 @@
 use std::path::Path;
 
 use agensh_domain::config::Config;
+use agensh_domain::issue::NewIssue;
 use agensh_store::{SqliteStore, Store};
 use agensh_workspace::seed::{self, Source};
 use anyhow::{bail, Context, Result};
@@ -15,8 +16,20 @@ pub async fn run(g: &Global, a: InitArgs) -> Result<()> {
     let dir = g.org_dir(&a.dir);
     let config = Config::with_goal(&a.goal);
     config.validate().map_err(Local)?;
-    create(&dir, &config, a.from.as_deref()).await?;
+    // Read and check the issues before anything is created: a bad file creates nothing.
+    let issues = match &a.issues {
+        Some(path) => crate::cmd::issue::read_seed_file(path)?,
+        None => Vec::new(),
+    };
+    create_with_issues(&dir, &config, a.from.as_deref(), &issues).await?;
     outln!("created organization in {}", dir.display());
+    if !issues.is_empty() {
+        outln!(
+            "opened {} issue(s): agensh --dir {} issue list",
+            issues.len(),
+            dir.display()
+        );
+    }
     outln!(
         "next: agensh hub {}   (then, in another terminal: agensh --dir {} workers add 4)",
         dir.display(),
@@ -28,6 +41,16 @@ pub async fn run(g: &Global, a: InitArgs) -> Result<()> {
 /// Writes agensh.toml, creates `.agensh/` (mode 0700), the store, and the git workspace
 /// with `main` seeded from `from` (a directory or a git repository) or empty.
 pub async fn create(dir: &Path, config: &Config, from: Option<&Path>) -> Result<()> {
+    create_with_issues(dir, config, from, &[]).await
+}
+
+/// [`create`], and `issues` opened in the new store (author `admin`), all or none.
+pub async fn create_with_issues(
+    dir: &Path,
+    config: &Config,
+    from: Option<&Path>,
+    issues: &[NewIssue],
+) -> Result<()> {
     let source = match from {
         Some(src) => Source::detect(src)?,
         None => Source::Empty,
@@ -48,7 +71,7 @@ pub async fn create(dir: &Path, config: &Config, from: Option<&Path>) -> Result<
             state.display()
         );
     }
-    let made = fill_state_dir(&state, config, source).await;
+    let made = fill_state_dir(&state, config, source, issues).await;
     if made.is_err() {
         // Leave nothing half-made behind: the next init starts clean.
         let _ = std::fs::remove_dir_all(&state);
@@ -78,7 +101,7 @@ pub async fn create_state_if_missing(dir: &Path, config: &Config) -> Result<bool
         })?,
         None => Source::Empty,
     };
-    let made = fill_state_dir(&state, config, source).await;
+    let made = fill_state_dir(&state, config, source, &[]).await;
     if made.is_err() {
         let _ = std::fs::remove_dir_all(&state);
     }
@@ -87,7 +110,12 @@ pub async fn create_state_if_missing(dir: &Path, config: &Config) -> Result<bool
 }
 
 /// Creates `.agensh/` (mode 0700) with the store and the seeded git workspace.
-async fn fill_state_dir(state: &Path, config: &Config, source: Source<'_>) -> Result<()> {
+async fn fill_state_dir(
+    state: &Path,
+    config: &Config,
+    source: Source<'_>,
+    issues: &[NewIssue],
+) -> Result<()> {
     std::fs::create_dir_all(state).with_context(|| format!("cannot create {}", state.display()))?;
     #[cfg(unix)]
     {
@@ -97,6 +125,12 @@ async fn fill_state_dir(state: &Path, config: &Config, source: Source<'_>) -> Re
     let store = SqliteStore::open(&state.join(agensh_hub::STORE_FILE))?;
     // Creating the admin token now makes the store complete before the first hub starts.
     store.admin_token().await?;
+    if !issues.is_empty() {
+        let now = crate::output::now_ms();
+        store
+            .open_issues(agensh_domain::ids::ADMIN, issues.to_vec(), now)
+            .await?;
+    }
     let repo = state.join(agensh_workspace::REPO_DIR);
     seed::create(&repo, source, &config.organization.goal)
         .await

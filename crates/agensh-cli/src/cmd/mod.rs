@@ -13,6 +13,7 @@ pub mod eval;
 pub mod events;
 pub mod hub;
 pub mod init;
+pub mod issue;
 pub mod mcp;
 pub mod model;
 pub mod msg;
