@@ -200,6 +200,42 @@ impl Client {
             .await
     }
 
+    /// Reports one finished turn of `worker` (the worker's own token, or the admin's); the
+    /// answer is the report as stored.
+    pub async fn report_turn(
+        &self,
+        worker: &str,
+        report: &agensh_protocol::dashboard::TurnReport,
+    ) -> Result<agensh_protocol::dashboard::TurnReport> {
+        self.send(
+            self.request(Method::POST, &format!("/workers/{worker}/turns"))
+                .json(report),
+        )
+        .await
+    }
+
+    /// `worker`'s turns numbered below `before` (all when none), newest first, at most
+    /// `limit` (the hub's default when none).
+    pub async fn turns(
+        &self,
+        worker: &str,
+        before: Option<u64>,
+        limit: Option<usize>,
+    ) -> Result<Vec<agensh_protocol::dashboard::TurnReport>> {
+        let mut query: Vec<(&str, String)> = Vec::new();
+        if let Some(b) = before {
+            query.push(("before", b.to_string()));
+        }
+        if let Some(l) = limit {
+            query.push(("limit", l.to_string()));
+        }
+        self.send(
+            self.request(Method::GET, &format!("/workers/{worker}/turns"))
+                .query(&query),
+        )
+        .await
+    }
+
     /// Opens the live stream (admin): frames of what changed, from the event after `after`
     /// (none: from now, with the whole worker table first).
     pub async fn stream(&self, after: Option<i64>) -> Result<FrameStream> {

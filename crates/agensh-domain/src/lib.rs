@@ -23,6 +23,7 @@ pub mod query;
 pub mod record;
 pub mod text;
 pub mod time;
+pub mod turn;
 pub mod view;
 pub mod worker;
 

@@ -80,6 +80,14 @@ pub const ISSUES: Limit = Limit {
     what: "issues and page with before",
 };
 
+/// One read of a worker's turns (`GET /workers/{id}/turns`).
+pub const TURNS: Limit = Limit {
+    param: "limit",
+    max: 500,
+    default: 50,
+    what: "turns and page with before",
+};
+
 /// Default of `board.view_cap`: how many entries the recent view holds.
 pub const DEFAULT_VIEW_CAP: usize = 2_000;
 

@@ -47,7 +47,7 @@ fn tool_status<'a>(events: &'a [TurnEvent], tool: &str) -> Vec<&'a str> {
     events
         .iter()
         .filter_map(|e| match e {
-            TurnEvent::ToolCall { name, status } if name == tool => Some(status.as_str()),
+            TurnEvent::ToolCall { name, status, .. } if name == tool => Some(status.as_str()),
             _ => None,
         })
         .collect()
@@ -85,7 +85,7 @@ async fn a_turn_runs_the_scenario_answers_permissions_and_ends_with_end_turn() {
     assert!(
         out.events
             .iter()
-            .any(|e| matches!(e, TurnEvent::ToolCall { name, status } if name.starts_with("git push") && status == "completed")),
+            .any(|e| matches!(e, TurnEvent::ToolCall { name, status, .. } if name.starts_with("git push") && status == "completed")),
         "{:?}",
         out.events
     );

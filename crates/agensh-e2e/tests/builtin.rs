@@ -79,7 +79,7 @@ fn statuses(events: &[TurnEvent]) -> Vec<(String, String)> {
     events
         .iter()
         .filter_map(|e| match e {
-            TurnEvent::ToolCall { name, status } => Some((name.clone(), status.clone())),
+            TurnEvent::ToolCall { name, status, .. } => Some((name.clone(), status.clone())),
             _ => None,
         })
         .collect()
@@ -136,11 +136,13 @@ async fn tools_style_writes_reads_and_answers_each_call_by_id() {
         vec![
             TurnEvent::ToolCall {
                 name: "write_file".into(),
-                status: "ok".into()
+                status: "ok".into(),
+                kind: String::new(),
             },
             TurnEvent::ToolCall {
                 name: "read_file".into(),
-                status: "ok".into()
+                status: "ok".into(),
+                kind: String::new(),
             },
             TurnEvent::Message {
                 text: "Done: wrote and read notes/hello.txt.".into()
@@ -225,7 +227,8 @@ async fn json_style_sends_an_action_schema_and_runs_one_action_per_reply() {
         vec![
             TurnEvent::ToolCall {
                 name: "edit_file".into(),
-                status: "ok".into()
+                status: "ok".into(),
+                kind: String::new(),
             },
             TurnEvent::Message {
                 text: "README says goodbye now".into()

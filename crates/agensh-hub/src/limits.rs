@@ -57,6 +57,9 @@ pub fn cost(method: &Method, path: &str) -> f64 {
         (true, "/api/v1/board/recent" | "/api/v1/messages" | "/api/v1/prs" | "/api/v1/issues") => {
             2.0
         }
+        // A page of a worker's turns (up to 500 reports of some KiB each) reads like a
+        // list; a turn report is a write like any other.
+        (true, p) if p.starts_with("/api/v1/workers/") && p.ends_with("/turns") => 2.0,
         _ => 1.0,
     }
 }
@@ -285,6 +288,8 @@ mod tests {
         assert_eq!(cost(&Method::POST, "/api/v1/board/records"), 1.0);
         assert_eq!(cost(&Method::GET, "/api/v1/messages"), 2.0);
         assert_eq!(cost(&Method::POST, "/api/v1/messages"), 1.0);
+        assert_eq!(cost(&Method::GET, "/api/v1/workers/w01/turns"), 2.0);
+        assert_eq!(cost(&Method::POST, "/api/v1/workers/w01/turns"), 1.0);
         assert_eq!(
             cost(&Method::POST, "/git/workspace.git/git-receive-pack"),
             5.0

@@ -21,7 +21,10 @@ use agensh_process::Shutdown;
 use serde_json::json;
 use tokio::sync::mpsc;
 
-use crate::adapters::{Agent, AgentContext, Heartbeat, Usage};
+use agensh_protocol::dashboard::{ToolCallSummary, TurnReport};
+use tokio::task::JoinSet;
+
+use crate::adapters::{Agent, AgentContext, Heartbeat, TurnEvent, TurnOutcome, Usage};
 use crate::pump::EventPump;
 use crate::status::StatusReporter;
 
@@ -34,6 +37,8 @@ const RESUME_AFTER: Duration = Duration::from_secs(1);
 const WAIT_SECS: u64 = 30;
 /// Most events listed in one prompt; the rest are summarized by count.
 const EVENTS_SHOWN: usize = 50;
+/// Longest wait, as a worker stops, for its turn reports still on their way to the hub.
+const REPORTS_WAIT: Duration = Duration::from_secs(5);
 
 /// How one worker runs.
 #[derive(Debug, Clone)]
@@ -203,6 +208,10 @@ pub async fn run_worker(
         failure = Some((e, false));
     }
     let mut summary = WorkerSummary::default();
+    // Restarts of the agent so far (each start after a failure), for the turn reports.
+    let mut restarts = 0u64;
+    // Turn reports on their way to the hub, in the background.
+    let mut reports: JoinSet<()> = JoinSet::new();
     let mut carried: Vec<i64> = Vec::new();
     let mut carried_urgent: Vec<i64> = Vec::new();
     // (seq, created_at) of the events the next prompt carries, for the turn log.
@@ -248,6 +257,7 @@ pub async fn run_worker(
                 }
             }
             let error = e.message.clone();
+            let failures_before = failures;
             let recovered = recover(
                 &mut *agent,
                 &plan,
@@ -257,11 +267,14 @@ pub async fn run_worker(
                 &set_status,
                 &mut stop,
             );
-            match recovered.await {
+            let recovered = recovered.await;
+            restarts += u64::from(failures.saturating_sub(failures_before));
+            match recovered {
                 Recovered::Running => {}
                 Recovered::Stopped => break,
                 Recovered::GaveUp(e) => {
-                    return give_up(agent, &hub, &plan, failures, e, &set_status, status).await
+                    finish_reports(&mut reports).await;
+                    return give_up(agent, &hub, &plan, failures, e, &set_status, status).await;
                 }
             }
             if in_turn {
@@ -322,6 +335,24 @@ pub async fn run_worker(
                 _ => None,
             })
             .unwrap_or_else(|| outcome.stop_reason.clone());
+        // The hub's copy of the turn, for the dashboard: sent in the background, so the
+        // next turn never waits for it; the turn log above stays the full record.
+        let turn_report = report_of(
+            summary.turns,
+            started,
+            &prompt,
+            &carried_at,
+            &outcome,
+            &last_action,
+            restarts,
+        );
+        while reports.try_join_next().is_some() {}
+        let (client, worker) = (hub.clone(), id.clone());
+        reports.spawn(async move {
+            if let Err(e) = client.report_turn(&worker, &turn_report).await {
+                tracing::warn!(worker = %worker, turn = turn_report.turn, "could not report the turn to the hub: {e}");
+            }
+        });
         report(Progress::Turn {
             turns: summary.turns,
             last_action,
@@ -358,7 +389,8 @@ pub async fn run_worker(
             .await;
             let Next::Died(e) = next else { break next };
             log.write(json!({ "error": e.message, "phase": "between_turns", "at": unix_ms(SystemTime::now()) }));
-            match recover(
+            let failures_before = failures;
+            let recovered = recover(
                 &mut *agent,
                 &plan,
                 &mut failures,
@@ -367,12 +399,14 @@ pub async fn run_worker(
                 &set_status,
                 &mut stop,
             )
-            .await
-            {
+            .await;
+            restarts += u64::from(failures.saturating_sub(failures_before));
+            match recovered {
                 Recovered::Running => set_status(WorkerStatus::Idle).await,
                 Recovered::Stopped => break Next::Stop,
                 Recovered::GaveUp(e) => {
-                    return give_up(agent, &hub, &plan, failures, e, &set_status, status).await
+                    finish_reports(&mut reports).await;
+                    return give_up(agent, &hub, &plan, failures, e, &set_status, status).await;
                 }
             }
         };
@@ -440,7 +474,81 @@ pub async fn run_worker(
     agent.stop().await;
     set_status(WorkerStatus::Stopped).await;
     status.flush().await;
+    finish_reports(&mut reports).await;
     Ok(summary)
+}
+
+/// Waits a little for the turn reports still on their way, so a worker's last turn reaches
+/// the hub when its node stops; one the hub does not take in [`REPORTS_WAIT`] is dropped.
+async fn finish_reports(reports: &mut JoinSet<()>) {
+    let all = async { while reports.join_next().await.is_some() {} };
+    if tokio::time::timeout(REPORTS_WAIT, all).await.is_err() {
+        tracing::warn!(
+            "{} turn reports did not reach the hub in {} s; dropped (the turn log has them)",
+            reports.len(),
+            REPORTS_WAIT.as_secs()
+        );
+        reports.abort_all();
+    }
+}
+
+/// What the hub is told of a finished turn (`agensh_domain::turn`'s limits): the prompt cut
+/// to 8 KiB, the seqs of the events it carried, the first 200 tool calls the agent reported
+/// (the rest counted), the turn's tokens, how it ended and the agent's restarts so far.
+fn report_of(
+    turn: u64,
+    started: SystemTime,
+    prompt: &str,
+    carried: &[(i64, i64)],
+    outcome: &TurnOutcome,
+    last_action: &str,
+    restarts: u64,
+) -> TurnReport {
+    use agensh_domain::turn::{self as limits, clip};
+    let calls: Vec<ToolCallSummary> = outcome
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            TurnEvent::ToolCall { name, status, kind } => Some(tool_call(name, status, kind)),
+            TurnEvent::Message { .. } => None,
+        })
+        .collect();
+    let dropped = calls.len().saturating_sub(limits::TOOL_CALLS) as u64;
+    TurnReport {
+        turn,
+        started_at: unix_ms(started),
+        ended_at: unix_ms(SystemTime::now()).max(unix_ms(started)),
+        prompt: limits::clip_prompt(prompt),
+        events: carried
+            .iter()
+            .map(|(seq, _)| *seq)
+            .take(limits::EVENTS)
+            .collect(),
+        tool_calls: calls.into_iter().take(limits::TOOL_CALLS).collect(),
+        tool_calls_dropped: dropped,
+        input_tokens: outcome.usage.input_tokens,
+        output_tokens: outcome.usage.output_tokens,
+        stop_reason: clip(&outcome.stop_reason, limits::STATUS_CHARS),
+        last_action: clip(last_action, limits::LAST_ACTION_CHARS),
+        restarts,
+    }
+}
+
+/// One tool call as the dashboard lists it: an ACP call of a kind of its own (`execute`,
+/// `edit`, `read`, …) is named by its kind and titled as the agent titled it; one of kind
+/// `other` (the organization's tools) or from an agent without kinds is named by its
+/// title or tool (`claim`, `pr_merge`).
+fn tool_call(name: &str, status: &str, kind: &str) -> ToolCallSummary {
+    use agensh_domain::turn::{clip, NAME_CHARS, STATUS_CHARS, TITLE_CHARS};
+    let (name, title) = match kind {
+        "" | "other" => (name, ""),
+        kind => (kind, name),
+    };
+    ToolCallSummary {
+        name: clip(name, NAME_CHARS),
+        title: clip(title, TITLE_CHARS),
+        status: clip(status, STATUS_CHARS),
+    }
 }
 
 /// Sends each step the agent reports during a turn to the live view and the hub; never
@@ -1076,6 +1184,77 @@ mod tests {
             hang_after: None,
         };
         assert_eq!(none.backoff_before(3), Duration::ZERO);
+    }
+
+    #[test]
+    fn a_turn_report_carries_what_the_turn_did_within_the_hubs_limits() {
+        let call = |name: &str, status: &str, kind: &str| TurnEvent::ToolCall {
+            name: name.into(),
+            status: status.into(),
+            kind: kind.into(),
+        };
+        let mut events = vec![
+            TurnEvent::Message {
+                text: "on it".into(),
+            },
+            call("claim", "completed", "other"),
+            call("git push origin HEAD:w01/work", "failed", "execute"),
+            call("write_file", "ok", ""),
+            call(&"x".repeat(500), "in_progress", "edit"),
+        ];
+        events.extend((0..250).map(|i| call(&format!("run {i}"), "ok", "")));
+        let outcome = TurnOutcome {
+            stop_reason: "end_turn".into(),
+            usage: Usage {
+                input_tokens: 1200,
+                output_tokens: 34,
+                ..Usage::default()
+            },
+            events,
+            model_ms: 0,
+            tools_ms: 0,
+        };
+        let started = SystemTime::now() - Duration::from_secs(3);
+        let prompt = "ü".repeat(9_000);
+        let r = report_of(
+            4,
+            started,
+            &prompt,
+            &[(7, 1), (9, 2)],
+            &outcome,
+            "run 249",
+            2,
+        );
+        assert_eq!(r.turn, 4);
+        assert_eq!(r.started_at, unix_ms(started));
+        assert!(r.ended_at >= r.started_at + 3_000, "{r:?}");
+        assert!(r.prompt.len() <= agensh_domain::turn::PROMPT_BYTES);
+        assert!(r.prompt.ends_with(agensh_domain::turn::PROMPT_CUT_MARKER));
+        assert_eq!(r.events, [7, 9]);
+        assert_eq!((r.input_tokens, r.output_tokens), (1200, 34));
+        assert_eq!(
+            (r.stop_reason.as_str(), r.last_action.as_str()),
+            ("end_turn", "run 249")
+        );
+        assert_eq!(r.restarts, 2);
+        // 254 tool calls: the first 200 listed, 54 counted.
+        assert_eq!(r.tool_calls.len(), 200);
+        assert_eq!(r.tool_calls_dropped, 54);
+        let shown: Vec<(&str, &str, &str)> = r.tool_calls[..4]
+            .iter()
+            .map(|c| (c.name.as_str(), c.title.as_str(), c.status.as_str()))
+            .collect();
+        assert_eq!(
+            &shown[..3],
+            [
+                ("claim", "", "completed"),
+                ("execute", "git push origin HEAD:w01/work", "failed"),
+                ("write_file", "", "ok"),
+            ]
+        );
+        assert_eq!(shown[3].0, "edit");
+        assert_eq!(shown[3].1.chars().count(), agensh_domain::turn::TITLE_CHARS);
+        assert_eq!(r.tool_calls[199].name, "run 195");
     }
 
     #[test]

@@ -148,3 +148,55 @@ pub struct DashboardLink {
     /// Unix ms after which it no longer works.
     pub expires_at: i64,
 }
+
+/// One finished turn of a worker, as its node reports it (`POST /api/v1/workers/{id}/turns`)
+/// and the dashboard reads it (`GET /api/v1/workers/{id}/turns`). The node's turn log
+/// (`.agensh/logs/<id>/turns.jsonl`) stays the full record; this is what fits a page. Its
+/// limits are `agensh_domain::turn`'s.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TurnReport {
+    /// The worker's turn number, from 1 (a report sent twice replaces the first).
+    pub turn: u64,
+    /// Unix ms the prompt was sent and the turn ended.
+    pub started_at: i64,
+    pub ended_at: i64,
+    /// What the agent was sent, cut to 8 KiB at a character boundary with a marker that it
+    /// was cut (`agensh_domain::turn::clip_prompt`).
+    pub prompt: String,
+    /// The seqs of the events the prompt carried (notices delivered).
+    #[serde(default)]
+    pub events: Vec<i64>,
+    /// The tool calls the agent reported during the turn, in order; at most 200.
+    #[serde(default)]
+    pub tool_calls: Vec<ToolCallSummary>,
+    /// Tool calls beyond the 200 listed.
+    #[serde(default)]
+    pub tool_calls_dropped: u64,
+    /// The turn's tokens, as the agent reported them (0: not reported).
+    #[serde(default)]
+    pub input_tokens: u64,
+    #[serde(default)]
+    pub output_tokens: u64,
+    /// The agent's reason (`end_turn`, `max_tokens`, `cancelled`, …).
+    pub stop_reason: String,
+    /// The last tool the agent called, else the stop reason.
+    #[serde(default)]
+    pub last_action: String,
+    /// Restarts of the worker's agent so far, as its node counts them.
+    #[serde(default)]
+    pub restarts: u64,
+}
+
+/// One tool call of a turn.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCallSummary {
+    /// The tool (`claim`, `pr_merge`, `run`), or for an ACP agent the kind of a call that is
+    /// not one of the organization's tools (`execute`, `edit`, `read`).
+    pub name: String,
+    /// What it worked on, as the agent titled it (`git push origin HEAD`, `src/lib.rs`).
+    #[serde(default)]
+    pub title: String,
+    /// How it ended (`completed`, `failed`, `in_progress` when the turn ended first).
+    #[serde(default)]
+    pub status: String,
+}

@@ -281,6 +281,22 @@ pub trait Store: Send + Sync + 'static {
     /// Every budget set with [`Store::set_budget`], in scope order.
     async fn budgets(&self) -> Result<Vec<(String, agensh_domain::budget::Limits)>>;
 
+    /// Stores one finished turn of `worker` as its node reported it; a report of a turn
+    /// already stored replaces it. Durable before it returns.
+    async fn record_turn(
+        &self,
+        worker: &str,
+        report: &agensh_protocol::dashboard::TurnReport,
+    ) -> Result<()>;
+    /// The worker's turns numbered below `before` (all when none), newest first, at most
+    /// `limit`.
+    async fn turns(
+        &self,
+        worker: &str,
+        before: Option<u64>,
+        limit: usize,
+    ) -> Result<Vec<agensh_protocol::dashboard::TurnReport>>;
+
     /// Every event with a sequence number above `after`, whoever it is for, oldest first,
     /// at most `limit`: the operator's view of everything that happened (the dashboard's
     /// stream reads it to resume without gaps).

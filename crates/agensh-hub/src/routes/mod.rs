@@ -8,6 +8,7 @@ pub mod messages;
 pub mod openapi;
 pub mod prs;
 pub mod ship;
+pub mod turns;
 pub mod workers;
 
 use axum::extract::DefaultBodyLimit;
@@ -53,6 +54,11 @@ fn table(body_limit: usize) -> Vec<Route> {
         r.serve = r.serve.layer(batch);
         r
     };
+    let turn_body = DefaultBodyLimit::max(body_limit.max(turns::BODY_LIMIT));
+    let turn_report = |mut r: Route| {
+        r.serve = r.serve.layer(turn_body);
+        r
+    };
     vec![
         route(Method::GET, "/openapi.json", openapi::serve),
         route(Method::GET, "/whoami", workers::whoami),
@@ -65,6 +71,8 @@ fn table(body_limit: usize) -> Vec<Route> {
         route(Method::GET, "/workers/{id}/token", workers::token),
         route(Method::PUT, "/workers/{id}/status", workers::set_status),
         batched(route(Method::PUT, "/workers/status", workers::set_statuses)),
+        turn_report(route(Method::POST, "/workers/{id}/turns", turns::report)),
+        route(Method::GET, "/workers/{id}/turns", turns::list),
         route(Method::POST, "/board/records", board::append),
         route(Method::GET, "/board/records/{id}", board::unfold),
         route(Method::GET, "/board/recent", board::recent),

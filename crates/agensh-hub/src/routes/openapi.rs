@@ -23,6 +23,7 @@ use agensh_domain::record::{
     RecordKind, TakeoverReason, DETAIL_LIMIT, LABEL_LIMIT, MAX_LEASE_SECS, PATCH_SUMMARY_LIMIT,
     PATHS_LIMIT, PATH_LIMIT, TEXT_LIMIT,
 };
+use agensh_domain::turn;
 use agensh_domain::worker::{WorkerStatus, ADD_LIMIT, BATCH_LIMIT};
 use axum::http::header::CONTENT_TYPE;
 use axum::response::IntoResponse;
@@ -413,6 +414,50 @@ fn schemas() -> Value {
         (
             "Updated",
             object(&["updated"], json!({ "updated": count() })),
+        ),
+        (
+            "ToolCallSummary",
+            object(
+                &["name", "title", "status"],
+                json!({
+                    "name": json!({ "type": "string", "maxLength": turn::NAME_CHARS, "description": "the tool (`claim`, `pr_merge`, `run`), or an ACP call's kind (`execute`, `edit`) when it is not an organization tool" }),
+                    "title": json!({ "type": "string", "maxLength": turn::TITLE_CHARS, "description": "what it worked on, as the agent titled it" }),
+                    "status": json!({ "type": "string", "maxLength": turn::STATUS_CHARS, "description": "how it ended: `completed`, `failed`, … (`in_progress` when the turn ended first)" }),
+                }),
+            ),
+        ),
+        (
+            "TurnReport",
+            object(
+                &[
+                    "turn",
+                    "started_at",
+                    "ended_at",
+                    "prompt",
+                    "events",
+                    "tool_calls",
+                    "tool_calls_dropped",
+                    "input_tokens",
+                    "output_tokens",
+                    "stop_reason",
+                    "last_action",
+                    "restarts",
+                ],
+                json!({
+                    "turn": json!({ "type": "integer", "format": "int64", "minimum": 1, "description": "the worker's turn number; a report sent again replaces the first" }),
+                    "started_at": ms("the prompt was sent"),
+                    "ended_at": ms("the turn ended; not before `started_at`"),
+                    "prompt": json!({ "type": "string", "description": format!("what the agent was sent, at most {} bytes: the node cuts a longer one at a character boundary and ends it with a marker. Controls other than line breaks and tabs are stored escaped (`\\u{{1b}}`)", turn::PROMPT_BYTES) }),
+                    "events": json!({ "type": "array", "items": { "type": "integer", "format": "int64", "minimum": 1 }, "maxItems": turn::EVENTS, "description": "the seqs of the events the prompt carried (notices delivered)" }),
+                    "tool_calls": json!({ "type": "array", "items": schema("ToolCallSummary"), "maxItems": turn::TOOL_CALLS, "description": "in the order the agent made them" }),
+                    "tool_calls_dropped": count(),
+                    "input_tokens": count(),
+                    "output_tokens": count(),
+                    "stop_reason": json!({ "type": "string", "maxLength": turn::STATUS_CHARS, "description": "`end_turn`, `max_tokens`, `cancelled`, …" }),
+                    "last_action": json!({ "type": "string", "maxLength": turn::LAST_ACTION_CHARS, "description": "the last tool called, else the stop reason" }),
+                    "restarts": json!({ "type": "integer", "format": "int64", "minimum": 0, "description": "restarts of the worker's agent so far" }),
+                }),
+            ),
         ),
         ("RecordKind", json!({ "type": "string", "enum": kinds })),
         (
@@ -1056,6 +1101,17 @@ fn operations() -> Vec<Op> {
             .doc("Each entry is authorised for its worker (docs/API.md, \"Requests for many workers\"); all are set or none. Takes bodies up to 8 MiB, or `hub.body_limit` when larger.")
             .body("StatusReports", json!({ "workers": [{ "id": "w01", "status": "busy", "progress": { "step": "model request 3 (1204 tokens in)", "since": 1796001791861_i64, "tokens": 2408, "tokens_per_sec": 9.5 } }] }))
             .answers(200, "how many were set", schema("Updated")),
+        op("post", "/workers/{id}/turns", "reportTurn", "workers", "Report a finished turn (the worker's node)")
+            .doc("The worker itself, or the admin. A node sends one per turn; a report of a turn already stored replaces it. Sizes over the limits are refused (`bad_turn`, `too_many_events`, `too_many_tool_calls`, `text_too_long`); controls in its texts, which come from agents, are stored escaped rather than refused. Takes bodies up to 1 MiB, or `hub.body_limit` when larger.")
+            .param(param("WorkerIdPath"))
+            .body("TurnReport", json!({ "turn": 1, "started_at": 1796001791861_i64, "ended_at": 1796001851861_i64, "prompt": "You are worker w01 …", "events": [], "tool_calls": [{ "name": "claim", "title": "claim", "status": "completed" }, { "name": "execute", "title": "git push origin HEAD:w01/work", "status": "completed" }], "tool_calls_dropped": 0, "input_tokens": 12040, "output_tokens": 311, "stop_reason": "end_turn", "last_action": "claim", "restarts": 0 }))
+            .answers(201, "the report as stored", schema("TurnReport")),
+        op("get", "/workers/{id}/turns", "workerTurns", "workers", "A worker's turns, newest first")
+            .doc("The admin, or the worker itself. Page back with `before` (a turn number).")
+            .param(param("WorkerIdPath"))
+            .query("limit", false, limit(page::TURNS), None)
+            .query("before", false, json!({ "type": "integer", "format": "int64", "minimum": 0, "description": "only turns numbered below this" }), None)
+            .answers(200, "the turns, newest first", array(schema("TurnReport"))),
         op("post", "/board/records", "appendRecord", "board", "Post a board record")
             .doc("The author is the caller. A CLAIM succeeds whatever it overlaps; `overlaps` lists other authors' live claims that collide with it. A CLAIM with `takes_over` ends the old claim in the same transaction, or is refused (`claim_alive`, `claim_taken_over`, `own_claim`, `not_a_claim`, `unknown_record`). Emits `board.record`, and `claim.taken_over` to the old claim's author.")
             .body("NewRecord", record_example)

@@ -1078,6 +1078,7 @@ impl TurnLog {
                 self.events.push(TurnEvent::ToolCall {
                     name: call.title.clone(),
                     status: acp::wire_name(&call.status),
+                    kind: acp::wire_name(&call.kind),
                 });
                 return Some(call.title);
             }
@@ -1085,17 +1086,24 @@ impl TurnLog {
                 self.open_message = false;
                 let id = u.tool_call_id.0.to_string();
                 let status = u.fields.status.as_ref().map(acp::wire_name);
+                let kind = u.fields.kind.as_ref().map(acp::wire_name);
                 let title = u.fields.title;
                 match self.calls.get(&id) {
                     Some(&i) => {
-                        if let Some(TurnEvent::ToolCall { name, status: s }) =
-                            self.events.get_mut(i)
+                        if let Some(TurnEvent::ToolCall {
+                            name,
+                            status: s,
+                            kind: k,
+                        }) = self.events.get_mut(i)
                         {
                             if let Some(st) = status {
                                 *s = st;
                             }
                             if let Some(t) = title {
                                 *name = t;
+                            }
+                            if let Some(kind) = kind {
+                                *k = kind;
                             }
                         }
                     }
@@ -1104,6 +1112,7 @@ impl TurnLog {
                         self.events.push(TurnEvent::ToolCall {
                             name: title.unwrap_or_else(|| "tool".to_string()),
                             status: status.unwrap_or_else(|| "pending".to_string()),
+                            kind: kind.unwrap_or_default(),
                         });
                     }
                 }
@@ -1360,6 +1369,9 @@ mod tests {
             json!({ "sessionUpdate": "agent_message_chunk", "content": { "type": "text", "text": "lo" } }),
             json!({ "sessionUpdate": "tool_call", "toolCallId": "c1", "title": "claim", "status": "in_progress" }),
             json!({ "sessionUpdate": "tool_call_update", "toolCallId": "c1", "status": "completed" }),
+            json!({ "sessionUpdate": "tool_call", "toolCallId": "c2", "title": "git push", "kind": "execute", "status": "in_progress" }),
+            json!({ "sessionUpdate": "tool_call_update", "toolCallId": "c2", "title": "git push origin HEAD", "status": "failed" }),
+            json!({ "sessionUpdate": "tool_call_update", "toolCallId": "c3", "kind": "edit", "title": "src/a.rs" }),
             json!({ "sessionUpdate": "agent_message_chunk", "content": { "type": "text", "text": "done" } }),
             json!({ "sessionUpdate": "usage_update", "used": 10, "size": 100, "cost": { "amount": 0.25, "currency": "USD" } }),
         ] {
@@ -1373,7 +1385,18 @@ mod tests {
                 },
                 TurnEvent::ToolCall {
                     name: "claim".into(),
-                    status: "completed".into()
+                    status: "completed".into(),
+                    kind: "other".into(),
+                },
+                TurnEvent::ToolCall {
+                    name: "git push origin HEAD".into(),
+                    status: "failed".into(),
+                    kind: "execute".into(),
+                },
+                TurnEvent::ToolCall {
+                    name: "src/a.rs".into(),
+                    status: "pending".into(),
+                    kind: "edit".into(),
                 },
                 TurnEvent::Message {
                     text: "done".into()
@@ -1427,6 +1450,7 @@ mod tests {
         let tool = TurnEvent::ToolCall {
             name: "claim".into(),
             status: "completed".into(),
+            kind: "other".into(),
         };
         assert!(
             no_model_answer("copilot", &out(Usage::not_reported(), vec![tool]), false).is_none()

@@ -175,8 +175,15 @@ impl std::ops::AddAssign for Usage {
 pub enum TurnEvent {
     /// Text the agent said.
     Message { text: String },
-    /// A tool the agent called, and how it ended.
-    ToolCall { name: String, status: String },
+    /// A tool the agent called, and how it ended. An ACP agent names a call by its title
+    /// (`claim`, `git push origin HEAD`) and says its `kind` (`execute`, `edit`, `read`,
+    /// `other` for the organization's tools); other agents by the tool, with no kind.
+    ToolCall {
+        name: String,
+        status: String,
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        kind: String,
+    },
 }
 
 /// How a turn ended.

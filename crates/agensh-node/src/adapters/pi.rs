@@ -375,6 +375,7 @@ impl PiTurn {
                 self.events.push(TurnEvent::ToolCall {
                     name: name.clone(),
                     status: "in_progress".into(),
+                    kind: String::new(),
                 });
                 return Some(name);
             }
@@ -475,11 +476,13 @@ mod tests {
                 },
                 TurnEvent::ToolCall {
                     name: "bash".into(),
-                    status: "completed".into()
+                    status: "completed".into(),
+                    kind: String::new(),
                 },
                 TurnEvent::ToolCall {
                     name: "board_write".into(),
-                    status: "failed".into()
+                    status: "failed".into(),
+                    kind: String::new(),
                 },
             ]
         );

@@ -7,6 +7,7 @@ pub mod fts;
 mod issues;
 mod messages;
 mod prs;
+mod turns;
 mod usage;
 mod workers;
 
@@ -444,6 +445,30 @@ impl Store for SqliteStore {
 
     async fn budgets(&self) -> Result<Vec<(String, agensh_domain::budget::Limits)>> {
         self.db.read(usage::budgets).await
+    }
+
+    async fn record_turn(
+        &self,
+        worker: &str,
+        report: &agensh_protocol::dashboard::TurnReport,
+    ) -> Result<()> {
+        let worker = worker.to_string();
+        let report = report.clone();
+        self.db
+            .write(move |ctx| turns::record(ctx, &worker, &report))
+            .await
+    }
+
+    async fn turns(
+        &self,
+        worker: &str,
+        before: Option<u64>,
+        limit: usize,
+    ) -> Result<Vec<agensh_protocol::dashboard::TurnReport>> {
+        let worker = worker.to_string();
+        self.db
+            .read(move |c| turns::list(c, &worker, before, limit))
+            .await
     }
 
     fn subscribe(&self) -> broadcast::Receiver<Arc<Event>> {

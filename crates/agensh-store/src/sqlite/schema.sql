@@ -153,6 +153,17 @@ CREATE TABLE IF NOT EXISTS budgets (
     hours    REAL NOT NULL
 );
 
+-- Each worker's finished turns as its node reported them (`POST /workers/{id}/turns`):
+-- the report whole as JSON, its times beside it. A report sent twice replaces the first.
+CREATE TABLE IF NOT EXISTS turns (
+    worker     TEXT NOT NULL,
+    turn       INTEGER NOT NULL,
+    started_at INTEGER NOT NULL,
+    ended_at   INTEGER NOT NULL,
+    report     TEXT NOT NULL,
+    PRIMARY KEY (worker, turn)
+) WITHOUT ROWID;
+
 -- Issues: work to do, beside pull requests. `number` is assigned 1, 2, 3, … and never
 -- reused. `closed_by` is a worker id, `admin`, or `pr#N` (closed by a merged PR).
 CREATE TABLE IF NOT EXISTS issues (

@@ -1249,6 +1249,7 @@ fn tool_event(name: &str, out: &Output) -> TurnEvent {
     TurnEvent::ToolCall {
         name: name.to_string(),
         status: if out.ok { "ok" } else { "error" }.to_string(),
+        kind: String::new(),
     }
 }
 
