@@ -1,6 +1,7 @@
 //! REST+JSON handlers under `/api/v1`, one file per area.
 
 pub mod board;
+use crate::dashboard;
 pub mod events;
 pub mod git;
 pub mod issues;
@@ -104,6 +105,13 @@ fn table(body_limit: usize) -> Vec<Route> {
         route(Method::POST, "/issues/{n}/close", issues::close),
         route(Method::POST, "/issues/{n}/reopen", issues::reopen),
         route(Method::POST, "/ship", ship::ship),
+        route(Method::GET, "/overview", dashboard::overview),
+        route(Method::GET, "/stream", dashboard::feed::stream),
+        route(Method::POST, "/dashboard/links", dashboard::new_link),
+        route(Method::PUT, "/run", dashboard::set_run),
+        route(Method::POST, "/scores", dashboard::add_score),
+        route(Method::GET, "/merge-failures", dashboard::failures),
+        route(Method::GET, "/workers/{id}/diff", dashboard::diff),
     ]
 }
 

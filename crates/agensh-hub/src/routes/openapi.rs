@@ -912,6 +912,130 @@ fn schemas() -> Value {
                 }),
             ),
         ),
+        (
+            "WorkerRow",
+            object(
+                &[
+                    "id", "status", "turns", "tokens", "cost_usd", "restarts", "open_prs",
+                ],
+                json!({
+                    "id": string("the worker's id"),
+                    "status": { "type": "string", "enum": statuses.clone() },
+                    "agent": string("its agent, as its node reported"),
+                    "step": string("the step of its turn, while busy"),
+                    "step_since": ms("when the step began"),
+                    "claim": string("its newest live claim's label (or text)"),
+                    "claim_id": string("that claim's record id"),
+                    "last_activity": ms("its last request to the hub"),
+                    "turns": count(),
+                    "tokens": count(),
+                    "cost_usd": { "type": "number", "minimum": 0 },
+                    "restarts": count(),
+                    "open_prs": count(),
+                    "stopped_for": string("why the hub stopped it (a budget)"),
+                }),
+            ),
+        ),
+        (
+            "Health",
+            object(
+                &[
+                    "delivery_p50_ms",
+                    "delivery_p99_ms",
+                    "delivery_samples",
+                    "claims",
+                    "claim_overlaps",
+                    "idle_share",
+                    "prs_waiting",
+                ],
+                json!({
+                    "delivery_p50_ms": count(),
+                    "delivery_p99_ms": count(),
+                    "delivery_samples": count(),
+                    "claims": count(),
+                    "claim_overlaps": count(),
+                    "idle_share": { "type": "number", "minimum": 0, "maximum": 1 },
+                    "prs_waiting": count(),
+                }),
+            ),
+        ),
+        (
+            "RunClock",
+            object(
+                &["started_at"],
+                json!({ "started_at": ms("the run's start"), "ends_at": ms("the run's end; none: no deadline") }),
+            ),
+        ),
+        (
+            "Score",
+            object(
+                &["at", "score", "label"],
+                json!({
+                    "at": ms("when the scored commit was taken"),
+                    "score": { "type": "number", "minimum": 0, "maximum": 1 },
+                    "label": string("what scored it"),
+                    "commit": string("the scored commit"),
+                }),
+            ),
+        ),
+        (
+            "Overview",
+            object(
+                &[
+                    "goal", "now", "states", "stats", "health", "merges", "scores", "budget",
+                    "notices",
+                ],
+                json!({
+                    "goal": string("the organization's goal"),
+                    "now": ms("when the overview was taken"),
+                    "run": schema("RunClock"),
+                    "states": { "type": "object", "additionalProperties": count(), "description": "workers per state, every state present" },
+                    "stats": schema("Stats"),
+                    "health": schema("Health"),
+                    "merges": array(object(&["pr", "author", "at"], json!({ "pr": int(), "author": string("the PR's author"), "at": ms("merged at") }))),
+                    "scores": array(schema("Score")),
+                    "budget": schema("BudgetView"),
+                    "notices": array(schema("Event")),
+                }),
+            ),
+        ),
+        (
+            "DashboardLink",
+            object(
+                &["url", "expires_at"],
+                json!({ "url": string("open it once in a browser"), "expires_at": ms("after this it no longer works") }),
+            ),
+        ),
+        (
+            "MergeFailure",
+            object(
+                &["number", "at", "reason"],
+                json!({ "number": int(), "at": ms("when"), "reason": { "type": "object", "description": "`code`, `message` and `details` (the conflicting files, or the gate's exit and output)" } }),
+            ),
+        ),
+        (
+            "BranchDiff",
+            object(
+                &[
+                    "head",
+                    "base",
+                    "commits",
+                    "files",
+                    "mergeability",
+                    "patch",
+                    "truncated",
+                ],
+                json!({
+                    "head": string("the branch's commit"),
+                    "base": string("main's commit"),
+                    "commits": { "type": "array", "items": { "type": "object" } },
+                    "files": { "type": "array", "items": { "type": "object" } },
+                    "mergeability": { "type": "object" },
+                    "patch": string("git diff from where the branch left main to its head"),
+                    "truncated": { "type": "boolean", "description": "the patch was cut at 512 KiB" },
+                }),
+            ),
+        ),
     ];
     Value::Object(
         entries
@@ -1001,6 +1125,16 @@ impl Op {
         self.responses.insert(
             "200".into(),
             json!({ "description": description, "content": { media: { "schema": { "type": "string" } } } }),
+        );
+        self
+    }
+
+    /// Answers a server-sent event stream that does not end.
+    fn stream(mut self) -> Self {
+        self.value.insert("x-agensh-stream".into(), json!(true));
+        self.responses.insert(
+            "200".into(),
+            json!({ "description": "server-sent events, one `frame` at a time", "content": { "text/event-stream": { "schema": { "type": "string" } } } }),
         );
         self
     }
@@ -1257,6 +1391,32 @@ fn operations() -> Vec<Op> {
             .body("NewShip", json!({ "title": "roman: implement", "summary": "files=textkit/roman.py | evidence=tests.test_roman passed", "branch": "w01/ship" }))
             .conflicts()
             .answers(200, "what was done", schema("Shipped")),
+        op("get", "/overview", "overview", "dashboard", "The organization at a glance (admin)")
+            .doc("Admin only (the token, or the dashboard's session cookie). Goal, the run's clock, workers per state, counts, coordination health, every merge into main, scores, budgets and the newest operator notices.")
+            .answers(200, "the overview", schema("Overview")),
+        op("get", "/stream", "stream", "dashboard", "The live stream of changes (admin; server-sent events)")
+            .doc("Admin only. `text/event-stream`: each `frame` event is a JSON object — `cursor`, `events` (every event committed since the previous frame, oldest first), `workers` (changed rows; all of them in a connection's first frame), and `states`, `stats`, `health` when they changed; `reset` when the client should reload what it shows. At most four frames a second. Reconnect with `Last-Event-ID` (or `after`) to get every event after it, once. Does not end.")
+            .query("after", false, json!({ "type": "integer", "format": "int64", "minimum": 0, "description": "resume after this event, as Last-Event-ID" }), None)
+            .stream(),
+        op("post", "/dashboard/links", "dashboardLink", "dashboard", "A one-time link to log in to the dashboard (admin)")
+            .doc("Admin token only. The link works once, for ten minutes; it sets an HTTP-only session cookie for twelve hours. `agensh dashboard` prints and opens one.")
+            .answers(201, "the link", schema("DashboardLink")),
+        op("put", "/run", "setRunClock", "dashboard", "The run's start and end, for the dashboard's time left (admin)")
+            .doc("Admin only; `agensh run` sets it. Kept in memory.")
+            .body("RunClock", json!({ "started_at": 1796001791861_i64, "ends_at": 1796012591861_i64 }))
+            .answers(200, "the clock", schema("RunClock")),
+        op("post", "/scores", "addScore", "dashboard", "A score of main, for the dashboard's curve (admin)")
+            .doc("Admin only; an evaluation posts each checkpoint's score. Kept in memory (the last 10,000).")
+            .body("Score", json!({ "at": 1796001791861_i64, "score": 0.42, "label": "programbench kept" }))
+            .answers(201, "the score", schema("Score")),
+        op("get", "/merge-failures", "mergeFailures", "dashboard", "The newest failed merges (admin)")
+            .doc("Admin only. The last 200 since the hub started, oldest first: the conflicting files or the gate's output.")
+            .answers(200, "failed merges", array(schema("MergeFailure"))),
+        op("get", "/workers/{id}/diff", "workerDiff", "dashboard", "A worker's branch against main (admin)")
+            .doc("Admin only. Its work branch unless `branch` names another of its namespace; `unknown_branch` before it pushed one.")
+            .param(param("WorkerIdPath"))
+            .query("branch", false, json!({ "type": "string" }), None)
+            .answers(200, "the summary and the patch (at most 512 KiB)", schema("BranchDiff")),
     ]
 }
 
