@@ -44,6 +44,11 @@ action = "commit_push"
 action = "open_and_merge_pr"
 [[step]]
 action = "end_turn"
+[[step]]
+action = "take_issue"
+wait = true
+[[step]]
+action = "end_turn"
 """
 
 
@@ -172,6 +177,9 @@ def drive(hub: Hub, link: str, org: Path, tokens: dict[str, str]) -> None:
         # One worker.
         page.goto(base + "/#worker/w01")
         page.wait_for_selector("#w-now dd", timeout=10_000)
+        page.wait_for_selector("#w-body [data-turn]", timeout=10_000)
+        body = page.text_content("#w-body")
+        check("one worker's turns, with their tool calls", "tool call(s)" in body and "turn 1" in body)
         page.click("#w-tabs button[data-wtab=records]")
         page.wait_for_selector("#w-body [data-record]", timeout=10_000)
         check("one worker's board records", True)
@@ -229,6 +237,26 @@ def drive(hub: Hub, link: str, org: Path, tokens: dict[str, str]) -> None:
         page.wait_for_selector("#pr-card:not([hidden])", timeout=5_000)
         check("merged pull requests and their details", "merged" in page.text_content("#pr-detail"))
         shot(page, "prs")
+
+        # An issue opened by a person on the page is taken by a scripted worker and closed
+        # by its merged pull request that names it.
+        page.goto(base + "/#issues")
+        page.click("#is-new-toggle")
+        page.fill("#is-title", "Write the changelog")
+        page.fill("#is-body", "One line per part merged.")
+        page.fill("#is-labels", "docs")
+        page.click("#is-open")
+        page.wait_for_selector("#is-card:not([hidden])", timeout=5_000)
+        number = int(page.get_attribute("#is-list [data-issue]", "data-issue"))
+        check("an issue opened from the page", "Write the changelog" in page.text_content("#is-detail"), f"#{number}")
+        page.select_option("#is-state", "all")
+        wait_js(page, f"(document.querySelector('#is-list [data-issue=\"{number}\"]') || {{textContent: ''}}).textContent.includes('closed')", timeout=90_000)
+        issue = hub.call("GET", f"/issues/{number}")
+        check("a scripted worker claimed it", (issue.get("assignee") or "").startswith("w"), str(issue.get("assignee")))
+        check("and its merged PR closed it", issue["state"] == "closed" and str(issue.get("closed_by", "")).startswith("pr#"), str(issue.get("closed_by")))
+        page.click(f"#is-list [data-issue='{number}']")
+        wait_js(page, "document.querySelector('#is-detail').textContent.includes('closed by pr#')", timeout=5_000)
+        shot(page, "issues")
 
         # A worker killed shows as dead.
         page.goto(base + "/#workers")

@@ -32,6 +32,11 @@ pub struct WorkerRow {
     pub last_activity: Option<i64>,
     /// Turns its node has reported.
     pub turns: u64,
+    /// What its agent did last in its last finished turn, and when that turn ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_action: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_action_at: Option<i64>,
     /// Model tokens and dollars through the gateway.
     pub tokens: u64,
     pub cost_usd: f64,

@@ -252,12 +252,18 @@ pub async fn worker_rows(s: &AppState) -> ApiResult<Vec<WorkerRow>> {
         .map(|w| (w.worker.as_str(), &w.spent))
         .collect();
     let turns = s.turns.lock().expect("turns lock").clone();
-    let restarts = s.dashboard.restarts.lock().expect("restarts lock").clone();
+    let last_turns = s
+        .dashboard
+        .last_turns
+        .lock()
+        .expect("last turns lock")
+        .clone();
     Ok(workers
         .into_iter()
         .map(|w| {
             let claim = w.claims.last();
             let spent = spent.get(w.id.as_str());
+            let last = last_turns.get(&w.id);
             WorkerRow {
                 status: w.status.as_str().to_string(),
                 agent: w.agent,
@@ -266,10 +272,17 @@ pub async fn worker_rows(s: &AppState) -> ApiResult<Vec<WorkerRow>> {
                 claim: claim.map(|c| c.label.clone().unwrap_or_else(|| c.text.clone())),
                 claim_id: claim.map(|c| c.id.clone()),
                 last_activity: w.last_activity,
-                turns: turns.get(&w.id).map_or(0, |t| t.0),
+                turns: turns
+                    .get(&w.id)
+                    .map_or(0, |t| t.0)
+                    .max(last.map_or(0, |l| l.turn)),
+                last_action: last
+                    .filter(|l| !l.last_action.is_empty())
+                    .map(|l| l.last_action.clone()),
+                last_action_at: last.map(|l| l.ended_at),
                 tokens: spent.map_or(0, |s| s.tokens),
                 cost_usd: spent.map_or(0.0, |s| (s.cost_usd * 10_000.0).round() / 10_000.0),
-                restarts: restarts.get(&w.id).copied().unwrap_or(0),
+                restarts: last.map_or(0, |l| l.restarts),
                 open_prs: open_prs.get(w.id.as_str()).copied().unwrap_or(0),
                 stopped_for: w.stopped_for,
                 id: w.id,

@@ -50,8 +50,8 @@ pub struct Dashboard {
     pub run: Mutex<Option<RunClock>>,
     /// Scores of `main` posted by an evaluation.
     pub scores: Mutex<Vec<Score>>,
-    /// Each worker's agent restarts, as its node reported.
-    pub restarts: Mutex<std::collections::HashMap<String, u64>>,
+    /// Each worker's last finished turn, as its node reported it.
+    pub last_turns: Mutex<std::collections::HashMap<String, LastTurn>>,
     /// The newest failed merges: PR number, when, why.
     pub failures: Mutex<VecDeque<serde_json::Value>>,
 }
@@ -78,6 +78,16 @@ impl Dashboard {
         }
         f.push_back(serde_json::json!({ "number": number, "at": at, "reason": reason }));
     }
+}
+
+/// What the workers table shows of a worker's last finished turn.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LastTurn {
+    pub turn: u64,
+    pub last_action: String,
+    pub ended_at: i64,
+    /// Agent restarts so far.
+    pub restarts: u64,
 }
 
 /// The newest event delivery times (commit to delivery to a node), in ms.

@@ -927,6 +927,8 @@ fn schemas() -> Value {
                     "claim": string("its newest live claim's label (or text)"),
                     "claim_id": string("that claim's record id"),
                     "last_activity": ms("its last request to the hub"),
+                    "last_action": string("what its agent did last in its last finished turn"),
+                    "last_action_at": ms("when that turn ended"),
                     "turns": count(),
                     "tokens": count(),
                     "cost_usd": { "type": "number", "minimum": 0 },

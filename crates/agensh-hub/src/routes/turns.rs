@@ -94,10 +94,18 @@ pub async fn report(
     let report = checked(report)?;
     s.store.record_turn(&id, &report).await?;
     s.dashboard
-        .restarts
+        .last_turns
         .lock()
-        .expect("restarts lock")
-        .insert(id, report.restarts);
+        .expect("last turns lock")
+        .insert(
+            id,
+            crate::dashboard::LastTurn {
+                turn: report.turn,
+                last_action: report.last_action.clone(),
+                ended_at: report.ended_at,
+                restarts: report.restarts,
+            },
+        );
     s.dashboard.feed.touch();
     Ok((StatusCode::CREATED, Json(report)))
 }

@@ -342,13 +342,13 @@ function drawRows() {
   const spacer = clear($("wk-spacer"));
   for (let i = first; i < last; i++) {
     const w = sorted[i];
-    const action = w.step || (w.status === "idle" ? "waiting for events" : "");
+    const action = w.step || (w.last_action ? "last: " + w.last_action : (w.status === "idle" ? "waiting for events" : ""));
     const r = el("div", { class: "row s-" + w.status, "data-worker": w.id, "data-status": w.status, onclick: () => { location.hash = "#worker/" + encodeURIComponent(w.id); } },
       el("div", {}, w.id),
       el("div", {}, el("span", { class: "dot s-" + w.status }), " " + w.status),
       el("div", { title: w.claim || "" }, w.claim ? `${w.claim_id} ${w.claim}` : ""),
       el("div", { title: action }, action),
-      el("div", {}, ago(w.step_since || w.last_activity)),
+      el("div", {}, ago(w.step_since || w.last_action_at || w.last_activity)),
       el("div", {}, num(w.turns)),
       el("div", {}, num(w.tokens)),
       el("div", {}, money(w.cost_usd)),
@@ -369,6 +369,7 @@ function renderWorkerNow() {
   fill($("w-now"),
     el("dt", {}, "agent"), el("dd", {}, w.agent || "—"),
     el("dt", {}, "step"), el("dd", {}, w.step ? `${w.step} (${ago(w.step_since)})` : "—"),
+    el("dt", {}, "last action"), el("dd", {}, w.last_action ? `${w.last_action} (${ago(w.last_action_at)})` : "—"),
     el("dt", {}, "claim"), el("dd", {}, w.claim ? `${w.claim_id} ${w.claim}` : "—"),
     el("dt", {}, "last request"), el("dd", {}, ago(w.last_activity) || "—"),
     el("dt", {}, "turns"), el("dd", {}, num(w.turns)),
