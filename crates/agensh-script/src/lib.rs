@@ -29,6 +29,11 @@
 //! action = "end_turn"                # step_limit = true: as if cut off at a step limit
 //! ```
 //!
+//! A worker can also pick up the organization's issues: `action = "take_issue"` lists the
+//! open issues nobody has (`issue_list`), claims the oldest it can (`issue_claim`), writes a
+//! file for it, commits and pushes `{worker}/issue-{issue}` and `ship`s it with
+//! `closes #{issue}` in the summary (the PR's body), so the merge closes the issue.
+//!
 //! Each prompt runs the steps from where the last turn stopped up to and including the next
 //! `end_turn`. When every part is taken (or every step done), later prompts only get an
 //! answer. Templates may use `{part}`, `{worker}`, `{branch}`, `{pr}`, `{claim}`, `{turn}`.
@@ -129,6 +134,20 @@ pub enum Step {
     ClaimFreePart {
         #[serde(default)]
         lease_secs: Option<u64>,
+        #[serde(default)]
+        wait: bool,
+    },
+    /// Takes an issue: `issue_list` of the open issues nobody has, `issue_claim` of the
+    /// oldest (the next when a peer took it first), writes `path` with `text` (templates that
+    /// may also use `{issue}` and `{issue_title}`), commits and pushes
+    /// `{worker}/issue-{issue}`, and `ship`s it with the summary `files=<path> | closes
+    /// #<issue>`, so the merge closes the issue. With no free issue the turn goes on (with
+    /// `wait = true` it ends and the next prompt looks again).
+    TakeIssue {
+        #[serde(default = "default_issue_path")]
+        path: String,
+        #[serde(default = "default_issue_text")]
+        text: String,
         #[serde(default)]
         wait: bool,
     },
@@ -248,6 +267,14 @@ pub enum Step {
         #[serde(default)]
         step_limit: bool,
     },
+}
+
+fn default_issue_path() -> String {
+    "issues/{issue}.txt".into()
+}
+
+fn default_issue_text() -> String {
+    "Done: {issue_title}\n".into()
 }
 
 fn default_retries() -> u32 {
@@ -557,6 +584,8 @@ struct State {
     claim: Option<String>,
     branch: Option<String>,
     pr: Option<i64>,
+    /// The issue this agent took (`take_issue`).
+    issue: Option<i64>,
     turns: u64,
     calls: u64,
     cost_total: f64,
@@ -575,6 +604,7 @@ impl State {
             "claim": self.claim,
             "branch": self.branch,
             "pr": self.pr,
+            "issue": self.issue,
             "turns": self.turns,
             "calls": self.calls,
             "cost_total": self.cost_total,
@@ -597,6 +627,7 @@ impl State {
         self.claim = text("claim");
         self.branch = text("branch");
         self.pr = v.get("pr").and_then(Value::as_i64);
+        self.issue = v.get("issue").and_then(Value::as_i64);
         self.turns = v.get("turns").and_then(Value::as_u64).unwrap_or(0);
         self.calls = v.get("calls").and_then(Value::as_u64).unwrap_or(0);
         self.cost_total = v.get("cost_total").and_then(Value::as_f64).unwrap_or(0.0);
@@ -678,6 +709,7 @@ async fn new_session(
         claim: None,
         branch: None,
         pr: None,
+        issue: None,
         turns: 0,
         calls: 0,
         cost_total: 0.0,
@@ -809,6 +841,9 @@ impl Turn<'_> {
         match step {
             Step::ClaimFreePart { lease_secs, wait } => {
                 return self.claim_free_part(*lease_secs, *wait).await
+            }
+            Step::TakeIssue { path, text, wait } => {
+                return self.take_issue(path, text, *wait).await;
             }
             Step::WritePart => self.write_part().await,
             Step::WriteFile { path, text, append } => {
@@ -1206,6 +1241,83 @@ impl Turn<'_> {
         Flow::Idle
     }
 
+    async fn take_issue(&mut self, path: &str, text: &str, wait: bool) -> Flow {
+        let r = self
+            .tool("issue_list", json!({ "assignee": "none", "limit": 500 }))
+            .await;
+        if r.is_error {
+            self.say("I cannot list the issues; I will end this turn.")
+                .await;
+            return Flow::EndTurn;
+        }
+        let mut free: Vec<(i64, String)> = r
+            .structured
+            .as_ref()
+            .and_then(|s| s.get("issues"))
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|i| {
+                Some((
+                    i.get("number")?.as_i64()?,
+                    i.get("title")?.as_str()?.to_string(),
+                ))
+            })
+            .collect();
+        free.sort();
+        for (n, title) in free {
+            if self.cancelled() {
+                return Flow::EndTurn;
+            }
+            let c = self.tool("issue_claim", json!({ "number": n })).await;
+            if c.is_error {
+                continue; // a peer took it first
+            }
+            self.st.issue = Some(n);
+            let fill = |t: &str| {
+                self.fill(t)
+                    .replace("{issue}", &n.to_string())
+                    .replace("{issue_title}", &title)
+            };
+            let (path, text) = (fill(path), fill(text));
+            let short: String = title.chars().take(180).collect();
+            let name = format!("Issue #{n}: {short}");
+            let branch = format!("{}/issue-{n}", self.st.worker);
+            self.write_file(&path, &text, false).await;
+            if !self.commit_push(Some(&name), Some(&branch)).await {
+                self.say(&format!(
+                    "I could not push {branch}; issue #{n} stays mine."
+                ))
+                .await;
+                return Flow::EndTurn;
+            }
+            let summary = format!("files={path} | closes #{n}");
+            let shipped = self
+                .tool(
+                    "ship",
+                    json!({ "title": name, "summary": summary, "branch": branch }),
+                )
+                .await;
+            if shipped.is_error {
+                self.say(&format!("Shipping issue #{n} failed; it stays mine."))
+                    .await;
+            } else {
+                self.st.pr = pr_number(&shipped);
+                self.say(&format!("I shipped issue #{n}; its merge closes it."))
+                    .await;
+            }
+            return Flow::Next;
+        }
+        if wait {
+            self.say("No open issue is free now; I will look again.")
+                .await;
+            self.st.cursor -= 1;
+            return Flow::EndTurn;
+        }
+        self.say("No open issue is free; nothing to take.").await;
+        Flow::Next
+    }
+
     async fn write_part(&mut self) {
         let Some(part) = self.st.part.clone() else {
             self.say("No part held: nothing to write.").await;
@@ -1590,6 +1702,28 @@ args = { to = "w02", text = "hello from {worker}" }
 [[step]]
 action = "end_turn"
 "#;
+
+    #[test]
+    fn take_issue_has_defaults_and_takes_templates() {
+        let s = Scenario::parse("[[step]]\naction = \"take_issue\"\n").unwrap();
+        match &s.steps[0] {
+            Step::TakeIssue { path, text, wait } => {
+                assert_eq!(path, "issues/{issue}.txt");
+                assert_eq!(text, "Done: {issue_title}\n");
+                assert!(!wait);
+            }
+            other => panic!("{other:?}"),
+        }
+        let s = Scenario::parse(
+            "[[step]]\naction = \"take_issue\"\npath = \"fix/{issue}.md\"\nwait = true\n",
+        )
+        .unwrap();
+        assert!(
+            matches!(&s.steps[0], Step::TakeIssue { wait: true, path, .. } if path == "fix/{issue}.md")
+        );
+        let e = Scenario::parse("[[step]]\naction = \"take_issue\"\nlabel = \"x\"\n").unwrap_err();
+        assert_eq!(e.code, "bad_scenario");
+    }
 
     #[test]
     fn the_example_scenario_parses() {
