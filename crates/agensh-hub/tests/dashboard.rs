@@ -444,3 +444,35 @@ async fn the_overview_counts_merges_health_and_scores() {
     assert_eq!(o.states.values().sum::<u64>(), 2);
     assert!(o.merges.is_empty());
 }
+
+#[tokio::test]
+async fn a_workers_diff_shows_the_branch_it_committed_to_last() {
+    let org = common::org::Org::start().await;
+    let get = |path: &'static str| org.call(reqwest::Method::GET, path, None, None);
+    let (status, d) = get("/api/v1/workers/w01/diff").await;
+    assert_eq!(status, 200, "{d}");
+    assert_eq!(d["branch"], "w01/ship", "the newest of its branches");
+    assert_eq!(d["branches"], serde_json::json!(["w01/ship", "w01/work"]));
+    let patch = d["patch"].as_str().unwrap();
+    assert!(
+        patch.contains("+roman") && patch.contains("+parse"),
+        "{patch}"
+    );
+    assert_eq!(d["truncated"], false);
+    let (status, d) = get("/api/v1/workers/w01/diff?branch=w01/work").await;
+    assert_eq!(
+        (status, &d["branch"]),
+        (200, &serde_json::json!("w01/work"))
+    );
+    assert!(!d["patch"].as_str().unwrap().contains("+roman"));
+    let (status, d) = get("/api/v1/workers/w01/diff?branch=w02/work").await;
+    assert_eq!(
+        (status, &d["error"]["code"]),
+        (403, &serde_json::json!("outside_namespace"))
+    );
+    let (status, d) = get("/api/v1/workers/w02/diff").await;
+    assert_eq!(
+        (status, &d["error"]["code"]),
+        (404, &serde_json::json!("unknown_branch"))
+    );
+}

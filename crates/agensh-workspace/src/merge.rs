@@ -328,6 +328,22 @@ pub struct BranchDiff {
 }
 
 impl Workspace {
+    /// The branches of `worker`'s namespace (`<worker>/...`), the most recently committed
+    /// first.
+    pub async fn branches_of(&self, worker: &str) -> Result<Vec<String>> {
+        agensh_domain::ids::validate_worker_id(worker)?;
+        let out = self
+            .git()
+            .run([
+                "for-each-ref",
+                "--sort=-committerdate",
+                "--format=%(refname:strip=2)",
+                &format!("refs/heads/{worker}/"),
+            ])
+            .await?;
+        Ok(out.lines().map(str::to_string).collect())
+    }
+
     /// `branch` against `main`: the summary and the patch, at most `max_bytes` of it.
     pub async fn diff(&self, branch: &str, max_bytes: usize) -> Result<BranchDiff> {
         let summary = self.summary(branch).await?;

@@ -397,27 +397,51 @@ pub struct DiffQuery {
     pub branch: Option<String>,
 }
 
-/// `GET /api/v1/workers/{id}/diff` (admin): a worker's branch against `main`.
+/// A worker's branch against `main`, and the other branches it could show.
+#[derive(serde::Serialize)]
+pub struct WorkerDiff {
+    /// The branch shown.
+    pub branch: String,
+    /// Every branch of the worker's namespace, the most recently committed first.
+    pub branches: Vec<String>,
+    #[serde(flatten)]
+    pub diff: agensh_workspace::merge::BranchDiff,
+}
+
+/// `GET /api/v1/workers/{id}/diff` (admin): a worker's branch against `main` — the one
+/// asked for, else the one it committed to last.
 pub async fn diff(
     State(s): State<AppState>,
     caller: Caller,
     Path(id): Path<String>,
     Query(q): Query<DiffQuery>,
-) -> ApiResult<Json<agensh_workspace::merge::BranchDiff>> {
+) -> ApiResult<Json<WorkerDiff>> {
     caller.require_admin()?;
     validate_worker_id(&id)?;
-    let branch = q
-        .branch
-        .unwrap_or_else(|| agensh_workspace::checkout::work_branch(&id));
-    agensh_domain::pr::validate_branch(&branch)?;
-    agensh_domain::pr::check_namespace(&id, &branch, "show")?;
     let ws = s.workspace.as_ref().ok_or_else(|| {
         Error::not_found(
             "no_workspace",
             "this hub serves no git workspace — start it on an organization directory",
         )
     })?;
-    Ok(Json(ws.diff(&branch, DIFF_BYTES).await?))
+    let branches = ws.branches_of(&id).await?;
+    let branch = match q.branch {
+        Some(b) => b,
+        None => branches.first().cloned().ok_or_else(|| {
+            Error::not_found(
+                "unknown_branch",
+                format!("{id} has pushed no branch yet — its changes show here once it pushes one"),
+            )
+        })?,
+    };
+    agensh_domain::pr::validate_branch(&branch)?;
+    agensh_domain::pr::check_namespace(&id, &branch, "show")?;
+    let diff = ws.diff(&branch, DIFF_BYTES).await?;
+    Ok(Json(WorkerDiff {
+        branch,
+        branches,
+        diff,
+    }))
 }
 
 #[cfg(test)]

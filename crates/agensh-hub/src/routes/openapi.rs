@@ -1019,6 +1019,8 @@ fn schemas() -> Value {
             "BranchDiff",
             object(
                 &[
+                    "branch",
+                    "branches",
                     "head",
                     "base",
                     "commits",
@@ -1028,6 +1030,8 @@ fn schemas() -> Value {
                     "truncated",
                 ],
                 json!({
+                    "branch": string("the branch shown"),
+                    "branches": { "type": "array", "items": { "type": "string" }, "description": "the worker's branches, the most recently committed first" },
                     "head": string("the branch's commit"),
                     "base": string("main's commit"),
                     "commits": { "type": "array", "items": { "type": "object" } },
@@ -1415,7 +1419,7 @@ fn operations() -> Vec<Op> {
             .doc("Admin only. The last 200 since the hub started, oldest first: the conflicting files or the gate's output.")
             .answers(200, "failed merges", array(schema("MergeFailure"))),
         op("get", "/workers/{id}/diff", "workerDiff", "dashboard", "A worker's branch against main (admin)")
-            .doc("Admin only. Its work branch unless `branch` names another of its namespace; `unknown_branch` before it pushed one.")
+            .doc("Admin only. The branch of its namespace it committed to last, unless `branch` names another; `unknown_branch` before it pushed one.")
             .param(param("WorkerIdPath"))
             .query("branch", false, json!({ "type": "string" }), None)
             .answers(200, "the summary and the patch (at most 512 KiB)", schema("BranchDiff")),

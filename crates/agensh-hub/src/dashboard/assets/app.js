@@ -20,6 +20,7 @@ const state = {
   sort: { key: "id", asc: true },
   view: "overview",
   worker: null, // id shown in the worker view
+  diffBranch: null, // the branch its diff shows, null: the one it committed to last
   workerTab: "turns",
   conv: null, // the messages view's conversation, null: all
   prTab: "open",
@@ -399,8 +400,13 @@ async function loadWorkerTab() {
       const msgs = await api(`/messages?with=${q}&limit=200`);
       fill(body, msgs.length ? el("ul", { class: "list" }, msgs.map(messageItem)) : el("p", { class: "muted" }, "no message yet"));
     } else if (state.workerTab === "diff") {
-      const d = await api(`/workers/${q}/diff`);
+      const want = state.diffBranch && state.diffBranch.startsWith(id + "/") ? `?branch=${encodeURIComponent(state.diffBranch)}` : "";
+      const d = await api(`/workers/${q}/diff${want}`);
+      const pick = el("select", { id: "w-branch" }, d.branches.map((b) => el("option", { value: b }, b)));
+      pick.value = d.branch;
+      pick.addEventListener("change", () => { state.diffBranch = pick.value; loadWorkerTab(); });
       fill(body,
+        el("p", {}, "branch ", pick),
         el("p", {}, `${d.commits.length} commit(s) ahead of main, ${d.files.length} file(s); ` + mergeability(d.mergeability)),
         el("ul", { class: "list" }, d.commits.map((c) => el("li", {}, el("code", {}, c.sha.slice(0, 10)), " ", c.subject))),
         diffBlock(d.patch, d.truncated));
