@@ -5,6 +5,7 @@
 //! `cargo build --release -p agensh`).
 
 mod agents;
+mod dashboard;
 mod faults;
 mod firstrun;
 mod gateway;
@@ -29,6 +30,9 @@ enum Bench {
     /// One worker of each real agent CLI: time to its first prompt, memory of its process
     /// tree, and the harness's share of a turn against the replay model server.
     Agents(agents::Args),
+    /// The live dashboard with 1,024 busy scripted workers: the hub's extra CPU with 5
+    /// pages open, the page's first load (time, bytes), and a board post's time to a page.
+    Dashboard(dashboard::Args),
     /// The fault-injection run: N scripted workers on a goal of many parts, undisturbed and
     /// while the hub, agents and the node are killed with SIGKILL; every part merged, no
     /// acknowledged write lost, no event shown twice, git fsck clean, no process left.
@@ -58,6 +62,7 @@ fn main() -> anyhow::Result<()> {
         .build()?;
     match cli.bench {
         Bench::Agents(a) => rt.block_on(agents::run(a)),
+        Bench::Dashboard(a) => rt.block_on(dashboard::run(a)),
         Bench::Faults(a) => rt.block_on(faults::run(a)),
         Bench::Firstrun(a) => rt.block_on(firstrun::run(a)),
         Bench::Gateway(a) => rt.block_on(gateway::run(a)),
