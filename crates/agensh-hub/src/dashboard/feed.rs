@@ -41,8 +41,12 @@ const MOST_CATCH_UP: usize = 50_000;
 /// A comment line this often keeps proxies and the browser from closing a quiet stream.
 const KEEPALIVE: Duration = Duration::from_secs(15);
 /// The worker table is read at least this often while anyone listens (last activity moves
-/// without an event).
+/// without an event)...
 const WORKERS_EVERY: Duration = Duration::from_secs(2);
+/// ...and at most this often, however much changes.
+const WORKERS_MIN: Duration = Duration::from_secs(1);
+/// A worker's last activity is sent again when it moved by this much (ms).
+const ACTIVITY_STEP: i64 = 5_000;
 
 /// A frame with its encoding, shared by every connection.
 pub struct Shared {
@@ -103,23 +107,54 @@ fn encode(frame: &Frame) -> Bytes {
 }
 
 /// Runs the feed until the hub shuts down.
+///
+/// Events go out every [`TICK`] whatever else the feed does: the worker table (1,024 rows
+/// with their claims, open PRs and budgets) is read by a task of its own, at most every
+/// [`WORKERS_MIN`], and the tick that finds it done sends what changed in it.
 pub async fn run(s: AppState) {
     let mut shutdown = s.shutdown.clone();
-    let mut workers_read = tokio::time::Instant::now();
+    let mut tick = tokio::time::interval(TICK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut table: Option<tokio::task::JoinHandle<ApiResult<Vec<WorkerRow>>>> = None;
+    let mut table_started = tokio::time::Instant::now() - WORKERS_EVERY;
     loop {
         let feed = &s.dashboard.feed;
         if feed.listeners() == 0 {
             // Asleep until a page connects; it starts from the whole table.
             feed.last.lock().expect("feed lock").started = false;
+            if let Some(t) = table.take() {
+                t.abort();
+            }
             tokio::select! {
                 _ = feed.listening.notified() => {}
                 _ = shutdown.wait() => return,
             }
             continue;
         }
-        let read_workers =
-            feed.dirty.swap(false, Ordering::Relaxed) || workers_read.elapsed() >= WORKERS_EVERY;
-        match tick(&s, read_workers).await {
+        let rows = match table.take() {
+            Some(t) if t.is_finished() => match t.await {
+                Ok(Ok(rows)) => Some(rows),
+                Ok(Err(e)) => {
+                    tracing::warn!("dashboard feed: {}", e.0);
+                    None
+                }
+                Err(_) => None,
+            },
+            other => {
+                table = other;
+                None
+            }
+        };
+        let since = table_started.elapsed();
+        if table.is_none()
+            && since >= WORKERS_MIN
+            && (feed.dirty.swap(false, Ordering::Relaxed) || since >= WORKERS_EVERY)
+        {
+            let s2 = s.clone();
+            table = Some(tokio::spawn(async move { worker_rows(&s2).await }));
+            table_started = tokio::time::Instant::now();
+        }
+        match tick_once(&s, rows).await {
             Ok(Some(frame)) => {
                 let text = encode(&frame);
                 let _ = feed.frames.send(Arc::new(Shared { frame, text }));
@@ -127,18 +162,31 @@ pub async fn run(s: AppState) {
             Ok(None) => {}
             Err(e) => tracing::warn!("dashboard feed: {}", e.0),
         }
-        if read_workers {
-            workers_read = tokio::time::Instant::now();
-        }
         tokio::select! {
-            _ = tokio::time::sleep(TICK) => {}
+            _ = tick.tick() => {}
             _ = shutdown.wait() => return,
         }
     }
 }
 
-/// One look for changes: the frame of what changed, if anything did.
-async fn tick(s: &AppState, mut read_workers: bool) -> ApiResult<Option<Frame>> {
+/// Whether a worker's row changed enough to send: its last activity counts only when it
+/// moved by [`ACTIVITY_STEP`] (it moves with every request a busy worker makes).
+fn row_changed(old: Option<&WorkerRow>, new: &WorkerRow) -> bool {
+    let Some(old) = old else {
+        return true;
+    };
+    let bucket = |r: &WorkerRow| r.last_activity.map(|t| t.div_euclid(ACTIVITY_STEP));
+    let mut a = old.clone();
+    let mut b = new.clone();
+    let (ba, bb) = (bucket(&a), bucket(&b));
+    a.last_activity = None;
+    b.last_activity = None;
+    a != b || ba != bb
+}
+
+/// One look for changes: the events since the cursor, the worker table when `rows` brings
+/// a new reading, the counts and the health; the frame of what changed, if anything did.
+async fn tick_once(s: &AppState, rows: Option<Vec<WorkerRow>>) -> ApiResult<Option<Frame>> {
     let (cursor, started) = {
         let last = s.dashboard.feed.last.lock().expect("feed lock");
         (last.cursor, last.started)
@@ -146,16 +194,12 @@ async fn tick(s: &AppState, mut read_workers: bool) -> ApiResult<Option<Frame>> 
     let cursor = if started {
         cursor
     } else {
-        read_workers = true;
         s.store.stats().await?.events as i64
     };
     let events = s.store.events_after(cursor, FRAME_EVENTS).await?;
-    read_workers |= !events.is_empty();
-    let rows = if read_workers {
-        Some(worker_rows(s).await?)
-    } else {
-        None
-    };
+    if !events.is_empty() {
+        s.dashboard.feed.touch();
+    }
     let stats = if events.is_empty() && started {
         None
     } else {
@@ -176,7 +220,7 @@ async fn tick(s: &AppState, mut read_workers: bool) -> ApiResult<Option<Frame>> 
             last.states = states;
         }
         for row in rows {
-            if last.rows.get(&row.id) != Some(&row) {
+            if row_changed(last.rows.get(&row.id), &row) {
                 last.rows.insert(row.id.clone(), row.clone());
                 frame.workers.push(row);
             }
@@ -459,4 +503,28 @@ async fn first_frames(s: &AppState, resume: Option<i64>) -> ApiResult<(Vec<Frame
         });
     }
     Ok((out, cursor))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_row_is_sent_again_when_it_changed_or_its_activity_moved_by_a_step() {
+        let row = WorkerRow {
+            id: "w01".into(),
+            status: "busy".into(),
+            last_activity: Some(10_000),
+            ..WorkerRow::default()
+        };
+        assert!(row_changed(None, &row), "a new row");
+        let mut later = row.clone();
+        later.last_activity = Some(10_000 + ACTIVITY_STEP - 1);
+        assert!(!row_changed(Some(&row), &later), "within a step");
+        later.last_activity = Some(10_000 + ACTIVITY_STEP);
+        assert!(row_changed(Some(&row), &later), "a step later");
+        let mut idle = row.clone();
+        idle.status = "idle".into();
+        assert!(row_changed(Some(&row), &idle), "another status");
+    }
 }
