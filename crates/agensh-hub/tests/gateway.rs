@@ -652,3 +652,30 @@ async fn an_upstream_whose_key_is_not_set_is_refused_with_the_variable_named() {
     assert!(hub.admin().workers().await.is_ok());
     assert!(replay.requests().is_empty());
 }
+
+#[tokio::test]
+async fn a_request_whose_worker_left_before_the_answer_is_still_read_and_counted() {
+    // The model thinks 600 ms before its first byte; the agent gives up after 150 ms (as an
+    // agent stopped at the end of a run does). The upstream answers, and bills, anyway.
+    let replay = ReplayServer::start(scenario(1, "answer_delay_ms = 600"), "127.0.0.1:0", None)
+        .await
+        .unwrap();
+    let hub = hub_with(&replay, |_| {}).await;
+    let tokens = hub.tokens(1).await;
+    let (path, body) = request("chat", false);
+    let gone = reqwest::Client::new()
+        .post(format!("{}/model/{path}", hub.url()))
+        .bearer_auth(&tokens[0])
+        .json(&body)
+        .timeout(Duration::from_millis(150))
+        .send()
+        .await;
+    assert!(gone.is_err(), "the agent left before the answer: {gone:?}");
+    let (requests, input, _, output, _) = recorded(&hub, "w01", 1).await;
+    let served = &replay.served()["w01"];
+    assert_eq!(
+        (requests, input, output),
+        (1, served.input_tokens, served.output_tokens),
+        "the answer nobody waited for is counted as the upstream served it"
+    );
+}

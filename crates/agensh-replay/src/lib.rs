@@ -200,7 +200,25 @@ fn router(shared: Arc<Shared>) -> Router {
         .route("/v1beta/models/{*rest}", post(gemini))
         .route("/v1/models/{*rest}", post(gemini))
         .fallback(not_found)
+        .layer(axum::middleware::from_fn_with_state(
+            shared.clone(),
+            think_first,
+        ))
         .with_state(shared)
+}
+
+/// Waits the scenario's `answer_delay_ms` before answering a `POST` (a model that thinks
+/// before its first byte); a client that goes away meanwhile is never answered.
+async fn think_first(
+    State(shared): State<Arc<Shared>>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let delay = shared.scenario.answer_delay_ms;
+    if delay > 0 && req.method() == axum::http::Method::POST {
+        tokio::time::sleep(std::time::Duration::from_millis(delay)).await;
+    }
+    next.run(req).await
 }
 
 async fn not_found(uri: axum::http::Uri) -> Response {

@@ -62,6 +62,9 @@ pub struct Scenario {
     /// Milliseconds between two events of a streamed answer (0: as fast as they are taken).
     #[serde(default)]
     pub event_delay_ms: u64,
+    /// Milliseconds before any answer begins (a model that thinks first; 0: none).
+    #[serde(default)]
+    pub answer_delay_ms: u64,
     /// The steps, in order, one per request that offers tools.
     #[serde(default, rename = "step")]
     pub steps: Vec<Step>,

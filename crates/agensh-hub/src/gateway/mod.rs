@@ -363,78 +363,150 @@ async fn serve(
         tracing::info!(target: "agensh_hub::gateway", %worker, body = %String::from_utf8_lossy(&body), "request body");
     }
     let query = shape::query_without_key(query.as_deref());
-    let started = Instant::now();
-    let sent = send(
-        &s,
-        Send {
-            method,
-            path: &path,
-            query: query.as_deref(),
-            headers: &headers,
-            body,
-            worker: &worker,
-            family,
-        },
+    // The exchange with the upstream runs as background work of its own: when the worker
+    // goes away before the answer (its agent stopped at the end of a run), the answer is
+    // still read to its end and counted, as the upstream bills it, and the hub's shutdown
+    // waits for it. The handler only waits for the answer to begin.
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let exchange = Exchange {
+        s: s.clone(),
+        op,
+        family,
+        method,
+        path,
+        query,
+        headers,
+        body,
+        worker,
         up,
-    )
-    .await;
-    let (resp, up, tries) = match sent {
-        Ok(r) => r,
-        Err((up, tries, why)) => {
-            tracing::warn!(target: "agensh_hub::gateway", %worker, upstream = %up.name, tries, "upstream unreachable: {why}");
-            if let Op::Generate { .. } = op {
-                record(&s, &worker, turn, &up, &model, 502, None, started, tries);
-            }
-            return error(
+        model,
+        stream,
+        turn,
+    };
+    s.background.spawn(async move {
+        let answer = exchange.run().await;
+        if let Err(unread) = tx.send(answer) {
+            let _ = axum::body::to_bytes(unread.into_body(), usize::MAX).await;
+        }
+    });
+    rx.await.unwrap_or_else(|_| {
+        error(
+            family,
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "gateway_failed",
+            "the gateway's exchange with the upstream ended without an answer — send the request again",
+        )
+    })
+}
+
+/// One request on its way to the upstream and back.
+struct Exchange {
+    s: AppState,
+    op: Op,
+    family: Family,
+    method: Method,
+    path: String,
+    query: Option<String>,
+    headers: HeaderMap,
+    body: Bytes,
+    worker: String,
+    up: Arc<Upstream>,
+    model: String,
+    stream: bool,
+    turn: Option<u64>,
+}
+
+impl Exchange {
+    /// Sends the request (with retries) and answers with the upstream's answer, metered.
+    async fn run(self) -> Response {
+        let Exchange {
+            s,
+            op,
+            family,
+            method,
+            path,
+            query,
+            headers,
+            body,
+            worker,
+            up,
+            model,
+            stream,
+            turn,
+        } = self;
+        let started = Instant::now();
+        let sent = send(
+            &s,
+            Send {
+                method,
+                path: &path,
+                query: query.as_deref(),
+                headers: &headers,
+                body,
+                worker: &worker,
                 family,
-                StatusCode::BAD_GATEWAY,
-                "upstream_unreachable",
-                &format!(
-                    "the upstream \"{}\" could not be reached after {tries} tries: {why}",
-                    up.name
-                ),
-            );
-        }
-    };
-    let meter = match op {
-        Op::Plain => Meter::Nothing,
-        Op::Generate { flavour } if stream => Meter::Stream(StreamUsage::new(flavour)),
-        Op::Generate { flavour } => Meter::Whole {
-            flavour,
-            body: Vec::new(),
-        },
-    };
-    let Answer {
-        status,
-        headers: answer_headers,
-        first,
-        body: inner,
-        permit,
-    } = resp;
-    let on_end: body::OnEnd = {
-        let (s, worker, up, model) = (s.clone(), worker.clone(), up.clone(), model.clone());
-        let generate = matches!(op, Op::Generate { .. });
-        Box::new(move |usage, complete, bytes| {
-            if generate {
-                let status = if complete { status.as_u16() } else { 499 };
-                record(
-                    &s, &worker, turn, &up, &model, status, usage, started, tries,
+            },
+            up,
+        )
+        .await;
+        let (resp, up, tries) = match sent {
+            Ok(r) => r,
+            Err((up, tries, why)) => {
+                tracing::warn!(target: "agensh_hub::gateway", %worker, upstream = %up.name, tries, "upstream unreachable: {why}");
+                if let Op::Generate { .. } = op {
+                    record(&s, &worker, turn, &up, &model, 502, None, started, tries);
+                }
+                return error(
+                    family,
+                    StatusCode::BAD_GATEWAY,
+                    "upstream_unreachable",
+                    &format!(
+                        "the upstream \"{}\" could not be reached after {tries} tries: {why}",
+                        up.name
+                    ),
                 );
-            } else {
-                tracing::debug!(target: "agensh_hub::gateway", %worker, upstream = %up.name, status = status.as_u16(), bytes, "passed on");
             }
-        })
-    };
-    let mut out = Response::new(Body::new(Observed::new(
-        first, inner, meter, permit, on_end,
-    )));
-    *out.status_mut() = status;
-    for (name, value) in answer_headers.iter() {
-        if passed_on(name) && name.as_str() != "content-encoding" {
-            out.headers_mut().append(name.clone(), value.clone());
+        };
+        let meter = match op {
+            Op::Plain => Meter::Nothing,
+            Op::Generate { flavour } if stream => Meter::Stream(StreamUsage::new(flavour)),
+            Op::Generate { flavour } => Meter::Whole {
+                flavour,
+                body: Vec::new(),
+            },
+        };
+        let Answer {
+            status,
+            headers: answer_headers,
+            first,
+            body: inner,
+            permit,
+        } = resp;
+        let on_end: body::OnEnd = {
+            let (s, worker, up, model) = (s.clone(), worker.clone(), up.clone(), model.clone());
+            let generate = matches!(op, Op::Generate { .. });
+            Box::new(move |usage, complete, bytes| {
+                if generate {
+                    let status = if complete { status.as_u16() } else { 499 };
+                    record(
+                        &s, &worker, turn, &up, &model, status, usage, started, tries,
+                    );
+                } else {
+                    tracing::debug!(target: "agensh_hub::gateway", %worker, upstream = %up.name, status = status.as_u16(), bytes, "passed on");
+                }
+            })
+        };
+        let mut out = Response::new(Body::new(Observed::new(
+            first, inner, meter, permit, on_end,
+        )));
+        *out.status_mut() = status;
+        for (name, value) in answer_headers.iter() {
+            if passed_on(name) && name.as_str() != "content-encoding" {
+                out.headers_mut().append(name.clone(), value.clone());
+            }
         }
+        out
     }
-    out
 }
 
 /// Checks and adjusts a generation request: its route's model, the output cap, the prompt
