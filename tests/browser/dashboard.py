@@ -166,6 +166,8 @@ def drive(hub: Hub, link: str, org: Path, tokens: dict[str, str]) -> None:
         check("the overview counts the workers", True)
         wait_js(page, "Number(document.querySelector('#ov-merged').textContent) >= 1", timeout=60_000)
         check("merges into main show up live", True, page.text_content("#ov-merged") + " merged")
+        wait_js(page, "!document.querySelector('#ov-merges').textContent.includes('no merge yet')", timeout=10_000)
+        check("and in the chart of merges over time", True, page.text_content("#ov-merges"))
         shot(page, "overview")
 
         # Workers table.
@@ -270,6 +272,9 @@ def drive(hub: Hub, link: str, org: Path, tokens: dict[str, str]) -> None:
         check("the table filters by state", True)
         shot(page, "workers-dead")
 
+        page.goto(base + "/#overview")
+        wait_js(page, "document.querySelectorAll('#ov-feed li').length > 5", timeout=10_000)
+        shot(page, "overview-end")
         check("no script error on the page", not errors, "; ".join(errors))
         secrets = [hub.admin, *tokens.values()]
         log.assert_absent(*secrets)
