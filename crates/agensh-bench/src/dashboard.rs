@@ -729,7 +729,10 @@ async fn measure(a: &Args, agensh: &Path, dir: &Path, scenario: &Path) -> Result
             let r = poster
                 .post_record(&NewRecord::new(RecordKind::Observed, text.clone()))
                 .await;
-            acked.lock().expect("acked lock").insert(text, Instant::now());
+            acked
+                .lock()
+                .expect("acked lock")
+                .insert(text, Instant::now());
             r
         }));
         progress.inc(1);
