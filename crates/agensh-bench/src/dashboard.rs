@@ -38,8 +38,7 @@ use serde_json::{json, Value};
 
 use crate::hub::{bar, memory_of};
 use crate::node::{
-    all_processes, init_org, kill_groups, left_in, node_command, print_result, start_hub, tail,
-    until_signal, BenchDir, Proc,
+    init_org, node_command, print_result, start_hub, stop_all, tail, until_signal, BenchDir, Proc,
 };
 use crate::stats::{cpu_secs, ms, percentile};
 
@@ -623,7 +622,7 @@ async fn measure(a: &Args, agensh: &Path, dir: &Path, scenario: &Path) -> Result
             .join(" ")
     };
     let load_before = loadavg();
-    let mut hub = start_hub(agensh, dir, "127.0.0.1:0")?;
+    let hub = start_hub(agensh, dir, "127.0.0.1:0")?;
     let admin = Client::new(&hub.url, &hub.admin_token);
     let mut ids: Vec<String> = admin
         .add_workers(n)
@@ -784,24 +783,7 @@ async fn measure(a: &Args, agensh: &Path, dir: &Path, scenario: &Path) -> Result
     let load_after = loadavg();
 
     // Stop everything and check nothing is left.
-    let node_stop = node.stop(Duration::from_secs(120)).await;
-    let mut groups = node.groups.clone();
-    drop(node);
-    hub.proc.stop(Duration::from_secs(30)).await;
-    groups.extend(hub.proc.groups.iter().copied());
-    drop(hub);
-    let mut left = left_in(&groups);
-    let me = std::process::id();
-    left.extend(
-        all_processes()
-            .into_iter()
-            .filter(|p| p.2 == me)
-            .map(|p| (p.0, p.1)),
-    );
-    if !left.is_empty() {
-        eprintln!("warning: {} processes were left; killing them", left.len());
-        kill_groups(&groups, Duration::from_secs(10));
-    }
+    let (node_stop, left) = stop_all(node, hub).await;
     if missing > 0 {
         bail!(
             "{missing} of {} (post, page) pairs never arrived within 30 s of the last post",

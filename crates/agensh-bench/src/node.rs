@@ -544,6 +544,31 @@ pub(crate) fn print_result(json: bool, result: &Value, table: fn(&Value)) -> Res
     Ok(())
 }
 
+/// Stops the node (SIGTERM, its exit awaited up to 120 s) and then the hub, and lists the
+/// processes still alive in their groups or reparented to the benchmark (it is their
+/// subreaper), killing those: how long the node took to exit, and what was left.
+pub(crate) async fn stop_all(mut node: Proc, mut hub: Hub) -> (Option<Duration>, Vec<(u32, char)>) {
+    let node_stop = node.stop(Duration::from_secs(120)).await;
+    let mut groups = node.groups.clone();
+    drop(node);
+    hub.proc.stop(Duration::from_secs(30)).await;
+    groups.extend(hub.proc.groups.iter().copied());
+    drop(hub);
+    let mut left = left_in(&groups);
+    let me = std::process::id();
+    left.extend(
+        all_processes()
+            .into_iter()
+            .filter(|p| p.2 == me)
+            .map(|p| (p.0, p.1)),
+    );
+    if !left.is_empty() {
+        eprintln!("warning: {} processes were left; killing them", left.len());
+        kill_groups(&groups, Duration::from_secs(10));
+    }
+    (node_stop, left)
+}
+
 pub(crate) struct Hub {
     pub(crate) proc: Proc,
     pub(crate) url: String,
@@ -777,7 +802,7 @@ async fn measure(
     nproc: u64,
 ) -> Result<Value> {
     let n = a.workers;
-    let mut hub = start_hub(agensh, dir, "127.0.0.1:0")?;
+    let hub = start_hub(agensh, dir, "127.0.0.1:0")?;
     let admin = Client::new(&hub.url, &hub.admin_token);
     let mut ids: Vec<String> = admin
         .add_workers(n + 1)
@@ -914,25 +939,7 @@ async fn measure(
     let (rss_after, hwm_after) = memory_of(node.pid);
 
     // Stop everything and check nothing is left.
-    let node_stop = node.stop(Duration::from_secs(120)).await;
-    let mut groups = node.groups.clone();
-    drop(node);
-    hub.proc.stop(Duration::from_secs(30)).await;
-    groups.extend(hub.proc.groups.iter().copied());
-    drop(hub);
-    let mut left = left_in(&groups);
-    // Orphans reparented to the benchmark (it is their subreaper) count too.
-    let me = std::process::id();
-    left.extend(
-        all_processes()
-            .into_iter()
-            .filter(|p| p.2 == me)
-            .map(|p| (p.0, p.1)),
-    );
-    if !left.is_empty() {
-        eprintln!("warning: {} processes were left; killing them", left.len());
-        kill_groups(&groups, Duration::from_secs(10));
-    }
+    let (node_stop, left) = stop_all(node, hub).await;
 
     let per_worker = rss.saturating_sub(rss1) / (n as u64 - 1);
     let per_worker_hwm = hwm.saturating_sub(hwm1) / (n as u64 - 1);
