@@ -395,6 +395,10 @@ impl TurnLogs {
             if let Some(e) = v.get("error") {
                 bail!("a turn failed ({}): {e}", log.path.display());
             }
+            if v.get("carrying").is_some() {
+                // Written as a prompt is handed to the agent; its turn's entry follows.
+                continue;
+            }
             let started = v["started"]
                 .as_i64()
                 .ok_or_else(|| anyhow!("a turn without `started` in {}", log.path.display()))?;
