@@ -171,16 +171,12 @@ impl FromRequestParts<AppState> for Caller {
 /// port of localhost is the same site), so it needs an `Origin` that is the hub's own
 /// address and, where the browser says, a same-origin fetch.
 fn dashboard_session(parts: &Parts, state: &AppState) -> Result<Caller, ApiError> {
-    use crate::dashboard::session::{cookie, COOKIE};
+    use crate::dashboard::session::session_cookies;
     let no_token = || {
         unauthorized("no token — send Authorization: Bearer <token> (AGENSH_TOKEN, or the admin token from .agensh/hub.json); in a browser, log in to the dashboard with the link `agensh dashboard` prints")
     };
-    let value = parts
-        .headers
-        .get_all(axum::http::header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .find_map(|h| cookie(h, COOKIE))
+    let value = session_cookies(&parts.headers)
+        .next()
         .ok_or_else(no_token)?;
     if !state.dashboard.sessions().valid(value, state.now()) {
         return Err(unauthorized_code(

@@ -277,6 +277,28 @@ pub fn health(s: &AppState, states: &BTreeMap<String, u64>, prs_open: u64) -> He
     }
 }
 
+/// What a page starts from: every worker's row, the counts, workers per state, the health.
+pub struct Snapshot {
+    pub rows: Vec<WorkerRow>,
+    pub stats: Stats,
+    pub states: BTreeMap<String, u64>,
+    pub health: Health,
+}
+
+/// The organization now, as a page starts from it (a stream's first frame, the overview).
+pub async fn snapshot(s: &AppState) -> ApiResult<Snapshot> {
+    let rows = worker_rows(s).await?;
+    let stats = s.store.stats().await?;
+    let states = states_of(&rows);
+    let health = health(s, &states, stats.prs_open);
+    Ok(Snapshot {
+        rows,
+        stats,
+        states,
+        health,
+    })
+}
+
 /// Every worker's row, in id order.
 pub async fn worker_rows(s: &AppState) -> ApiResult<Vec<WorkerRow>> {
     let workers = crate::routes::workers::list_workers(s).await?;
@@ -466,11 +488,13 @@ async fn connection(
 /// there was nothing to resume from or too much to catch up). Returns them and the cursor
 /// reached.
 async fn first_frames(s: &AppState, resume: Option<i64>) -> ApiResult<(Vec<Frame>, i64)> {
-    let rows = worker_rows(s).await?;
-    let stats = s.store.stats().await?;
+    let Snapshot {
+        rows,
+        stats,
+        states,
+        health,
+    } = snapshot(s).await?;
     let newest = stats.events as i64;
-    let states = states_of(&rows);
-    let health = health(s, &states, stats.prs_open);
     let mut first = Frame {
         cursor: newest,
         workers: rows,

@@ -153,18 +153,14 @@ fn secure(mut r: Response) -> Response {
 }
 
 fn logged_in(s: &AppState, headers: &HeaderMap) -> bool {
-    headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .filter_map(|h| session::cookie(h, session::COOKIE))
-        .any(|v| s.dashboard.sessions().valid(v, s.now()))
+    session::session_cookies(headers).any(|v| s.dashboard.sessions().valid(v, s.now()))
 }
 
 /// `/`: the dashboard for a logged-in operator; how to log in for anyone else (nothing of
 /// the organization in it).
 async fn page(State(s): State<AppState>, headers: HeaderMap) -> Response {
-    let body = if logged_in(&s, &headers) {
+    let logged_in = logged_in(&s, &headers);
+    let body = if logged_in {
         assets::index_html()
     } else {
         assets::login_html()
@@ -177,7 +173,7 @@ async fn page(State(s): State<AppState>, headers: HeaderMap) -> Response {
         body,
     )
         .into_response();
-    if !logged_in(&s, &headers) {
+    if !logged_in {
         *r.status_mut() = StatusCode::UNAUTHORIZED;
     }
     secure(r)
@@ -281,10 +277,12 @@ pub async fn new_link(
 /// `GET /api/v1/overview` (admin): the organization at a glance.
 pub async fn overview(State(s): State<AppState>, caller: Caller) -> ApiResult<Json<Overview>> {
     caller.require_admin()?;
-    let rows = feed::worker_rows(&s).await?;
-    let stats = s.store.stats().await?;
-    let states = feed::states_of(&rows);
-    let health = feed::health(&s, &states, stats.prs_open);
+    let feed::Snapshot {
+        rows,
+        stats,
+        states,
+        health,
+    } = feed::snapshot(&s).await?;
     let mut merges: Vec<Merge> = s
         .store
         .list_prs(Some(PrState::Merged), None, 100_000)
@@ -298,7 +296,7 @@ pub async fn overview(State(s): State<AppState>, caller: Caller) -> ApiResult<Js
         .collect();
     merges.sort_by_key(|m| (m.at, m.pr));
     let ids: Vec<String> = rows.iter().map(|r| r.id.clone()).collect();
-    let notices = recent_notices(&s).await?;
+    let notices = recent_notices(&s, stats.events as i64).await?;
     Ok(Json(Overview {
         goal: s.config.organization.goal.clone(),
         now: s.now(),
@@ -313,9 +311,9 @@ pub async fn overview(State(s): State<AppState>, caller: Caller) -> ApiResult<Js
     }))
 }
 
-/// The newest operator notices (deadline notices among them), oldest first.
-async fn recent_notices(s: &AppState) -> ApiResult<Vec<agensh_domain::event::Event>> {
-    let newest = s.store.stats().await?.events as i64;
+/// The newest operator notices (deadline notices among them) up to the event `newest`,
+/// oldest first.
+async fn recent_notices(s: &AppState, newest: i64) -> ApiResult<Vec<agensh_domain::event::Event>> {
     let mut found = Vec::new();
     // Look back over the newest events only: notices are rare and recent ones matter.
     let from = (newest - 20_000).max(0);

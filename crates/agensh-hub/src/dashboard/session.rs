@@ -120,6 +120,15 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// The values of the session cookie in a request's `Cookie` headers.
+pub fn session_cookies(headers: &axum::http::HeaderMap) -> impl Iterator<Item = &str> {
+    headers
+        .get_all(axum::http::header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .filter_map(|h| cookie(h, COOKIE))
+}
+
 /// The value of the cookie `name` in a `Cookie` header.
 pub fn cookie<'a>(header: &'a str, name: &str) -> Option<&'a str> {
     header.split(';').find_map(|pair| {
