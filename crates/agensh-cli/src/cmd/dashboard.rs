@@ -3,7 +3,7 @@
 //! from the same live stream).
 
 use std::collections::{BTreeMap, VecDeque};
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::time::Duration;
 
 use agensh_domain::event::Event;
@@ -201,7 +201,7 @@ pub async fn watch(g: &Global, as_json: bool) -> Result<()> {
                 json(&frame);
             } else if tty {
                 let (_, cols) = console::Term::stderr().size_checked().unwrap_or((24, 100));
-                drawn = redraw(&seen.render(&dashboard, cols as usize), drawn);
+                drawn = crate::cmd::run::redraw(&seen.render(&dashboard, cols as usize), drawn);
             } else {
                 for c in changes {
                     outln!(
@@ -216,19 +216,6 @@ pub async fn watch(g: &Global, as_json: bool) -> Result<()> {
             _ = &mut stop => return Ok(()),
         }
     }
-}
-
-fn redraw(view: &[String], drawn: usize) -> usize {
-    let mut err = std::io::stderr().lock();
-    if drawn > 0 {
-        let _ = write!(err, "\x1b[{drawn}A");
-    }
-    for line in view {
-        let _ = writeln!(err, "\x1b[2K{line}");
-    }
-    let _ = write!(err, "\x1b[J");
-    let _ = err.flush();
-    view.len()
 }
 
 #[cfg(test)]

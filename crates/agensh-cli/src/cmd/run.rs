@@ -924,7 +924,7 @@ async fn live_view(
 
 /// Moves up over the `drawn` lines of the last view, writes `view` and clears what is left
 /// below it; returns how many lines it wrote.
-fn redraw(view: &[String], drawn: usize) -> usize {
+pub(crate) fn redraw(view: &[String], drawn: usize) -> usize {
     let mut err = std::io::stderr().lock();
     if drawn > 0 {
         let _ = write!(err, "\x1b[{drawn}A");
