@@ -111,25 +111,11 @@ pub fn validate_title(title: &str) -> Result<()> {
 /// Checks an issue body or comment: not blank, at most [`BODY_LIMIT`] characters, lines of
 /// plain text.
 pub fn validate_text(what: &str, body: &str) -> Result<()> {
-    if text::is_blank(body) {
-        return Err(Error::invalid(
-            "empty_text",
-            format!("the {what} is empty or only invisible characters — write what you mean, or leave it out"),
-        ));
-    }
-    let n = body.chars().count();
-    if n > BODY_LIMIT {
-        return Err(Error::invalid(
-            "text_too_long",
-            format!("the {what} is {n} characters; the limit is {BODY_LIMIT} — shorten it or put the rest in a file in the repository"),
-        ));
-    }
-    text::check(
-        &format!("the {what}"),
+    text::check_body(
+        what,
         body,
-        Lines::Many,
-        "control_chars",
-        text::PLAIN_TEXT,
+        BODY_LIMIT,
+        "write what you mean, or leave it out",
     )
 }
 

@@ -127,26 +127,7 @@ impl NewPr {
 /// Checks a PR body, review or comment text: not empty nor only invisible characters, at
 /// most [`BODY_LIMIT`] characters, lines of plain text ([`text::check`]).
 pub fn validate_text(what: &str, body: &str) -> Result<()> {
-    if text::is_blank(body) {
-        return Err(Error::invalid(
-            "empty_text",
-            format!("the {what} is empty or only invisible characters — write what you mean"),
-        ));
-    }
-    let n = body.chars().count();
-    if n > BODY_LIMIT {
-        return Err(Error::invalid(
-            "text_too_long",
-            format!("the {what} is {n} characters; the limit is {BODY_LIMIT} — shorten it or put the rest in a file in the repository"),
-        ));
-    }
-    text::check(
-        &format!("the {what}"),
-        body,
-        Lines::Many,
-        "control_chars",
-        text::PLAIN_TEXT,
-    )
+    text::check_body(what, body, BODY_LIMIT, "write what you mean")
 }
 
 /// Checks a branch name the way git does, and more strictly: printable ASCII, no `..`,

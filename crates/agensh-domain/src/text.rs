@@ -135,6 +135,32 @@ pub fn check(field: &str, text: &str, lines: Lines, code: &str, advice: &str) ->
     }
 }
 
+/// Checks a long text of many lines (a PR's or an issue's body, a review, a comment): not
+/// blank (`empty_text`, with `if_blank` as the advice), at most `limit` characters
+/// (`text_too_long`), lines of plain text ([`check`], `control_chars`). `what` names it.
+pub fn check_body(what: &str, body: &str, limit: usize, if_blank: &str) -> Result<()> {
+    if is_blank(body) {
+        return Err(Error::invalid(
+            "empty_text",
+            format!("the {what} is empty or only invisible characters — {if_blank}"),
+        ));
+    }
+    let n = body.chars().count();
+    if n > limit {
+        return Err(Error::invalid(
+            "text_too_long",
+            format!("the {what} is {n} characters; the limit is {limit} — shorten it or put the rest in a file in the repository"),
+        ));
+    }
+    check(
+        &format!("the {what}"),
+        body,
+        Lines::Many,
+        "control_chars",
+        PLAIN_TEXT,
+    )
+}
+
 /// `text` with every character a field of `lines` may not hold written visibly as
 /// `\u{1b}`, for showing stored text (also text stored before the checks) to a person.
 pub fn escape(text: &str, lines: Lines) -> Cow<'_, str> {
