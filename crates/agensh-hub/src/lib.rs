@@ -322,7 +322,10 @@ async fn healthz() -> &'static str {
 
 async fn metrics_text(State(s): State<AppState>) -> Response {
     let workers = s.tokens.read().expect("tokens lock").len();
-    let body = s.metrics.render(workers, metrics::resident_bytes());
+    let mut body = s.metrics.render(workers, metrics::resident_bytes());
+    if let Some(w) = s.store.write_stats() {
+        metrics::render_store(&mut body, &w);
+    }
     ([("content-type", "text/plain; version=0.0.4")], body).into_response()
 }
 

@@ -246,6 +246,44 @@ impl Metrics {
     }
 }
 
+/// The store's write timings as Prometheus histograms (seconds) and counters.
+pub fn render_store(out: &mut String, w: &agensh_store::write_stats::WriteStatsSnapshot) {
+    let histograms = [
+        (
+            "agensh_store_write_wait_seconds",
+            "Time a write waited for the store's writer (queued behind other writes).",
+            &w.wait,
+        ),
+        (
+            "agensh_store_write_group_seconds",
+            "Time a group of writes took from its start to its commit.",
+            &w.group,
+        ),
+        (
+            "agensh_store_commit_seconds",
+            "Time a group's commit took (the durable sync).",
+            &w.commit,
+        ),
+    ];
+    for (name, help, h) in histograms {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
+        for (le, n) in h.cumulative() {
+            let _ = writeln!(out, "{name}_bucket{{le=\"{le}\"}} {n}");
+        }
+        let _ = writeln!(out, "{name}_sum {}\n{name}_count {}", h.sum_secs, h.count());
+    }
+    let _ = writeln!(
+        out,
+        "# HELP agensh_store_write_groups_total Groups of writes committed.\n# TYPE agensh_store_write_groups_total counter\nagensh_store_write_groups_total {}",
+        w.groups
+    );
+    let _ = writeln!(
+        out,
+        "# HELP agensh_store_writes_total Writes committed in groups.\n# TYPE agensh_store_writes_total counter\nagensh_store_writes_total {}",
+        w.jobs
+    );
+}
+
 /// This process's resident memory, from /proc (Linux only).
 pub fn resident_bytes() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;

@@ -26,6 +26,36 @@ async fn metrics_count_board_records() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_time_the_stores_writes() {
+    let hub = TestHub::start().await;
+    let w = hub.workers(1).await.remove(0);
+    let before = hub.metric("agensh_store_writes_total").await;
+    let waited = hub.metric("agensh_store_write_wait_seconds_count").await;
+    w.post_record(&rec(RecordKind::Fact, "timed"))
+        .await
+        .unwrap();
+    // The record, and maybe other writes (last activity) with it.
+    assert!(hub.metric("agensh_store_writes_total").await > before);
+    assert!(hub.metric("agensh_store_write_wait_seconds_count").await > waited);
+    let (_, body) = hub.raw(Method::GET, "/metrics", None, None).await;
+    let text = body.as_str().unwrap_or_default().to_string();
+    let count = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.trim().parse::<u64>().ok())
+            .unwrap_or_else(|| panic!("no {name} in {text}"))
+    };
+    // Buckets are cumulative: the +Inf bucket counts every commit.
+    assert_eq!(
+        count("agensh_store_commit_seconds_bucket{le=\"+Inf\"}"),
+        count("agensh_store_commit_seconds_count")
+    );
+    assert_eq!(
+        count("agensh_store_commit_seconds_count"),
+        count("agensh_store_write_groups_total")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_do_not_count_rejected_records() {
     let hub = TestHub::start().await;
     let w = hub.workers(1).await.remove(0);

@@ -19,6 +19,7 @@ use agensh_domain::Result;
 use tokio::sync::broadcast;
 
 pub mod sqlite;
+pub mod write_stats;
 
 pub use agensh_protocol::rest::{ModelRequest, ModelUsage, QueueState, Stats, Unfolded};
 pub use sqlite::SqliteStore;
@@ -304,4 +305,10 @@ pub trait Store: Send + Sync + 'static {
 
     /// Events committed from now on, in commit order.
     fn subscribe(&self) -> broadcast::Receiver<Arc<Event>>;
+
+    /// How long writes waited for the writer, ran and committed, when the store measures
+    /// it (`/metrics` shows them).
+    fn write_stats(&self) -> Option<write_stats::WriteStatsSnapshot> {
+        None
+    }
 }

@@ -7,12 +7,16 @@
 //! cost of the sync.
 
 use std::path::Path;
+use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc, Mutex};
+use std::time::Instant;
 
 use agensh_domain::event::Event;
 use agensh_domain::{Error, Result};
 use rusqlite::Connection;
 use tokio::sync::{broadcast, oneshot};
+
+use crate::write_stats::{WriteStats, WriteStatsSnapshot};
 
 /// Most jobs committed in one transaction.
 const MAX_GROUP: usize = 512;
@@ -44,13 +48,16 @@ impl WriteCtx<'_> {
 
 type Completion = Box<dyn FnOnce(Result<()>, &broadcast::Sender<Arc<Event>>) + Send>;
 type Job = Box<dyn FnOnce(&Connection) -> Completion + Send>;
+/// A job and when it was handed to the writer.
+type Queued = (Instant, Job);
 
 /// The writer thread's queue and the reader pool.
 pub struct Db {
-    jobs: Mutex<mpsc::Sender<Job>>,
+    jobs: Mutex<mpsc::Sender<Queued>>,
     readers: Mutex<Vec<Connection>>,
     reading: tokio::sync::Semaphore,
     path: std::path::PathBuf,
+    stats: Arc<WriteStats>,
 }
 
 pub(crate) fn sql_err(e: rusqlite::Error) -> Error {
@@ -107,16 +114,19 @@ impl Db {
         let writer = open_conn(path)?;
         writer.execute_batch(schema).map_err(sql_err)?;
         add_missing_columns(&writer)?;
-        let (tx, rx) = mpsc::channel::<Job>();
+        let (tx, rx) = mpsc::channel::<Queued>();
+        let stats = Arc::new(WriteStats::default());
+        let counted = stats.clone();
         std::thread::Builder::new()
             .name("agensh-store-writer".into())
-            .spawn(move || writer_loop(writer, rx, events))
+            .spawn(move || writer_loop(writer, rx, events, &counted))
             .map_err(|e| Error::internal(format!("cannot start the store writer: {e}")))?;
         Ok(Db {
             jobs: Mutex::new(tx),
             readers: Mutex::new(Vec::new()),
             reading: tokio::sync::Semaphore::new(MAX_READERS),
             path: path.to_path_buf(),
+            stats,
         })
     }
 
@@ -167,10 +177,15 @@ impl Db {
         self.jobs
             .lock()
             .expect("writer queue lock")
-            .send(job)
+            .send((Instant::now(), job))
             .map_err(|_| Error::internal("the store writer has stopped"))?;
         rx.await
             .map_err(|_| Error::internal("the store writer stopped before answering"))?
+    }
+
+    /// How long writes have waited, run and committed.
+    pub fn write_stats(&self) -> WriteStatsSnapshot {
+        self.stats.snapshot()
     }
 
     /// Runs `f` on a reader connection on the blocking pool.
@@ -200,7 +215,12 @@ impl Db {
     }
 }
 
-fn writer_loop(mut conn: Connection, rx: mpsc::Receiver<Job>, bus: broadcast::Sender<Arc<Event>>) {
+fn writer_loop(
+    mut conn: Connection,
+    rx: mpsc::Receiver<Queued>,
+    bus: broadcast::Sender<Arc<Event>>,
+    stats: &WriteStats,
+) {
     while let Ok(first) = rx.recv() {
         let mut group = vec![first];
         while group.len() < MAX_GROUP {
@@ -208,6 +228,10 @@ fn writer_loop(mut conn: Connection, rx: mpsc::Receiver<Job>, bus: broadcast::Se
                 Ok(j) => group.push(j),
                 Err(_) => break,
             }
+        }
+        let began = Instant::now();
+        for (queued, _) in &group {
+            stats.wait.observe(began.saturating_duration_since(*queued));
         }
         let tx = match conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate) {
             Ok(tx) => tx,
@@ -220,8 +244,15 @@ fn writer_loop(mut conn: Connection, rx: mpsc::Receiver<Job>, bus: broadcast::Se
                 continue;
             }
         };
-        let completions: Vec<Completion> = group.into_iter().map(|job| job(&tx)).collect();
+        let jobs = group.len() as u64;
+        let completions: Vec<Completion> = group.into_iter().map(|(_, job)| job(&tx)).collect();
+        let committing = Instant::now();
         let commit = tx.commit().map_err(sql_err);
+        let done = Instant::now();
+        stats.commit.observe(done - committing);
+        stats.group.observe(done - began);
+        stats.groups.fetch_add(1, Ordering::Relaxed);
+        stats.jobs.fetch_add(jobs, Ordering::Relaxed);
         if let Err(e) = &commit {
             tracing::error!("store: commit failed: {e}");
         }

@@ -471,6 +471,10 @@ impl Store for SqliteStore {
             .await
     }
 
+    fn write_stats(&self) -> Option<crate::write_stats::WriteStatsSnapshot> {
+        Some(self.db.write_stats())
+    }
+
     fn subscribe(&self) -> broadcast::Receiver<Arc<Event>> {
         self.bus.subscribe()
     }

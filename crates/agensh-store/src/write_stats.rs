@@ -1,0 +1,143 @@
+//! How long the store's writes take, measured where they happen: how long a write waited
+//! for the writer, how long its group ran, and how long the commit (the fsync) took. The hub
+//! shows them at `/metrics` as histograms, so a slow write can be placed: queueing behind
+//! other writes, the work itself, or the disk.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+/// Upper bounds of the histograms' buckets, in milliseconds (one more bucket holds the
+/// rest).
+pub const BUCKETS_MS: [u64; 13] = [1, 2, 5, 10, 25, 50, 100, 250, 500, 750, 1000, 2500, 5000];
+
+/// A histogram of durations with fixed buckets; lock-free.
+#[derive(Default)]
+pub struct Histogram {
+    counts: [AtomicU64; BUCKETS_MS.len() + 1],
+    sum_micros: AtomicU64,
+}
+
+impl Histogram {
+    /// Counts one duration.
+    pub fn observe(&self, d: Duration) {
+        let ms = d.as_secs_f64() * 1000.0;
+        let i = BUCKETS_MS
+            .iter()
+            .position(|&b| ms <= b as f64)
+            .unwrap_or(BUCKETS_MS.len());
+        self.counts[i].fetch_add(1, Ordering::Relaxed);
+        self.sum_micros.fetch_add(
+            d.as_micros().min(u64::MAX as u128) as u64,
+            Ordering::Relaxed,
+        );
+    }
+
+    /// What it has counted so far.
+    pub fn snapshot(&self) -> HistogramSnapshot {
+        HistogramSnapshot {
+            counts: self
+                .counts
+                .iter()
+                .map(|c| c.load(Ordering::Relaxed))
+                .collect(),
+            sum_secs: self.sum_micros.load(Ordering::Relaxed) as f64 / 1e6,
+        }
+    }
+}
+
+/// A histogram's counts at one moment.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HistogramSnapshot {
+    /// Counts per bucket (not cumulative): `BUCKETS_MS` in order, then the rest.
+    pub counts: Vec<u64>,
+    /// The sum of every duration counted, in seconds.
+    pub sum_secs: f64,
+}
+
+impl HistogramSnapshot {
+    /// How many durations were counted.
+    pub fn count(&self) -> u64 {
+        self.counts.iter().sum()
+    }
+
+    /// Cumulative counts at each bucket's upper bound, as Prometheus writes them: `(le in
+    /// seconds, count)`, the last `+Inf`.
+    pub fn cumulative(&self) -> Vec<(String, u64)> {
+        let mut total = 0;
+        self.counts
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                total += c;
+                let le = BUCKETS_MS
+                    .get(i)
+                    .map_or_else(|| "+Inf".to_string(), |b| format!("{}", *b as f64 / 1000.0));
+                (le, total)
+            })
+            .collect()
+    }
+}
+
+/// The store's write timings.
+#[derive(Default)]
+pub struct WriteStats {
+    /// From a write being handed to the writer to its group beginning.
+    pub wait: Histogram,
+    /// From a group beginning to its commit returning (every job in it, and the commit).
+    pub group: Histogram,
+    /// The commit alone (for SQLite in WAL mode with `synchronous=FULL`: the WAL's fsync,
+    /// and a checkpoint when one falls due).
+    pub commit: Histogram,
+    /// Groups committed, and the jobs in them.
+    pub groups: AtomicU64,
+    pub jobs: AtomicU64,
+}
+
+/// [`WriteStats`] at one moment.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WriteStatsSnapshot {
+    pub wait: HistogramSnapshot,
+    pub group: HistogramSnapshot,
+    pub commit: HistogramSnapshot,
+    pub groups: u64,
+    pub jobs: u64,
+}
+
+impl WriteStats {
+    /// What has been counted so far.
+    pub fn snapshot(&self) -> WriteStatsSnapshot {
+        WriteStatsSnapshot {
+            wait: self.wait.snapshot(),
+            group: self.group.snapshot(),
+            commit: self.commit.snapshot(),
+            groups: self.groups.load(Ordering::Relaxed),
+            jobs: self.jobs.load(Ordering::Relaxed),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_land_in_the_bucket_of_their_upper_bound() {
+        let h = Histogram::default();
+        h.observe(Duration::from_micros(500)); // ≤ 1 ms
+        h.observe(Duration::from_millis(1)); // ≤ 1 ms (bounds are inclusive)
+        h.observe(Duration::from_millis(3)); // ≤ 5 ms
+        h.observe(Duration::from_millis(600)); // ≤ 750 ms
+        h.observe(Duration::from_secs(9)); // beyond the last bound
+        let s = h.snapshot();
+        assert_eq!(s.count(), 5);
+        assert_eq!(s.counts[0], 2);
+        assert_eq!(s.counts[2], 1);
+        assert_eq!(s.counts[9], 1);
+        assert_eq!(s.counts[BUCKETS_MS.len()], 1);
+        assert!((s.sum_secs - 9.6045).abs() < 1e-9, "{}", s.sum_secs);
+        let c = s.cumulative();
+        assert_eq!(c[0], ("0.001".to_string(), 2));
+        assert_eq!(c[9], ("0.75".to_string(), 4));
+        assert_eq!(c.last().unwrap(), &("+Inf".to_string(), 5));
+    }
+}
