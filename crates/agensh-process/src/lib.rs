@@ -5,10 +5,13 @@
 //! gate commands, git http-backend, the model server, shell commands of the built-in
 //! agent) live in a process group of their own: [`group`] spawns, signals, stops and waits
 //! for them, and sets their CPU priority; [`contain`] finds what left the group (a new
-//! session, a double fork) by a mark in the environment. [`resources`] reads and raises this process's
-//! limits and its CPU time. These two modules are the only place in agensh with `unsafe`
-//! for processes.
+//! session, a double fork) by a mark in the environment; [`cgroup`] puts each worker's
+//! agent into a control group of its own with a memory limit and a CPU weight, and tells a
+//! kill by that limit from any other death. [`resources`] reads and raises this process's
+//! limits and its CPU time. These modules are the only place in agensh with `unsafe` for
+//! processes.
 
+pub mod cgroup;
 pub mod contain;
 pub mod group;
 pub mod resources;
