@@ -15,6 +15,7 @@ pub mod ids;
 pub mod issue;
 pub mod limits;
 pub mod message;
+pub mod node;
 pub mod page;
 pub mod pr;
 pub mod programbench;
