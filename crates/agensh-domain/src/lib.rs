@@ -22,6 +22,7 @@ pub mod programbench;
 pub mod prompt;
 pub mod query;
 pub mod record;
+pub mod size;
 pub mod text;
 pub mod time;
 pub mod turn;
