@@ -1,15 +1,15 @@
 //! The hub's durable store.
 //!
 //! [`Store`] is the interface the hub talks to; [`sqlite::SqliteStore`] is the embedded
-//! implementation (one file, WAL, FTS5). Every method that changes state returns only
-//! after the change is durable, and publishes the events it created to
-//! [`Store::subscribe`] after they are committed, never before.
+//! implementation (one file, WAL, FTS5), [`postgres::PostgresStore`] the one on a
+//! PostgreSQL server that several hubs can share; [`open_store`] opens either. Every
+//! method that changes state returns only after the change is durable, and publishes the
+//! events it created to [`Store::subscribe`] after they are committed, never before.
 
 use std::sync::Arc;
 
 use agensh_domain::event::{Event, NewEvent};
 use agensh_domain::issue::{Issue, IssueComment, IssueState, NewIssue};
-use agensh_domain::node::{NewNode, NodeInfo};
 use agensh_domain::message::{Message, NewMessage};
 use agensh_domain::pr::{Comment, NewPr, PrState, PullRequest, Review, Verdict};
 use agensh_domain::query::Query;
@@ -19,11 +19,29 @@ use agensh_domain::worker::{NewWorker, WorkerInfo, WorkerStatus};
 use agensh_domain::Result;
 use tokio::sync::broadcast;
 
+pub mod postgres;
 pub mod sqlite;
 pub mod write_stats;
 
 pub use agensh_protocol::rest::{ModelRequest, ModelUsage, QueueState, Stats, Unfolded};
+pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
+
+/// Whether `spec` names a PostgreSQL store (`postgres://…` or `postgresql://…`) rather
+/// than a SQLite file.
+pub fn is_postgres_url(spec: &str) -> bool {
+    spec.starts_with("postgres://") || spec.starts_with("postgresql://")
+}
+
+/// Opens the store `spec` names: a PostgreSQL URL, or else the path of a SQLite file (made
+/// when missing). Errors say what to do (a bad URL, a server that does not answer).
+pub async fn open_store(spec: &str) -> Result<Arc<dyn Store>> {
+    if is_postgres_url(spec) {
+        Ok(Arc::new(PostgresStore::connect(spec).await?))
+    } else {
+        Ok(Arc::new(SqliteStore::open(std::path::Path::new(spec))?))
+    }
+}
 
 /// Which messages `read_messages` returns.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -62,15 +80,7 @@ pub struct IssueQuery {
     pub limit: usize,
 }
 
-/// The refusal of a store that keeps no nodes yet (the trait's default node methods).
-fn no_nodes() -> agensh_domain::Error {
-    agensh_domain::Error::invalid(
-        "nodes_unsupported",
-        "this hub's store does not keep nodes yet — run the hub on the SQLite store to use nodes on other hosts",
-    )
-}
-
-/// The store interface; SQLite today, PostgreSQL behind the same trait later.
+/// The store interface: SQLite (`sqlite/`) and PostgreSQL (`postgres/`) behind one trait.
 #[async_trait::async_trait]
 pub trait Store: Send + Sync + 'static {
     /// The admin token, created on first use and kept for the life of the store.
@@ -94,42 +104,6 @@ pub trait Store: Send + Sync + 'static {
     }
     /// Records last-activity times (batched by the hub).
     async fn touch_workers(&self, activity: Vec<(String, i64)>) -> Result<()>;
-
-    // Nodes (DESIGN §8). A store without them (a new implementation, until it has them)
-    // knows no node token and refuses the rest with `nodes_unsupported`.
-
-    /// Issues a node (DESIGN §8): `name` (`node::validate_name`), a fresh secret token and
-    /// how many workers it may run (`node::check_allowed`). Refuses a name taken
-    /// (`node_exists`).
-    async fn add_node(&self, name: &str, workers: usize, now: i64) -> Result<NewNode> {
-        let _ = (name, workers, now);
-        Err(no_nodes())
-    }
-    /// Every node with how many workers it may run and the workers it was given, in name
-    /// order (never a token).
-    async fn list_nodes(&self) -> Result<Vec<NodeInfo>> {
-        Err(no_nodes())
-    }
-    /// Every node's (name, token), for the hub's authentication cache.
-    async fn node_tokens(&self) -> Result<Vec<(String, String)>> {
-        Ok(Vec::new())
-    }
-    /// Gives node `name` its first `workers` workers with their tokens, in one write: those
-    /// it was given before, then workers no node has (oldest first), then new ones
-    /// ([`Store::add_workers`]' ids and tokens). The same workers on every call; never more
-    /// than the node may run (`too_many_workers`, `node::check_register`); `unknown_node`
-    /// for a name without a node. Notes when it registered.
-    async fn register_node(&self, name: &str, workers: usize, now: i64) -> Result<Vec<NewWorker>> {
-        let _ = (name, workers, now);
-        Err(no_nodes())
-    }
-    /// Removes node `name` and its token, in one write: its workers belong to no node any
-    /// more and get new tokens (returned), so neither the node token nor the worker tokens
-    /// it was given work again. `unknown_node` for a name without a node.
-    async fn revoke_node(&self, name: &str) -> Result<Vec<NewWorker>> {
-        let _ = name;
-        Err(no_nodes())
-    }
 
     /// Validates and appends a record. A CLAIM gets a lease (`default_lease_secs` unless it
     /// asks for one) and the answer lists other authors' overlapping live claims.

@@ -3,21 +3,33 @@
 //! PR's `closes #N`, the all-or-nothing seeding of many, and older stores getting the
 //! tables on open.
 
+mod common;
+
 use agensh_domain::error::ErrorKind;
 use agensh_domain::event::{kinds, Event, Priority};
 use agensh_domain::issue::{IssueState, NewIssue};
 use agensh_domain::pr::NewPr;
 use agensh_domain::Error;
 use agensh_store::{AssigneeFilter, IssueQuery, SqliteStore, Store};
+use common::TestStore;
+
+stores!(
+    issues_are_numbered_from_one_with_sorted_labels_and_everyone_hears,
+    lists_filter_by_state_label_and_assignee_and_page_back,
+    comments_reach_the_author_assignee_and_earlier_commenters_but_not_the_commenter,
+    a_worker_claims_only_for_itself_and_the_admin_assigns_anyone,
+    the_author_assignee_or_admin_close_and_reopen_and_those_involved_hear,
+    labels_are_added_and_removed_within_the_limit,
+    a_merged_pr_closes_the_open_issues_it_names_and_ignores_the_rest,
+    seeding_many_issues_is_all_or_nothing_and_names_the_bad_one,
+);
 
 const NOW: i64 = 1_700_000_000_000;
 
 /// A store with workers w01, w02 and w03.
-async fn store() -> (tempfile::TempDir, SqliteStore) {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let store = SqliteStore::open(&dir.path().join("store.db")).expect("store opens");
+async fn store(store: TestStore) -> TestStore {
     store.add_workers(3, NOW).await.expect("workers added");
-    (dir, store)
+    store
 }
 
 fn new_issue(title: &str, labels: &[&str]) -> NewIssue {
@@ -28,7 +40,7 @@ fn new_issue(title: &str, labels: &[&str]) -> NewIssue {
     }
 }
 
-async fn open(s: &SqliteStore, author: &str, title: &str) -> i64 {
+async fn open(s: &dyn Store, author: &str, title: &str) -> i64 {
     s.open_issue(author, new_issue(title, &[]), NOW)
         .await
         .expect("issue opens")
@@ -36,7 +48,7 @@ async fn open(s: &SqliteStore, author: &str, title: &str) -> i64 {
 }
 
 /// `worker`'s pending events of `kind`.
-async fn events_of(s: &SqliteStore, worker: &str, kind: &str) -> Vec<Event> {
+async fn events_of(s: &dyn Store, worker: &str, kind: &str) -> Vec<Event> {
     s.pending_events(worker, 0, 1000)
         .await
         .expect("pending events")
@@ -56,7 +68,7 @@ fn query() -> IssueQuery {
     }
 }
 
-async fn numbers(s: &SqliteStore, q: IssueQuery) -> Vec<i64> {
+async fn numbers(s: &dyn Store, q: IssueQuery) -> Vec<i64> {
     s.list_issues(q)
         .await
         .expect("list")
@@ -65,9 +77,8 @@ async fn numbers(s: &SqliteStore, q: IssueQuery) -> Vec<i64> {
         .collect()
 }
 
-#[tokio::test]
-async fn issues_are_numbered_from_one_with_sorted_labels_and_everyone_hears() {
-    let (_d, s) = store().await;
+async fn issues_are_numbered_from_one_with_sorted_labels_and_everyone_hears(t: TestStore) {
+    let s = store(t).await;
     let i = s
         .open_issue(
             "admin",
@@ -83,10 +94,10 @@ async fn issues_are_numbered_from_one_with_sorted_labels_and_everyone_hears() {
     assert_eq!(i.number, 1);
     assert_eq!(i.labels, ["bug", "parser"]);
     assert_eq!((i.state, i.author.as_str()), (IssueState::Open, "admin"));
-    assert_eq!(open(&s, "w01", "second").await, 2);
+    assert_eq!(open(&*s, "w01", "second").await, 2);
     // The admin's issue reaches every worker; w01's every worker but w01.
     for w in ["w01", "w02", "w03"] {
-        let got = events_of(&s, w, kinds::ISSUE_OPENED).await;
+        let got = events_of(&*s, w, kinds::ISSUE_OPENED).await;
         let nums: Vec<_> = got.iter().map(|e| e.payload["number"].clone()).collect();
         let want = if w == "w01" { vec![1] } else { vec![1, 2] };
         assert_eq!(nums, want, "{w}");
@@ -108,12 +119,11 @@ async fn issues_are_numbered_from_one_with_sorted_labels_and_everyone_hears() {
         ErrorKind::Invalid,
         "bad_title",
     );
-    assert_eq!(numbers(&s, query()).await, [2, 1]);
+    assert_eq!(numbers(&*s, query()).await, [2, 1]);
 }
 
-#[tokio::test]
-async fn lists_filter_by_state_label_and_assignee_and_page_back() {
-    let (_d, s) = store().await;
+async fn lists_filter_by_state_label_and_assignee_and_page_back(t: TestStore) {
+    let s = store(t).await;
     for (t, labels) in [
         ("one", vec!["bug"]),
         ("two", vec![]),
@@ -135,38 +145,38 @@ async fn lists_filter_by_state_label_and_assignee_and_page_back() {
     s.comment_issue(1, "w01", "seen", NOW).await.unwrap();
     s.comment_issue(1, "w02", "me too", NOW).await.unwrap();
 
-    assert_eq!(numbers(&s, query()).await, [5, 4, 3, 2, 1]);
+    assert_eq!(numbers(&*s, query()).await, [5, 4, 3, 2, 1]);
     let open = IssueQuery {
         state: Some(IssueState::Open),
         ..query()
     };
-    assert_eq!(numbers(&s, open.clone()).await, [4, 3, 2, 1]);
+    assert_eq!(numbers(&*s, open.clone()).await, [4, 3, 2, 1]);
     let closed = IssueQuery {
         state: Some(IssueState::Closed),
         ..query()
     };
-    assert_eq!(numbers(&s, closed).await, [5]);
+    assert_eq!(numbers(&*s, closed).await, [5]);
     let bug = IssueQuery {
         label: Some("bug".into()),
         ..query()
     };
-    assert_eq!(numbers(&s, bug).await, [5, 3, 1]);
+    assert_eq!(numbers(&*s, bug).await, [5, 3, 1]);
     let unassigned = IssueQuery {
         assignee: Some(AssigneeFilter::Nobody),
         ..open.clone()
     };
-    assert_eq!(numbers(&s, unassigned).await, [2, 1]);
+    assert_eq!(numbers(&*s, unassigned).await, [2, 1]);
     let w01 = IssueQuery {
         assignee: Some(AssigneeFilter::Worker("w01".into())),
         ..query()
     };
-    assert_eq!(numbers(&s, w01).await, [4]);
+    assert_eq!(numbers(&*s, w01).await, [4]);
     let page = IssueQuery {
         before: Some(4),
         limit: 2,
         ..query()
     };
-    assert_eq!(numbers(&s, page).await, [3, 2]);
+    assert_eq!(numbers(&*s, page).await, [3, 2]);
     let listed = s.list_issues(query()).await.unwrap();
     let first = listed.iter().find(|i| i.number == 1).unwrap();
     assert_eq!(first.comment_count, 2);
@@ -177,20 +187,21 @@ async fn lists_filter_by_state_label_and_assignee_and_page_back() {
     assert_eq!(whole.comment_count, 2);
 }
 
-#[tokio::test]
-async fn comments_reach_the_author_assignee_and_earlier_commenters_but_not_the_commenter() {
-    let (_d, s) = store().await;
-    let n = open(&s, "w01", "flaky test").await;
+async fn comments_reach_the_author_assignee_and_earlier_commenters_but_not_the_commenter(
+    t: TestStore,
+) {
+    let s = store(t).await;
+    let n = open(&*s, "w01", "flaky test").await;
     s.assign_issue(n, "w02", false, Some("w02".into()), NOW + 1)
         .await
         .unwrap();
     s.comment_issue(n, "w02", "looking", NOW + 2).await.unwrap();
     // w01 (author) hears w02's comment; w02 does not hear its own.
-    assert_eq!(events_of(&s, "w01", kinds::ISSUE_COMMENTED).await.len(), 1);
-    assert!(events_of(&s, "w02", kinds::ISSUE_COMMENTED)
+    assert_eq!(events_of(&*s, "w01", kinds::ISSUE_COMMENTED).await.len(), 1);
+    assert!(events_of(&*s, "w02", kinds::ISSUE_COMMENTED)
         .await
         .is_empty());
-    assert!(events_of(&s, "w03", kinds::ISSUE_COMMENTED)
+    assert!(events_of(&*s, "w03", kinds::ISSUE_COMMENTED)
         .await
         .is_empty());
     s.comment_issue(n, "w03", "same on mine", NOW + 3)
@@ -201,11 +212,11 @@ async fn comments_reach_the_author_assignee_and_earlier_commenters_but_not_the_c
         .unwrap();
     // The admin's comment reaches the author, the assignee and the earlier commenter w03.
     for (w, count) in [("w01", 3), ("w02", 2), ("w03", 1)] {
-        let got = events_of(&s, w, kinds::ISSUE_COMMENTED).await;
+        let got = events_of(&*s, w, kinds::ISSUE_COMMENTED).await;
         assert_eq!(got.len(), count, "{w}: {got:?}");
         assert!(got.iter().all(|e| e.priority == Priority::Normal));
     }
-    let last = events_of(&s, "w03", kinds::ISSUE_COMMENTED).await;
+    let last = events_of(&*s, "w03", kinds::ISSUE_COMMENTED).await;
     assert_eq!(last[0].payload["by"], "admin");
     assert_eq!(last[0].payload["text"], "thanks");
     assert_eq!(s.get_issue(n).await.unwrap().updated_at, NOW + 4);
@@ -223,10 +234,9 @@ async fn comments_reach_the_author_assignee_and_earlier_commenters_but_not_the_c
     );
 }
 
-#[tokio::test]
-async fn a_worker_claims_only_for_itself_and_the_admin_assigns_anyone() {
-    let (_d, s) = store().await;
-    let n = open(&s, "admin", "add --json").await;
+async fn a_worker_claims_only_for_itself_and_the_admin_assigns_anyone(t: TestStore) {
+    let s = store(t).await;
+    let n = open(&*s, "admin", "add --json").await;
     // w01 may not give it to w02.
     assert_error(
         s.assign_issue(n, "w01", false, Some("w02".into()), NOW)
@@ -241,7 +251,9 @@ async fn a_worker_claims_only_for_itself_and_the_admin_assigns_anyone() {
         .await
         .unwrap();
     assert_eq!(i.assignee.as_deref(), Some("w01"));
-    assert!(events_of(&s, "w01", kinds::ISSUE_ASSIGNED).await.is_empty());
+    assert!(events_of(&*s, "w01", kinds::ISSUE_ASSIGNED)
+        .await
+        .is_empty());
     // Claiming it again changes nothing and says nothing.
     s.assign_issue(n, "w01", false, Some("w01".into()), NOW + 2)
         .await
@@ -267,15 +279,17 @@ async fn a_worker_claims_only_for_itself_and_the_admin_assigns_anyone() {
         .await
         .unwrap();
     assert_eq!(i.assignee.as_deref(), Some("w02"));
-    let to_w02 = events_of(&s, "w02", kinds::ISSUE_ASSIGNED).await;
+    let to_w02 = events_of(&*s, "w02", kinds::ISSUE_ASSIGNED).await;
     assert_eq!(to_w02.len(), 1);
     assert_eq!(to_w02[0].priority, Priority::Urgent);
     assert_eq!(to_w02[0].payload["assignee"], "w02");
     assert_eq!(to_w02[0].payload["previous"], "w01");
-    let to_w01 = events_of(&s, "w01", kinds::ISSUE_ASSIGNED).await;
+    let to_w01 = events_of(&*s, "w01", kinds::ISSUE_ASSIGNED).await;
     assert_eq!(to_w01.len(), 1);
     assert_eq!(to_w01[0].priority, Priority::Normal);
-    assert!(events_of(&s, "w03", kinds::ISSUE_ASSIGNED).await.is_empty());
+    assert!(events_of(&*s, "w03", kinds::ISSUE_ASSIGNED)
+        .await
+        .is_empty());
     // w02 lets it go.
     let i = s
         .assign_issue(n, "w02", false, None, NOW + 4)
@@ -299,17 +313,16 @@ async fn a_worker_claims_only_for_itself_and_the_admin_assigns_anyone() {
     assert_eq!(s.get_issue(n).await.unwrap().assignee, None);
 }
 
-#[tokio::test]
-async fn the_author_assignee_or_admin_close_and_reopen_and_those_involved_hear() {
-    let (_d, s) = store().await;
-    let n = open(&s, "w01", "crash on empty input").await;
+async fn the_author_assignee_or_admin_close_and_reopen_and_those_involved_hear(t: TestStore) {
+    let s = store(t).await;
+    let n = open(&*s, "w01", "crash on empty input").await;
     s.assign_issue(n, "w02", false, Some("w02".into()), NOW)
         .await
         .unwrap();
     s.comment_issue(n, "w03", "repro attached", NOW)
         .await
         .unwrap();
-    let outsider = open(&s, "w01", "other").await;
+    let outsider = open(&*s, "w01", "other").await;
     assert_error(
         s.close_issue(outsider, "w03", false, NOW)
             .await
@@ -325,7 +338,7 @@ async fn the_author_assignee_or_admin_close_and_reopen_and_those_involved_hear()
     );
     for (w, heard) in [("w01", 1), ("w02", 0), ("w03", 1)] {
         assert_eq!(
-            events_of(&s, w, kinds::ISSUE_CLOSED).await.len(),
+            events_of(&*s, w, kinds::ISSUE_CLOSED).await.len(),
             heard,
             "{w}"
         );
@@ -347,8 +360,10 @@ async fn the_author_assignee_or_admin_close_and_reopen_and_those_involved_hear()
         (i.state, i.closed_at, i.closed_by),
         (IssueState::Open, None, None)
     );
-    assert_eq!(events_of(&s, "w02", kinds::ISSUE_REOPENED).await.len(), 1);
-    assert!(events_of(&s, "w01", kinds::ISSUE_REOPENED).await.is_empty());
+    assert_eq!(events_of(&*s, "w02", kinds::ISSUE_REOPENED).await.len(), 1);
+    assert!(events_of(&*s, "w01", kinds::ISSUE_REOPENED)
+        .await
+        .is_empty());
     assert_error(
         s.reopen_issue(n, "admin", true, NOW).await.unwrap_err(),
         ErrorKind::Conflict,
@@ -356,9 +371,8 @@ async fn the_author_assignee_or_admin_close_and_reopen_and_those_involved_hear()
     );
 }
 
-#[tokio::test]
-async fn labels_are_added_and_removed_within_the_limit() {
-    let (_d, s) = store().await;
+async fn labels_are_added_and_removed_within_the_limit(t: TestStore) {
+    let s = store(t).await;
     let n = s
         .open_issue("admin", new_issue("x", &["bug"]), NOW)
         .await
@@ -384,13 +398,12 @@ async fn labels_are_added_and_removed_within_the_limit() {
     assert_eq!(s.get_issue(n).await.unwrap().labels, ["p1", "parser"]);
 }
 
-#[tokio::test]
-async fn a_merged_pr_closes_the_open_issues_it_names_and_ignores_the_rest() {
-    let (_d, s) = store().await;
-    let a = open(&s, "admin", "parser").await;
-    let b = open(&s, "admin", "lexer").await;
-    let done = open(&s, "admin", "done already").await;
-    let untouched = open(&s, "admin", "not named").await;
+async fn a_merged_pr_closes_the_open_issues_it_names_and_ignores_the_rest(t: TestStore) {
+    let s = store(t).await;
+    let a = open(&*s, "admin", "parser").await;
+    let b = open(&*s, "admin", "lexer").await;
+    let done = open(&*s, "admin", "done already").await;
+    let untouched = open(&*s, "admin", "not named").await;
     s.assign_issue(a, "w01", false, Some("w01".into()), NOW)
         .await
         .unwrap();
@@ -433,16 +446,15 @@ async fn a_merged_pr_closes_the_open_issues_it_names_and_ignores_the_rest() {
         "unknown_issue",
     );
     // The assignee hears its issue was closed by the PR, even though it merged it.
-    let heard = events_of(&s, "w01", kinds::ISSUE_CLOSED).await;
+    let heard = events_of(&*s, "w01", kinds::ISSUE_CLOSED).await;
     assert_eq!(heard.len(), 1, "{heard:?}");
     assert_eq!(heard[0].payload["number"], a);
     assert_eq!(heard[0].payload["by"], "pr#1");
     assert_eq!(heard[0].payload["pr"], 1);
 }
 
-#[tokio::test]
-async fn seeding_many_issues_is_all_or_nothing_and_names_the_bad_one() {
-    let (_d, s) = store().await;
+async fn seeding_many_issues_is_all_or_nothing_and_names_the_bad_one(t: TestStore) {
+    let s = store(t).await;
     let bad = vec![
         new_issue("fine", &["a"]),
         new_issue("has a, comma in a label", &["a,b"]),

@@ -1,23 +1,50 @@
 //! Pull requests in the SQLite store: numbering, the one-open-PR-per-branch rule, reviews
 //! and comments, who may close, merges, and the events each step sends to whom.
 
+mod common;
+
 use agensh_domain::error::ErrorKind;
 use agensh_domain::event::{kinds, Event, Priority};
 use agensh_domain::pr::{NewPr, PrState, Verdict, BODY_LIMIT, TITLE_LIMIT};
 use agensh_domain::Error;
 use agensh_store::{SqliteStore, Store};
+use common::TestStore;
 use serde_json::json;
+
+stores!(
+    prs_survive_reopening_the_store,
+    numbers_increase_from_one,
+    opening_a_pr_tells_everyone_but_its_author,
+    a_second_open_pr_on_the_same_branch_is_refused,
+    a_branch_can_have_a_new_pr_after_close_or_merge,
+    a_pr_from_another_workers_namespace_is_refused,
+    title_and_body_limits_are_enforced,
+    review_of_own_pr_is_refused,
+    review_text_is_validated,
+    review_by_peer_reaches_author_urgently_and_others_normally,
+    comments_and_reviews_come_back_oldest_first,
+    comments_are_allowed_on_closed_prs_and_broadcast,
+    close_by_non_author_is_refused,
+    close_by_author_is_allowed_and_broadcast,
+    close_by_admin_is_allowed,
+    mark_merged_emits_pr_merged_and_main_updated,
+    acting_on_a_closed_or_merged_pr_is_a_conflict,
+    merge_failed_reaches_the_author_urgently,
+    merge_failed_is_not_sent_when_the_author_merged,
+    main_updated_is_broadcast_once_per_commit,
+    list_filters_by_state_and_author_newest_first,
+    unknown_pr_is_not_found,
+    subscribers_see_pr_events_and_nothing_from_a_refused_call,
+);
 
 const NOW: i64 = 1_700_000_000_000;
 
 /// A store with workers w01, w02 and w03.
-async fn store() -> (tempfile::TempDir, SqliteStore) {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let store = SqliteStore::open(&dir.path().join("store.db")).expect("store opens");
+async fn store(store: TestStore) -> TestStore {
     let workers = store.add_workers(3, NOW).await.expect("workers added");
     let ids: Vec<_> = workers.iter().map(|w| w.id.as_str()).collect();
     assert_eq!(ids, ["w01", "w02", "w03"]);
-    (dir, store)
+    store
 }
 
 fn new_pr(branch: &str, title: &str) -> NewPr {
@@ -28,7 +55,7 @@ fn new_pr(branch: &str, title: &str) -> NewPr {
     }
 }
 
-async fn open(store: &SqliteStore, author: &str, branch: &str) -> i64 {
+async fn open(store: &dyn Store, author: &str, branch: &str) -> i64 {
     store
         .open_pr(author, new_pr(branch, "a change"), NOW)
         .await
@@ -36,7 +63,7 @@ async fn open(store: &SqliteStore, author: &str, branch: &str) -> i64 {
         .number
 }
 
-async fn events(store: &SqliteStore, worker: &str) -> Vec<Event> {
+async fn events(store: &dyn Store, worker: &str) -> Vec<Event> {
     store
         .pending_events(worker, 0, 100)
         .await
@@ -44,7 +71,7 @@ async fn events(store: &SqliteStore, worker: &str) -> Vec<Event> {
 }
 
 /// `worker`'s pending events of `kind`.
-async fn events_of(store: &SqliteStore, worker: &str, kind: &str) -> Vec<Event> {
+async fn events_of(store: &dyn Store, worker: &str, kind: &str) -> Vec<Event> {
     events(store, worker)
         .await
         .into_iter()
@@ -56,12 +83,11 @@ fn assert_error(e: Error, kind: ErrorKind, code: &str) {
     assert_eq!((e.kind, e.code.as_str()), (kind, code), "{}", e.message);
 }
 
-#[tokio::test]
-async fn numbers_increase_from_one() {
-    let (_d, s) = store().await;
-    assert_eq!(open(&s, "w01", "w01/a").await, 1);
-    assert_eq!(open(&s, "w02", "w02/a").await, 2);
-    assert_eq!(open(&s, "w01", "w01/b").await, 3);
+async fn numbers_increase_from_one(t: TestStore) {
+    let s = store(t).await;
+    assert_eq!(open(&*s, "w01", "w01/a").await, 1);
+    assert_eq!(open(&*s, "w02", "w02/a").await, 2);
+    assert_eq!(open(&*s, "w01", "w01/b").await, 3);
     let pr = s.get_pr(2).await.unwrap();
     assert_eq!(
         (pr.author.as_str(), pr.branch.as_str(), pr.base.as_str()),
@@ -71,12 +97,11 @@ async fn numbers_increase_from_one() {
     assert_eq!((pr.created_at, pr.updated_at), (NOW, NOW));
 }
 
-#[tokio::test]
-async fn opening_a_pr_tells_everyone_but_its_author() {
-    let (_d, s) = store().await;
-    open(&s, "w01", "w01/a").await;
-    assert!(events_of(&s, "w01", kinds::PR_OPENED).await.is_empty());
-    let got = events_of(&s, "w02", kinds::PR_OPENED).await;
+async fn opening_a_pr_tells_everyone_but_its_author(t: TestStore) {
+    let s = store(t).await;
+    open(&*s, "w01", "w01/a").await;
+    assert!(events_of(&*s, "w01", kinds::PR_OPENED).await.is_empty());
+    let got = events_of(&*s, "w02", kinds::PR_OPENED).await;
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].priority, Priority::Normal);
     assert_eq!(
@@ -86,10 +111,9 @@ async fn opening_a_pr_tells_everyone_but_its_author() {
     assert_eq!(got[0].dedup_key.as_deref(), Some("pr:1:opened"));
 }
 
-#[tokio::test]
-async fn a_second_open_pr_on_the_same_branch_is_refused() {
-    let (_d, s) = store().await;
-    open(&s, "w01", "w01/a").await;
+async fn a_second_open_pr_on_the_same_branch_is_refused(t: TestStore) {
+    let s = store(t).await;
+    open(&*s, "w01", "w01/a").await;
     let e = s
         .open_pr("w01", new_pr("w01/a", "again"), NOW)
         .await
@@ -104,19 +128,17 @@ async fn a_second_open_pr_on_the_same_branch_is_refused() {
     );
 }
 
-#[tokio::test]
-async fn a_branch_can_have_a_new_pr_after_close_or_merge() {
-    let (_d, s) = store().await;
-    open(&s, "w01", "w01/a").await;
+async fn a_branch_can_have_a_new_pr_after_close_or_merge(t: TestStore) {
+    let s = store(t).await;
+    open(&*s, "w01", "w01/a").await;
     s.close_pr(1, "w01", NOW).await.unwrap();
-    assert_eq!(open(&s, "w01", "w01/a").await, 2);
+    assert_eq!(open(&*s, "w01", "w01/a").await, 2);
     s.mark_merged(2, "w02", "abc123", true, NOW).await.unwrap();
-    assert_eq!(open(&s, "w01", "w01/a").await, 3);
+    assert_eq!(open(&*s, "w01", "w01/a").await, 3);
 }
 
-#[tokio::test]
-async fn a_pr_from_another_workers_namespace_is_refused() {
-    let (_d, s) = store().await;
+async fn a_pr_from_another_workers_namespace_is_refused(t: TestStore) {
+    let s = store(t).await;
     let e = s
         .open_pr("w01", new_pr("w02/work", "not mine"), NOW)
         .await
@@ -125,9 +147,8 @@ async fn a_pr_from_another_workers_namespace_is_refused() {
     assert!(s.list_prs(None, None, 10).await.unwrap().is_empty());
 }
 
-#[tokio::test]
-async fn title_and_body_limits_are_enforced() {
-    let (_d, s) = store().await;
+async fn title_and_body_limits_are_enforced(t: TestStore) {
+    let s = store(t).await;
     let long_title = new_pr("w01/a", &"t".repeat(TITLE_LIMIT + 1));
     let e = s.open_pr("w01", long_title, NOW).await.unwrap_err();
     assert_error(e, ErrorKind::Invalid, "title_too_long");
@@ -148,10 +169,9 @@ async fn title_and_body_limits_are_enforced() {
     assert_eq!(s.get_pr(1).await.unwrap().body.unwrap().len(), BODY_LIMIT);
 }
 
-#[tokio::test]
-async fn review_of_own_pr_is_refused() {
-    let (_d, s) = store().await;
-    open(&s, "w01", "w01/a").await;
+async fn review_of_own_pr_is_refused(t: TestStore) {
+    let s = store(t).await;
+    open(&*s, "w01", "w01/a").await;
     let e = s
         .review_pr(1, "w01", Verdict::Approve, "looks good", None, NOW)
         .await
@@ -161,10 +181,9 @@ async fn review_of_own_pr_is_refused() {
     assert!(s.get_pr(1).await.unwrap().reviews.is_empty());
 }
 
-#[tokio::test]
-async fn review_text_is_validated() {
-    let (_d, s) = store().await;
-    open(&s, "w01", "w01/a").await;
+async fn review_text_is_validated(t: TestStore) {
+    let s = store(t).await;
+    open(&*s, "w01", "w01/a").await;
     let e = s
         .review_pr(1, "w02", Verdict::Approve, " ", None, NOW)
         .await
@@ -172,10 +191,9 @@ async fn review_text_is_validated() {
     assert_error(e, ErrorKind::Invalid, "empty_text");
 }
 
-#[tokio::test]
-async fn review_by_peer_reaches_author_urgently_and_others_normally() {
-    let (_d, s) = store().await;
-    open(&s, "w01", "w01/a").await;
+async fn review_by_peer_reaches_author_urgently_and_others_normally(t: TestStore) {
+    let s = store(t).await;
+    open(&*s, "w01", "w01/a").await;
     let r = s
         .review_pr(
             1,
@@ -193,7 +211,7 @@ async fn review_by_peer_reaches_author_urgently_and_others_normally() {
     );
 
     // The author: one urgent pr.review, and no pr.reviewed.
-    let author: Vec<_> = events(&s, "w01")
+    let author: Vec<_> = events(&*s, "w01")
         .await
         .into_iter()
         .filter(|e| e.kind.starts_with("pr.review"))
@@ -209,7 +227,7 @@ async fn review_by_peer_reaches_author_urgently_and_others_normally() {
     );
 
     // A bystander: one normal pr.reviewed.
-    let other: Vec<_> = events(&s, "w03")
+    let other: Vec<_> = events(&*s, "w03")
         .await
         .into_iter()
         .filter(|e| e.kind.starts_with("pr.review"))
@@ -219,17 +237,16 @@ async fn review_by_peer_reaches_author_urgently_and_others_normally() {
     assert_eq!(other[0].priority, Priority::Normal);
 
     // The reviewer hears neither.
-    assert!(events(&s, "w02")
+    assert!(events(&*s, "w02")
         .await
         .iter()
         .all(|e| !e.kind.starts_with("pr.review")));
     assert_eq!(s.get_pr(1).await.unwrap().updated_at, NOW + 5);
 }
 
-#[tokio::test]
-async fn comments_and_reviews_come_back_oldest_first() {
-    let (_d, s) = store().await;
-    open(&s, "w01", "w01/a").await;
+async fn comments_and_reviews_come_back_oldest_first(t: TestStore) {
+    let s = store(t).await;
+    open(&*s, "w01", "w01/a").await;
     s.comment_pr(1, "w02", "first", NOW + 1).await.unwrap();
     s.review_pr(1, "w02", Verdict::RequestChanges, "fix x", None, NOW + 2)
         .await
@@ -257,58 +274,53 @@ async fn comments_and_reviews_come_back_oldest_first() {
     assert_eq!(pr.updated_at, NOW + 4);
 }
 
-#[tokio::test]
-async fn comments_are_allowed_on_closed_prs_and_broadcast() {
-    let (_d, s) = store().await;
-    open(&s, "w01", "w01/a").await;
+async fn comments_are_allowed_on_closed_prs_and_broadcast(t: TestStore) {
+    let s = store(t).await;
+    open(&*s, "w01", "w01/a").await;
     s.close_pr(1, "w01", NOW).await.unwrap();
     s.comment_pr(1, "w02", "why closed?", NOW + 1)
         .await
         .unwrap();
-    let got = events_of(&s, "w01", kinds::PR_COMMENTED).await;
+    let got = events_of(&*s, "w01", kinds::PR_COMMENTED).await;
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].priority, Priority::Normal);
     assert_eq!(got[0].payload["by"], "w02");
     assert_eq!(got[0].payload["text"], "why closed?");
-    assert!(events_of(&s, "w02", kinds::PR_COMMENTED).await.is_empty());
+    assert!(events_of(&*s, "w02", kinds::PR_COMMENTED).await.is_empty());
 }
 
-#[tokio::test]
-async fn close_by_non_author_is_refused() {
-    let (_d, s) = store().await;
-    open(&s, "w01", "w01/a").await;
+async fn close_by_non_author_is_refused(t: TestStore) {
+    let s = store(t).await;
+    open(&*s, "w01", "w01/a").await;
     let e = s.close_pr(1, "w02", NOW).await.unwrap_err();
     assert_error(e, ErrorKind::Forbidden, "not_your_pr");
     assert_eq!(s.get_pr(1).await.unwrap().state, PrState::Open);
 }
 
-#[tokio::test]
-async fn close_by_author_is_allowed_and_broadcast() {
-    let (_d, s) = store().await;
-    open(&s, "w01", "w01/a").await;
+async fn close_by_author_is_allowed_and_broadcast(t: TestStore) {
+    let s = store(t).await;
+    open(&*s, "w01", "w01/a").await;
     let pr = s.close_pr(1, "w01", NOW + 9).await.unwrap();
     assert_eq!(pr.state, PrState::Closed);
     assert_eq!(pr.closed_by.as_deref(), Some("w01"));
     assert_eq!(s.get_pr(1).await.unwrap(), pr);
     assert_eq!(pr.updated_at, NOW + 9);
-    assert_eq!(events_of(&s, "w02", kinds::PR_CLOSED).await.len(), 1);
-    assert!(events_of(&s, "w01", kinds::PR_CLOSED).await.is_empty());
+    assert_eq!(events_of(&*s, "w02", kinds::PR_CLOSED).await.len(), 1);
+    assert!(events_of(&*s, "w01", kinds::PR_CLOSED).await.is_empty());
 }
 
-#[tokio::test]
-async fn close_by_admin_is_allowed() {
-    let (_d, s) = store().await;
-    open(&s, "w01", "w01/a").await;
+async fn close_by_admin_is_allowed(t: TestStore) {
+    let s = store(t).await;
+    open(&*s, "w01", "w01/a").await;
     let pr = s.close_pr(1, "admin", NOW).await.unwrap();
     assert_eq!(pr.state, PrState::Closed);
     assert_eq!(pr.closed_by.as_deref(), Some("admin"));
-    assert_eq!(events_of(&s, "w01", kinds::PR_CLOSED).await.len(), 1);
+    assert_eq!(events_of(&*s, "w01", kinds::PR_CLOSED).await.len(), 1);
 }
 
-#[tokio::test]
-async fn mark_merged_emits_pr_merged_and_main_updated() {
-    let (_d, s) = store().await;
-    open(&s, "w01", "w01/a").await;
+async fn mark_merged_emits_pr_merged_and_main_updated(t: TestStore) {
+    let s = store(t).await;
+    open(&*s, "w01", "w01/a").await;
     let pr = s
         .mark_merged(1, "w02", "c0ffee", true, NOW + 1)
         .await
@@ -318,7 +330,7 @@ async fn mark_merged_emits_pr_merged_and_main_updated() {
     assert_eq!(pr.merge_commit.as_deref(), Some("c0ffee"));
     assert_eq!(s.get_pr(1).await.unwrap(), pr);
 
-    let merged = events_of(&s, "w01", kinds::PR_MERGED).await;
+    let merged = events_of(&*s, "w01", kinds::PR_MERGED).await;
     assert_eq!(merged.len(), 1);
     assert_eq!(merged[0].priority, Priority::Normal);
     assert_eq!(
@@ -326,7 +338,7 @@ async fn mark_merged_emits_pr_merged_and_main_updated() {
         json!({"number": 1, "title": "a change", "author": "w01", "branch": "w01/a",
                "merged_by": "w02", "commit": "c0ffee"})
     );
-    let main = events_of(&s, "w03", kinds::MAIN_UPDATED).await;
+    let main = events_of(&*s, "w03", kinds::MAIN_UPDATED).await;
     assert_eq!(main.len(), 1);
     assert_eq!(main[0].priority, Priority::Normal);
     assert_eq!(
@@ -334,17 +346,16 @@ async fn mark_merged_emits_pr_merged_and_main_updated() {
         json!({"commit": "c0ffee", "by": "w02", "pr": 1})
     );
     // The merger caused both and hears neither.
-    let own = events(&s, "w02").await;
+    let own = events(&*s, "w02").await;
     assert!(own
         .iter()
         .all(|e| e.kind != kinds::PR_MERGED && e.kind != kinds::MAIN_UPDATED));
 }
 
-#[tokio::test]
-async fn acting_on_a_closed_or_merged_pr_is_a_conflict() {
-    let (_d, s) = store().await;
-    open(&s, "w01", "w01/a").await;
-    open(&s, "w01", "w01/b").await;
+async fn acting_on_a_closed_or_merged_pr_is_a_conflict(t: TestStore) {
+    let s = store(t).await;
+    open(&*s, "w01", "w01/a").await;
+    open(&*s, "w01", "w01/b").await;
     s.close_pr(1, "w01", NOW).await.unwrap();
     s.mark_merged(2, "w01", "abc", true, NOW).await.unwrap();
     for (n, state) in [(1, "closed"), (2, "merged")] {
@@ -365,13 +376,12 @@ async fn acting_on_a_closed_or_merged_pr_is_a_conflict() {
     );
 }
 
-#[tokio::test]
-async fn merge_failed_reaches_the_author_urgently() {
-    let (_d, s) = store().await;
-    open(&s, "w01", "w01/a").await;
+async fn merge_failed_reaches_the_author_urgently(t: TestStore) {
+    let s = store(t).await;
+    open(&*s, "w01", "w01/a").await;
     let reason = json!({"conflicts": ["src/lib.rs"]});
     s.merge_failed(1, "w02", reason.clone(), NOW).await.unwrap();
-    let got = events_of(&s, "w01", kinds::PR_MERGE_FAILED).await;
+    let got = events_of(&*s, "w01", kinds::PR_MERGE_FAILED).await;
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].priority, Priority::Urgent);
     assert_eq!(got[0].target.as_deref(), Some("w01"));
@@ -379,42 +389,39 @@ async fn merge_failed_reaches_the_author_urgently() {
         got[0].payload,
         json!({"number": 1, "title": "a change", "by": "w02", "reason": reason})
     );
-    assert!(events_of(&s, "w03", kinds::PR_MERGE_FAILED)
+    assert!(events_of(&*s, "w03", kinds::PR_MERGE_FAILED)
         .await
         .is_empty());
     assert_eq!(s.get_pr(1).await.unwrap().state, PrState::Open);
 }
 
-#[tokio::test]
-async fn merge_failed_is_not_sent_when_the_author_merged() {
-    let (_d, s) = store().await;
-    open(&s, "w01", "w01/a").await;
+async fn merge_failed_is_not_sent_when_the_author_merged(t: TestStore) {
+    let s = store(t).await;
+    open(&*s, "w01", "w01/a").await;
     s.merge_failed(1, "w01", json!("gate failed"), NOW)
         .await
         .unwrap();
-    assert!(events_of(&s, "w01", kinds::PR_MERGE_FAILED)
+    assert!(events_of(&*s, "w01", kinds::PR_MERGE_FAILED)
         .await
         .is_empty());
 }
 
-#[tokio::test]
-async fn main_updated_is_broadcast_once_per_commit() {
-    let (_d, s) = store().await;
+async fn main_updated_is_broadcast_once_per_commit(t: TestStore) {
+    let s = store(t).await;
     s.main_updated("admin", "f00d", NOW).await.unwrap();
     s.main_updated("admin", "f00d", NOW + 1).await.unwrap();
-    let got = events_of(&s, "w01", kinds::MAIN_UPDATED).await;
+    let got = events_of(&*s, "w01", kinds::MAIN_UPDATED).await;
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].payload, json!({"commit": "f00d", "by": "admin"}));
     assert_eq!(got[0].dedup_key.as_deref(), Some("main:f00d"));
 }
 
-#[tokio::test]
-async fn list_filters_by_state_and_author_newest_first() {
-    let (_d, s) = store().await;
-    open(&s, "w01", "w01/a").await; // 1 open
-    open(&s, "w02", "w02/a").await; // 2 closed
-    open(&s, "w01", "w01/b").await; // 3 merged
-    open(&s, "w01", "w01/c").await; // 4 open
+async fn list_filters_by_state_and_author_newest_first(t: TestStore) {
+    let s = store(t).await;
+    open(&*s, "w01", "w01/a").await; // 1 open
+    open(&*s, "w02", "w02/a").await; // 2 closed
+    open(&*s, "w01", "w01/b").await; // 3 merged
+    open(&*s, "w01", "w01/c").await; // 4 open
     s.close_pr(2, "w02", NOW).await.unwrap();
     s.mark_merged(3, "w02", "abc", true, NOW).await.unwrap();
     let numbers = |prs: Vec<agensh_domain::pr::PullRequest>| {
@@ -448,9 +455,8 @@ async fn list_filters_by_state_and_author_newest_first() {
         .is_empty());
 }
 
-#[tokio::test]
-async fn unknown_pr_is_not_found() {
-    let (_d, s) = store().await;
+async fn unknown_pr_is_not_found(t: TestStore) {
+    let s = store(t).await;
     let e = s.get_pr(7).await.unwrap_err();
     assert_error(e.clone(), ErrorKind::NotFound, "unknown_pr");
     assert!(e.message.contains("no PR #7"), "{}", e.message);
@@ -477,29 +483,25 @@ async fn unknown_pr_is_not_found() {
     }
 }
 
-#[tokio::test]
-async fn prs_survive_reopening_the_store() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("store.db");
+async fn prs_survive_reopening_the_store(t: TestStore) {
     {
-        let s = SqliteStore::open(&path).unwrap();
+        let s = &t;
         s.open_pr("w01", new_pr("w01/a", "kept"), NOW)
             .await
             .unwrap();
         s.comment_pr(1, "w02", "noted", NOW).await.unwrap();
     }
-    let s = SqliteStore::open(&path).unwrap();
+    let s = t.reopen().await;
     let pr = s.get_pr(1).await.unwrap();
     assert_eq!(pr.title, "kept");
     assert_eq!(pr.comments.len(), 1);
-    assert_eq!(open(&s, "w01", "w01/b").await, 2);
+    assert_eq!(open(&*s, "w01", "w01/b").await, 2);
 }
 
-#[tokio::test]
-async fn subscribers_see_pr_events_and_nothing_from_a_refused_call() {
-    let (_d, s) = store().await;
+async fn subscribers_see_pr_events_and_nothing_from_a_refused_call(t: TestStore) {
+    let s = store(t).await;
     let mut bus = s.subscribe();
-    open(&s, "w01", "w01/a").await;
+    open(&*s, "w01", "w01/a").await;
     s.open_pr("w01", new_pr("w01/a", "again"), NOW)
         .await
         .unwrap_err();

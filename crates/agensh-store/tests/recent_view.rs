@@ -7,12 +7,14 @@
 //! answers equal the domain's rules over the same history (`view::of_history`,
 //! `view::fate`).
 
+mod common;
+
 use std::collections::{HashMap, HashSet};
 
 use agensh_domain::record::{check_takeover, NewRecord, Record, RecordKind};
 use agensh_domain::view::{fate, of_history, ViewEntry};
 use agensh_domain::worker::WorkerStatus;
-use agensh_store::{SqliteStore, Store};
+use common::{Kind, TestStore};
 
 const NOW: i64 = 1_700_000_000_000;
 const WORKERS: [&str; 4] = ["w01", "w02", "w03", "w04"];
@@ -123,9 +125,8 @@ fn summary(view: &[ViewEntry]) -> Vec<(String, bool)> {
 }
 
 /// Runs one generated history; returns how many comparisons it made.
-async fn run(seed: u64) -> usize {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let store = SqliteStore::open(&dir.path().join("store.db")).expect("store opens");
+async fn run(seed: u64, engine: Kind) -> usize {
+    let store = TestStore::new(engine).await;
     let added = store
         .add_workers(WORKERS.len(), NOW)
         .await
@@ -295,11 +296,14 @@ async fn run(seed: u64) -> usize {
     checks
 }
 
-#[tokio::test]
-async fn store_views_agree_with_the_domain_rules_on_generated_histories() {
+stores!(store_views_agree_with_the_domain_rules_on_generated_histories);
+
+async fn store_views_agree_with_the_domain_rules_on_generated_histories(t: TestStore) {
+    let engine = t.kind;
+    drop(t);
     let mut checks = 0;
     for seed in 0..SEEDS {
-        checks += run(seed).await;
+        checks += run(seed, engine).await;
     }
     // Guards the generator: the comparisons above must actually have happened.
     assert!(checks > SEEDS as usize * 50, "only {checks} comparisons");

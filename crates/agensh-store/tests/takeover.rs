@@ -1,7 +1,8 @@
 //! Taking over a claim in the store: the new CLAIM names the old one, and in the same
 //! transaction the old one stops being live; a live author's claim is refused; two takers
-//! racing for one claim get one winner; the old author hears of it; a store made before
-//! takeovers opens.
+//! racing for one claim get one winner; the old author hears of it.
+
+mod common;
 
 use std::sync::Arc;
 
@@ -10,13 +11,20 @@ use agensh_domain::record::{NewRecord, RecordKind, TakeoverReason};
 use agensh_domain::worker::WorkerStatus;
 use agensh_domain::ErrorKind;
 use agensh_store::{SqliteStore, Store};
+use common::TestStore;
+
+stores!(
+    two_takers_racing_for_one_claim_get_one_winner,
+    a_dead_workers_claim_is_taken_over_and_only_the_new_one_is_live,
+    a_live_workers_claim_is_refused_and_nothing_is_stored,
+    a_released_or_expired_claim_is_taken_over_whatever_its_author_does,
+    overlaps_of_a_takeover_leave_out_the_claim_it_takes_and_name_the_rest,
+);
 
 const NOW: i64 = 1_700_000_000_000;
 const LEASE: u64 = 3_600;
 
-async fn store() -> (tempfile::TempDir, SqliteStore) {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let store = SqliteStore::open(&dir.path().join("store.db")).expect("store opens");
+async fn store(store: TestStore) -> TestStore {
     store.add_workers(4, NOW).await.expect("workers");
     for w in ["w01", "w02", "w03", "w04"] {
         store
@@ -24,7 +32,7 @@ async fn store() -> (tempfile::TempDir, SqliteStore) {
             .await
             .expect("status");
     }
-    (dir, store)
+    store
 }
 
 fn claim(text: &str, label: Option<&str>, paths: &[&str]) -> NewRecord {
@@ -40,9 +48,8 @@ fn taking(text: &str, old: &str) -> NewRecord {
     n
 }
 
-#[tokio::test]
-async fn a_dead_workers_claim_is_taken_over_and_only_the_new_one_is_live() {
-    let (_dir, store) = store().await;
+async fn a_dead_workers_claim_is_taken_over_and_only_the_new_one_is_live(t: TestStore) {
+    let store = store(t).await;
     let old = store
         .append_record(
             "w01",
@@ -139,9 +146,8 @@ async fn a_dead_workers_claim_is_taken_over_and_only_the_new_one_is_live() {
     );
 }
 
-#[tokio::test]
-async fn a_live_workers_claim_is_refused_and_nothing_is_stored() {
-    let (_dir, store) = store().await;
+async fn a_live_workers_claim_is_refused_and_nothing_is_stored(t: TestStore) {
+    let store = store(t).await;
     let old = store
         .append_record("w01", claim("the parser", Some("parser"), &[]), NOW, LEASE)
         .await
@@ -195,9 +201,8 @@ async fn a_live_workers_claim_is_refused_and_nothing_is_stored() {
     assert_eq!(e.code, "own_claim");
 }
 
-#[tokio::test]
-async fn a_released_or_expired_claim_is_taken_over_whatever_its_author_does() {
-    let (_dir, store) = store().await;
+async fn a_released_or_expired_claim_is_taken_over_whatever_its_author_does(t: TestStore) {
+    let store = store(t).await;
     let mut short = claim("short", Some("a"), &[]);
     short.lease_secs = Some(1);
     let expired = store
@@ -233,11 +238,12 @@ async fn a_released_or_expired_claim_is_taken_over_whatever_its_author_does() {
     assert_eq!(old.lease.unwrap().released_at, Some(NOW + 10));
 }
 
-#[tokio::test]
-async fn two_takers_racing_for_one_claim_get_one_winner() {
+async fn two_takers_racing_for_one_claim_get_one_winner(t: TestStore) {
+    let kind = t.kind;
+    drop(t);
     for round in 0..20 {
-        let (_dir, store) = store().await;
-        let store = Arc::new(store);
+        let kept = store(TestStore::new(kind).await).await;
+        let store: Arc<dyn Store> = kept.store.clone();
         let old = store
             .append_record("w01", claim("the parser", Some("parser"), &[]), NOW, LEASE)
             .await
@@ -283,9 +289,8 @@ async fn two_takers_racing_for_one_claim_get_one_winner() {
     }
 }
 
-#[tokio::test]
-async fn overlaps_of_a_takeover_leave_out_the_claim_it_takes_and_name_the_rest() {
-    let (_dir, store) = store().await;
+async fn overlaps_of_a_takeover_leave_out_the_claim_it_takes_and_name_the_rest(t: TestStore) {
+    let store = store(t).await;
     let old = store
         .append_record(
             "w01",

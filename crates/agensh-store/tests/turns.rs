@@ -1,8 +1,13 @@
 //! Workers' turns as their nodes report them: stored durably, one per (worker, turn), a
 //! report sent again replacing the first, read newest first in pages.
 
+mod common;
+
 use agensh_protocol::dashboard::{ToolCallSummary, TurnReport};
 use agensh_store::{SqliteStore, Store};
+use common::TestStore;
+
+stores!(turns_are_kept_per_worker_newest_first_and_a_resent_report_replaces_the_first);
 
 fn report(turn: u64, prompt: &str) -> TurnReport {
     TurnReport {
@@ -25,12 +30,11 @@ fn report(turn: u64, prompt: &str) -> TurnReport {
     }
 }
 
-#[tokio::test]
-async fn turns_are_kept_per_worker_newest_first_and_a_resent_report_replaces_the_first() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("store.db");
+async fn turns_are_kept_per_worker_newest_first_and_a_resent_report_replaces_the_first(
+    t: TestStore,
+) {
     {
-        let store = SqliteStore::open(&path).unwrap();
+        let store = &t;
         for t in 1..=5 {
             store
                 .record_turn("w01", &report(t, &format!("prompt {t}")))
@@ -45,7 +49,7 @@ async fn turns_are_kept_per_worker_newest_first_and_a_resent_report_replaces_the
         store.record_turn("w01", &again).await.unwrap();
     }
     // Acknowledged means stored: a new process finds every turn.
-    let store = SqliteStore::open(&path).unwrap();
+    let store = t.reopen().await;
     let all = store.turns("w01", None, 50).await.unwrap();
     let numbers: Vec<u64> = all.iter().map(|t| t.turn).collect();
     assert_eq!(numbers, [5, 4, 3, 2, 1], "newest first, one row per turn");

@@ -1,6 +1,11 @@
 //! The model gateway's requests: recorded durably, summed per worker and model.
 
-use agensh_store::{ModelRequest, SqliteStore, Store};
+mod common;
+
+use agensh_store::ModelRequest;
+use common::TestStore;
+
+stores!(requests_sum_per_worker_and_model_and_survive_a_reopen);
 
 fn request(
     worker: &str,
@@ -25,12 +30,9 @@ fn request(
     }
 }
 
-#[tokio::test]
-async fn requests_sum_per_worker_and_model_and_survive_a_reopen() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("store.db");
+async fn requests_sum_per_worker_and_model_and_survive_a_reopen(t: TestStore) {
     {
-        let store = SqliteStore::open(&path).unwrap();
+        let store = &t;
         for r in [
             request("w01", "m-a", 1000, 400, 10, 0.25),
             request("w01", "m-a", 2000, 800, 20, 0.5),
@@ -41,7 +43,7 @@ async fn requests_sum_per_worker_and_model_and_survive_a_reopen() {
         }
     }
     // Acknowledged means stored: a new process finds every request.
-    let store = SqliteStore::open(&path).unwrap();
+    let store = t.reopen().await;
     let all = store.model_usage(None).await.unwrap();
     let rows: Vec<_> = all
         .iter()

@@ -10,7 +10,6 @@ use serde::{Deserialize, Serialize};
 pub mod acp;
 pub mod builtin;
 pub mod cpu;
-pub mod limits;
 pub mod pi;
 
 /// What an agent gets to work with.

@@ -1,0 +1,88 @@
+//! The model gateway's requests and their usage totals; budgets.
+
+use agensh_domain::budget::Limits;
+use agensh_domain::Result;
+
+use super::db::Conn;
+use crate::{ModelRequest, ModelUsage};
+
+pub async fn record(conn: &mut Conn, r: &ModelRequest) -> Result<()> {
+    conn.execute(
+        "INSERT INTO model_requests (worker, turn, upstream, model, status, input_tokens, \
+         cached_input_tokens, output_tokens, cost_usd, latency_ms, at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+        &[
+            &r.worker,
+            &r.turn.map(|t| t as i64),
+            &r.upstream,
+            &r.model,
+            &i64::from(r.status),
+            &(r.input_tokens as i64),
+            &(r.cached_input_tokens as i64),
+            &(r.output_tokens as i64),
+            &r.cost_usd,
+            &(r.latency_ms as i64),
+            &r.at,
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+pub async fn totals(conn: &mut Conn, worker: Option<&str>) -> Result<Vec<ModelUsage>> {
+    let rows = conn
+        .query(
+            "SELECT worker, model, count(*), sum(input_tokens)::bigint, sum(cached_input_tokens)::bigint, \
+             sum(output_tokens)::bigint, sum(cost_usd), min(at) FROM model_requests \
+             WHERE $1::text IS NULL OR worker = $1 \
+             GROUP BY worker, model ORDER BY worker COLLATE \"C\", model COLLATE \"C\"",
+            &[&worker],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|r| ModelUsage {
+            worker: r.get(0),
+            model: r.get(1),
+            requests: r.get::<_, i64>(2) as u64,
+            input_tokens: r.get::<_, i64>(3) as u64,
+            cached_input_tokens: r.get::<_, i64>(4) as u64,
+            output_tokens: r.get::<_, i64>(5) as u64,
+            cost_usd: r.get(6),
+            first_at: r.get(7),
+        })
+        .collect())
+}
+
+pub async fn set_budget(conn: &mut Conn, scope: &str, l: &Limits) -> Result<()> {
+    conn.execute(
+        "INSERT INTO budgets (scope, tokens, cost_usd, requests, hours) VALUES ($1, $2, $3, $4, $5) \
+         ON CONFLICT (scope) DO UPDATE SET tokens = $2, cost_usd = $3, requests = $4, hours = $5",
+        &[&scope, &(l.tokens as i64), &l.cost_usd, &(l.requests as i64), &l.hours],
+    )
+    .await?;
+    Ok(())
+}
+
+pub async fn budgets(conn: &mut Conn) -> Result<Vec<(String, Limits)>> {
+    let rows = conn
+        .query(
+            "SELECT scope, tokens, cost_usd, requests, hours FROM budgets ORDER BY scope COLLATE \"C\"",
+            &[],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|r| {
+            (
+                r.get(0),
+                Limits {
+                    tokens: r.get::<_, i64>(1) as u64,
+                    cost_usd: r.get(2),
+                    requests: r.get::<_, i64>(3) as u64,
+                    hours: r.get(4),
+                },
+            )
+        })
+        .collect())
+}

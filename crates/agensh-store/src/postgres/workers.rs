@@ -1,0 +1,147 @@
+//! Worker registry: ids, tokens, status, activity; and the admin token.
+
+use std::collections::HashMap;
+
+use agensh_domain::ids::new_worker_ids;
+use agensh_domain::worker::{NewWorker, WorkerInfo, WorkerStatus, ADD_LIMIT};
+use agensh_domain::{Error, Result};
+
+use super::board;
+use super::db::{Conn, WriteCtx};
+use crate::sqlite::workers::new_token;
+
+pub async fn admin_token(ctx: &mut WriteCtx<'_>) -> Result<String> {
+    let conn = &mut ctx.conn;
+    if let Some(r) = conn
+        .query_opt("SELECT value FROM meta WHERE key = 'admin_token'", &[])
+        .await?
+    {
+        return Ok(r.get(0));
+    }
+    let t = new_token("aga_")?;
+    // Two stores opening at once: the first one's token wins.
+    conn.execute(
+        "INSERT INTO meta(key, value) VALUES ('admin_token', $1) ON CONFLICT (key) DO NOTHING",
+        &[&t],
+    )
+    .await?;
+    Ok(conn
+        .query_one("SELECT value FROM meta WHERE key = 'admin_token'", &[])
+        .await?
+        .get(0))
+}
+
+pub async fn add(ctx: &mut WriteCtx<'_>, count: usize, now: i64) -> Result<Vec<NewWorker>> {
+    if count == 0 || count > ADD_LIMIT {
+        return Err(Error::invalid(
+            "bad_worker_count",
+            format!("cannot add {count} workers — add between 1 and {ADD_LIMIT} at a time"),
+        ));
+    }
+    // Numbers and the queue's start: under the write lock, like every numbered write.
+    ctx.lock().await?;
+    let conn = &mut ctx.conn;
+    let existing: i64 = conn
+        .query_one("SELECT coalesce(max(num), 0) FROM workers", &[])
+        .await?
+        .get(0);
+    // A new worker's queue starts now: earlier broadcasts are history.
+    let last_event: i64 = conn
+        .query_one("SELECT coalesce(max(seq), 0) FROM events", &[])
+        .await?
+        .get(0);
+    let mut out = Vec::with_capacity(count);
+    for (i, id) in new_worker_ids(existing as usize, count)
+        .into_iter()
+        .enumerate()
+    {
+        let token = new_token("agw_")?;
+        let num = existing + 1 + i as i64;
+        conn.execute(
+            "INSERT INTO workers(id, num, token, status, created_at, event_cursor) VALUES ($1, $2, $3, 'stopped', $4, $5)",
+            &[&id, &num, &token, &now, &last_event],
+        )
+        .await?;
+        out.push(NewWorker { id, token });
+    }
+    Ok(out)
+}
+
+pub async fn tokens(conn: &mut Conn) -> Result<Vec<(String, String)>> {
+    let rows = conn
+        .query("SELECT id, token FROM workers ORDER BY num", &[])
+        .await?;
+    Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+}
+
+pub async fn list(conn: &mut Conn, now: i64) -> Result<Vec<WorkerInfo>> {
+    let mut claims: HashMap<String, Vec<_>> = HashMap::new();
+    for c in board::live_claims(conn, now).await? {
+        claims.entry(c.author.clone()).or_default().push(c);
+    }
+    let rows = conn
+        .query(
+            "SELECT id, status, last_activity, created_at FROM workers ORDER BY num",
+            &[],
+        )
+        .await?;
+    let mut out = Vec::with_capacity(rows.len());
+    for r in rows {
+        let id: String = r.get(0);
+        let status: String = r.get(1);
+        out.push(WorkerInfo {
+            claims: claims.remove(&id).unwrap_or_default(),
+            status: WorkerStatus::parse(&status)?,
+            progress: None,
+            agent: None,
+            stopped_for: None,
+            id,
+            last_activity: r.get(2),
+            created_at: r.get(3),
+        });
+    }
+    Ok(out)
+}
+
+/// Fails with a clear message when `id` is not a registered worker.
+pub async fn ensure_exists(conn: &mut Conn, id: &str) -> Result<()> {
+    match conn
+        .query_opt("SELECT 1 FROM workers WHERE id = $1", &[&id])
+        .await?
+    {
+        Some(_) => Ok(()),
+        None => Err(agensh_domain::worker::unknown_worker(id)),
+    }
+}
+
+/// Sets statuses; an unknown id fails the whole call (the transaction rolls back).
+pub async fn set_statuses(conn: &mut Conn, statuses: &[(String, WorkerStatus)]) -> Result<()> {
+    for (id, status) in statuses {
+        let n = conn
+            .execute(
+                "UPDATE workers SET status = $1 WHERE id = $2",
+                &[&status.as_str(), id],
+            )
+            .await?;
+        if n == 0 {
+            return Err(agensh_domain::worker::unknown_worker(id));
+        }
+    }
+    Ok(())
+}
+
+pub async fn touch(conn: &mut Conn, activity: &[(String, i64)]) -> Result<()> {
+    if activity.is_empty() {
+        return Ok(());
+    }
+    let ids: Vec<&str> = activity.iter().map(|a| a.0.as_str()).collect();
+    let ats: Vec<i64> = activity.iter().map(|a| a.1).collect();
+    conn.execute(
+        "UPDATE workers w SET last_activity = greatest(coalesce(w.last_activity, 0), a.at) \
+         FROM (SELECT id, max(at) AS at FROM unnest($1::text[], $2::bigint[]) AS t(id, at) GROUP BY id) a \
+         WHERE w.id = a.id",
+        &[&ids, &ats],
+    )
+    .await?;
+    Ok(())
+}
