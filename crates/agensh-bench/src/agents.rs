@@ -161,7 +161,7 @@ async fn one(agensh: &Path, data: &Path, name: &str, a: &Args) -> Result<serde_j
         run,
         command: Vec::new(),
     }
-    .build(agensh, Default::default(), Default::default());
+    .build(agensh, Default::default(), Default::default(), None);
     let started = Instant::now();
     agent.start(&ctx).await?;
     let to_prompt = started.elapsed().as_secs_f64();

@@ -321,6 +321,7 @@ async fn run_one(
         idle_timeout: Duration::from_secs(a.idle_secs),
         ends_at: Some(t0 + run_for),
         notices_before_end: Vec::new(),
+        limits: Default::default(),
         pack: Vec::new(),
         agensh: std::env::current_exe()?,
         agent_cpu: Default::default(),

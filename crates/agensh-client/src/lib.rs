@@ -9,14 +9,16 @@ use std::time::Duration;
 
 use agensh_domain::event::{Event, PollMany, PolledMany};
 use agensh_domain::message::{Message, NewMessage};
+use agensh_domain::node::{NewNode, NodeInfo, Registered};
 use agensh_domain::pr::{Comment, NewPr, PullRequest, Review};
 use agensh_domain::record::{Appended, NewRecord, Record};
 use agensh_domain::view::ViewEntry;
 use agensh_domain::worker::{NewWorker, StatusReport, StatusReports, WorkerInfo, WorkerStatus};
 use agensh_domain::{Error, ErrorKind};
 use agensh_protocol::rest::{
-    Ack, Acked, AddWorkers, CapQuery, ErrorBody, GrepQuery, ListPrs, NewComment, NewReview,
-    NewShip, Notice, PollQuery, Polled, ReadQuery, Renew, SetStatus, Updated,
+    Ack, Acked, AddNode, AddWorkers, CapQuery, ErrorBody, GrepQuery, ListPrs, NewComment,
+    NewReview, NewShip, Notice, PollQuery, Polled, ReadQuery, RegisterNode, Renew, SetStatus,
+    Updated,
 };
 pub use agensh_protocol::rest::{QueueState, Stats, Unfolded, WhoAmI};
 use reqwest::{Method, RequestBuilder, StatusCode};
@@ -278,6 +280,36 @@ impl Client {
 
     pub async fn workers(&self) -> Result<Vec<WorkerInfo>> {
         self.send(self.request(Method::GET, "/workers")).await
+    }
+
+    /// Issues a node that may run `workers` workers (admin): its name and token.
+    pub async fn add_node(&self, name: &str, workers: usize) -> Result<NewNode> {
+        self.send(self.request(Method::POST, "/nodes").json(&AddNode {
+            name: name.to_string(),
+            workers,
+        }))
+        .await
+    }
+
+    /// Every node, without tokens (admin).
+    pub async fn nodes(&self) -> Result<Vec<NodeInfo>> {
+        self.send(self.request(Method::GET, "/nodes")).await
+    }
+
+    /// Revokes node `name` (admin): the ids of its workers, whose tokens were renewed.
+    pub async fn revoke_node(&self, name: &str) -> Result<Vec<String>> {
+        self.send(self.request(Method::POST, &format!("/nodes/{name}/revoke")))
+            .await
+    }
+
+    /// Registers this client's node (a node token) for `workers` workers: their ids and
+    /// tokens, the same ones on every registration.
+    pub async fn register_node(&self, workers: usize) -> Result<Registered> {
+        self.send(
+            self.request(Method::POST, "/nodes/register")
+                .json(&RegisterNode { workers }),
+        )
+        .await
     }
 
     /// A worker's secret token (admin).

@@ -132,6 +132,14 @@ pub struct RunConfig {
     pub notices_minutes: Vec<f64>,
     /// How agent processes share the CPU with the harness.
     pub agent_cpu: AgentCpu,
+    /// The most memory one worker's agent (with everything it starts) may use, as a size
+    /// (`"64GiB"`, `"512MiB"`; see [`crate::size`]); empty: no limit. Enforced by a cgroup
+    /// per worker; a node that cannot make one refuses to start while this is set.
+    pub worker_memory: String,
+    /// How the workers' agents share the CPU among themselves: each worker's cgroup
+    /// `cpu.weight` (1 to 10,000; 100 is an equal share). `agent_cpu` is how all agents
+    /// together share it with the harness.
+    pub worker_cpu_weight: u32,
     /// Restarts in a row of a failing agent before its worker is given up as dead.
     pub max_restarts: u32,
     /// Seconds before the first restart of a failed agent; doubled for each further
@@ -206,6 +214,35 @@ impl AgentCpu {
     }
 }
 
+/// The cgroup `cpu.weight` of every worker unless `run.worker_cpu_weight` says otherwise:
+/// the kernel's own default, an equal share.
+pub const DEFAULT_CPU_WEIGHT: u32 = 100;
+
+/// The least `run.worker_memory` may be: an agent runtime alone takes tens of MiB.
+pub const MIN_WORKER_MEMORY: crate::size::MemorySize = crate::size::MemorySize::mib(16);
+
+impl RunConfig {
+    /// `worker_memory` read: the limit, or none when it is empty. The error says what is
+    /// wrong and how to write it.
+    pub fn worker_memory_limit(&self) -> Result<Option<crate::size::MemorySize>> {
+        if self.worker_memory.trim().is_empty() {
+            return Ok(None);
+        }
+        let size = crate::size::MemorySize::parse(&self.worker_memory).map_err(|e| {
+            Error::invalid("bad_config", format!("agensh.toml: run.worker_memory: {e}"))
+        })?;
+        if size < MIN_WORKER_MEMORY {
+            return Err(Error::invalid(
+                "bad_config",
+                format!(
+                    "agensh.toml: run.worker_memory is {size}, too little for an agent — give at least {MIN_WORKER_MEMORY}, or \"\" for no limit"
+                ),
+            ));
+        }
+        Ok(Some(size))
+    }
+}
+
 impl Default for RunConfig {
     fn default() -> Self {
         RunConfig {
@@ -220,6 +257,8 @@ impl Default for RunConfig {
             idle_timeout_secs: 300,
             notices_minutes: vec![45.0, 5.0],
             agent_cpu: AgentCpu::Background,
+            worker_memory: String::new(),
+            worker_cpu_weight: DEFAULT_CPU_WEIGHT,
             max_restarts: 5,
             restart_backoff_secs: 5.0,
             hang_timeout_secs: 1800,
@@ -464,6 +503,16 @@ impl Config {
                 "agensh.toml: run.max_restarts must be 0 to 1000 and run.restart_backoff_secs 0 to 3600",
             ));
         }
+        self.run.worker_memory_limit()?;
+        if !(1..=10_000).contains(&self.run.worker_cpu_weight) {
+            return Err(Error::invalid(
+                "bad_config",
+                format!(
+                    "agensh.toml: run.worker_cpu_weight is {}, it must be 1 to 10000 (a cgroup's cpu.weight; {DEFAULT_CPU_WEIGHT} is an equal share)",
+                    self.run.worker_cpu_weight
+                ),
+            ));
+        }
         let known = crate::agents::agent_names();
         if !self.run.agent.is_empty() && !known.contains(&self.run.agent.as_str()) {
             return Err(Error::invalid(
@@ -638,6 +687,17 @@ notices_minutes = {notices}
 # run on every cycle the harness leaves, so prompts reach 1,024 workers without waiting for
 # them), "low" (nice 19) or "normal" (the harness's own priority).
 agent_cpu = "{agent_cpu}"
+# The most memory one worker's agent, with everything it starts, may use: "64GiB",
+# "512MiB" (binary units; "" = no limit). Each worker's agent runs in a cgroup of its own;
+# an agent that goes over is killed by the kernel, reported as killed by its memory limit
+# and restarted like any failed agent. The node needs cgroups it may create (root, or
+# systemd's Delegate=yes, or a container with a writable cgroup) and refuses to start
+# without them while this is set.
+worker_memory = {worker_memory}
+# How the workers' agents share the CPU among themselves (a cgroup's cpu.weight, 1 to
+# 10000; 100 is an equal share). `agent_cpu` above is how they all together yield to the
+# harness.
+worker_cpu_weight = {worker_cpu_weight}
 # An agent that fails (exits, or a turn errors) is restarted, its session restored where
 # the agent can, else with a recap; the wait doubles after each failure in a row. After
 # `max_restarts` failures in a row the worker is dead: its claims lapse and #general is told.
@@ -712,6 +772,8 @@ hang_timeout_secs = {hang_timeout}
             stagger = toml::Value::Float(self.run.stagger_secs),
             idle = self.run.idle_timeout_secs,
             agent_cpu = self.run.agent_cpu.as_str(),
+            worker_memory = toml::Value::String(self.run.worker_memory.clone()),
+            worker_cpu_weight = self.run.worker_cpu_weight,
             max_restarts = self.run.max_restarts,
             restart_backoff = toml::Value::Float(self.run.restart_backoff_secs),
             hang_timeout = self.run.hang_timeout_secs,
@@ -1230,6 +1292,53 @@ mod tests {
         let e =
             Config::parse("[organization]\ngoal = \"x\"\n[board]\nview_capp = 3\n").unwrap_err();
         assert!(e.message.contains("view_capp"), "{}", e.message);
+    }
+
+    #[test]
+    fn worker_limits_default_to_none_and_an_equal_share_and_are_checked() {
+        let c = Config::parse("[organization]\ngoal = \"x\"\n").unwrap();
+        assert_eq!(c.run.worker_memory_limit().unwrap(), None);
+        assert_eq!(c.run.worker_cpu_weight, 100);
+        let mut c = Config::with_goal("g");
+        c.run.worker_memory = "64GiB".into();
+        c.run.worker_cpu_weight = 250;
+        let back = Config::parse(&c.template()).unwrap();
+        assert_eq!(back, c);
+        assert_eq!(
+            back.run.worker_memory_limit().unwrap().unwrap().as_bytes(),
+            64 << 30
+        );
+        let parse = |run: &str| {
+            Config::parse(&format!("[organization]\ngoal = \"x\"\n[run]\n{run}\n"))
+                .unwrap_err()
+                .message
+        };
+        let e = parse("worker_memory = \"64GB\"");
+        assert!(
+            e.contains("run.worker_memory") && e.contains("64GiB"),
+            "{e}"
+        );
+        let e = parse("worker_memory = \"1MiB\"");
+        assert!(e.contains("at least 16 MiB"), "{e}");
+        let e = parse("worker_cpu_weight = 0");
+        assert!(e.contains("1 to 10000"), "{e}");
+        assert!(parse("worker_cpu_weight = 10001").contains("worker_cpu_weight"));
+        let flags = [FlagValue {
+            key: "run.worker_memory",
+            flag: "--worker-memory",
+            value: "512MiB".into(),
+        }];
+        let r =
+            Config::resolve("[organization]\ngoal = \"x\"\n", &BTreeMap::new(), &flags).unwrap();
+        assert_eq!(
+            r.config
+                .run
+                .worker_memory_limit()
+                .unwrap()
+                .unwrap()
+                .to_string(),
+            "512 MiB"
+        );
     }
 
     #[test]

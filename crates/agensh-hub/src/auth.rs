@@ -99,6 +99,54 @@ pub fn authorize_many<'a>(
     Ok(())
 }
 
+/// What a node token gets from every route but its registration: it acts for no worker
+/// and is no admin.
+fn node_token_refused(node: &str) -> ApiError {
+    ApiError(Error::forbidden(
+        "node_token",
+        format!(
+            "this is node {node}'s token: it may only register the node (POST /api/v1/nodes/register) — act for a worker with the worker token the registration gave, or as the operator with the admin token"
+        ),
+    ))
+}
+
+/// A request made with a node token: the node's name. Only a node's registration takes
+/// one; everything else refuses node tokens (see [`Caller`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeCaller(pub String);
+
+impl FromRequestParts<AppState> for NodeCaller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let token = parts
+            .headers
+            .get(axum::http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|h| h.strip_prefix("Bearer "))
+            .map(str::trim)
+            .ok_or_else(|| unauthorized("a node registers with its node token — send Authorization: Bearer <node token> (`agensh nodes add NAME` issues one)"))?;
+        if let Some(node) = state.node_of(token) {
+            return Ok(NodeCaller(node));
+        }
+        let known = constant_time_eq(token.as_bytes(), state.admin_token.as_bytes())
+            || state
+                .tokens
+                .read()
+                .expect("tokens lock")
+                .contains_key(token);
+        if known {
+            return Err(ApiError(Error::forbidden(
+                "node_only",
+                "only a node token registers a node — issue one with `agensh nodes add NAME --workers N` and start the node with it",
+            )));
+        }
+        Err(unauthorized(
+            "the node token is not valid for this hub (revoked, or another hub's) — ask the operator for a new one (`agensh nodes add NAME`)",
+        ))
+    }
+}
+
 fn unauthorized_code(code: &str, message: &str) -> ApiError {
     ApiError(Error::new(ErrorKind::Unauthorized, code, message))
 }
@@ -146,8 +194,13 @@ impl FromRequestParts<AppState> for Caller {
                 .read()
                 .expect("tokens lock")
                 .get(token)
-                .cloned()
-                .ok_or_else(|| unauthorized("the token is not valid for this hub — check AGENSH_TOKEN or `agensh workers token ID`"))?;
+                .cloned();
+            let Some(id) = id else {
+                if let Some(node) = state.node_of(token) {
+                    return Err(node_token_refused(&node));
+                }
+                return Err(unauthorized("the token is not valid for this hub — check AGENSH_TOKEN or `agensh workers token ID`"));
+            };
             if let Some(other) = as_worker {
                 if other != id {
                     return Err(ApiError(Error::forbidden(

@@ -124,6 +124,12 @@ pub async fn start_with_clock(
         .into_iter()
         .map(|(id, token)| (token, id))
         .collect();
+    let node_tokens: HashMap<String, String> = store
+        .node_tokens()
+        .await?
+        .into_iter()
+        .map(|(name, token)| (token, name))
+        .collect();
     let listener = bind(listen).await.map_err(|e| {
         Error::invalid(
             "cannot_listen",
@@ -152,6 +158,7 @@ pub async fn start_with_clock(
             config,
             admin_token: admin_token.clone(),
             tokens: RwLock::new(tokens),
+            node_tokens: RwLock::new(node_tokens),
             activity: Mutex::new(HashMap::new()),
             progress: Mutex::new(HashMap::new()),
             agents: Mutex::new(HashMap::new()),

@@ -24,6 +24,9 @@ pub struct Inner {
     pub admin_token: String,
     /// token → worker id, loaded at start and kept current by `workers add`.
     pub tokens: RwLock<HashMap<String, String>>,
+    /// node token → node name, loaded at start and kept current by `nodes add` and
+    /// `nodes revoke`. A node token only registers its node (`auth::NodeCaller`).
+    pub node_tokens: RwLock<HashMap<String, String>>,
     /// Last request time per worker, flushed to the store in batches.
     pub activity: Mutex<HashMap<String, i64>>,
     /// What each busy worker is doing in its turn, as its node last reported; in memory
@@ -110,6 +113,15 @@ impl Inner {
     /// Unix milliseconds now, from the hub's clock.
     pub fn now(&self) -> i64 {
         self.clock.now_ms()
+    }
+
+    /// The node whose token `token` is, if any.
+    pub fn node_of(&self, token: &str) -> Option<String> {
+        self.node_tokens
+            .read()
+            .expect("node tokens lock")
+            .get(token)
+            .cloned()
     }
 
     /// The token of `worker`, or `None` when no such worker is registered.

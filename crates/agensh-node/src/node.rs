@@ -7,6 +7,7 @@ use std::time::{Duration, SystemTime};
 
 use agensh_client::Client;
 use agensh_domain::prompt::WorkerPrompt;
+use agensh_domain::size::MemorySize;
 use agensh_domain::time::unix_ms;
 use agensh_domain::worker::{WorkerProgress, WorkerStatus};
 use agensh_domain::{Error, Result};
@@ -17,6 +18,7 @@ use tokio::sync::mpsc;
 use crate::adapters::acp::{AcpAgent, Permissions, PresetRun};
 use crate::adapters::builtin::{BuiltinAgent, BuiltinConfig};
 use crate::adapters::cpu::AgentCpu;
+use crate::adapters::limits::AgentCgroup;
 use crate::adapters::pi::PiAgent;
 use crate::adapters::{Agent, AgentContext, Usage};
 use crate::mcp_proxy::{McpProxy, ProxiedWorker};
@@ -43,12 +45,13 @@ pub enum AgentKind {
 }
 
 impl AgentKind {
-    /// The agent for one worker.
+    /// The agent for one worker, its processes in `cgroup` when the node has cgroups.
     pub fn build(
         &self,
         agensh: &std::path::Path,
         cpu: AgentCpu,
         permissions: Permissions,
+        cgroup: Option<AgentCgroup>,
     ) -> Box<dyn Agent> {
         match self {
             AgentKind::Script { scenario } => Box::new(
@@ -62,11 +65,13 @@ impl AgentKind {
                     ],
                     Vec::new(),
                 )
-                .with_cpu(cpu),
+                .with_cpu(cpu)
+                .with_cgroup(cgroup),
             ),
             AgentKind::Acp { command } => Box::new(
                 AcpAgent::new(command.clone(), Vec::new())
                     .with_cpu(cpu)
+                    .with_cgroup(cgroup)
                     .with_permissions(permissions)
                     .contained(),
             ),
@@ -74,11 +79,14 @@ impl AgentKind {
                 Protocol::Acp => Box::new(
                     AcpAgent::preset(run.clone(), command.clone())
                         .with_cpu(cpu)
+                        .with_cgroup(cgroup)
                         .with_permissions(permissions),
                 ),
-                Protocol::PiRpc => {
-                    Box::new(PiAgent::new(run.clone(), command.clone()).with_cpu(cpu))
-                }
+                Protocol::PiRpc => Box::new(
+                    PiAgent::new(run.clone(), command.clone())
+                        .with_cpu(cpu)
+                        .with_cgroup(cgroup),
+                ),
             },
             // In-process; its commands run at the node's priority, as the local model
             // server does: below a busy model server they would hardly run at all.
@@ -149,6 +157,9 @@ pub struct NodePlan {
     pub pack: Vec<String>,
     /// The `agensh` binary (for the scripted agent).
     pub agensh: PathBuf,
+    /// Each worker's agent's memory limit and CPU weight (`run.worker_memory`,
+    /// `run.worker_cpu_weight`), enforced by a cgroup per worker.
+    pub limits: WorkerLimits,
     /// How agent processes share the CPU with the node (`run.agent_cpu`).
     pub agent_cpu: AgentCpu,
     /// How a worker recovers when its agent fails (`run.max_restarts`,
@@ -239,6 +250,9 @@ pub async fn run_node(
     )
     .await?;
     let mut set = tokio::task::JoinSet::new();
+    // Dropped last: when every worker's loop has ended, what is left in their cgroups is
+    // killed and the cgroups removed.
+    let cgroups = open_cgroups(&plan)?;
     for (i, (id, token)) in plan.workers.iter().enumerate() {
         if i > 0 && !plan.stagger.is_zero() {
             let mut stop = stop.clone();
@@ -307,7 +321,14 @@ pub async fn run_node(
         .map_err(|e| Error::internal(format!("cannot store the launch prompt: {e}")))?;
         let kind = plan.agent_for(id);
         link.status.agent(id, kind.describe());
-        let agent = kind.build(&plan.agensh, plan.agent_cpu, plan.permissions);
+        let cgroup = match &cgroups {
+            Some(c) => Some(std::sync::Arc::new(
+                c.worker(id, plan.limits.for_cgroup())
+                    .map_err(|e| Error::internal(format!("cannot make the cgroup of {id}: {e}")))?,
+            )),
+            None => None,
+        };
+        let agent = kind.build(&plan.agensh, plan.agent_cpu, plan.permissions, cgroup);
         let hub = shared.with_token(token);
         let (stop, progress, id, link) = (stop.clone(), progress.clone(), id.clone(), link.clone());
         set.spawn(async move {
@@ -326,7 +347,112 @@ pub async fn run_node(
             Err(e) => tracing::error!("a worker task failed: {e}"),
         }
     }
+    drop(cgroups);
     Ok(summary)
+}
+
+/// The limits of each worker's agent (and everything it starts).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WorkerLimits {
+    /// The most memory it may use; `None`: no limit.
+    pub memory: Option<MemorySize>,
+    /// Its cgroup `cpu.weight` next to the other workers (100: an equal share).
+    pub cpu_weight: u32,
+}
+
+impl Default for WorkerLimits {
+    /// No memory limit, an equal share of the CPU.
+    fn default() -> Self {
+        WorkerLimits {
+            memory: None,
+            cpu_weight: agensh_domain::config::DEFAULT_CPU_WEIGHT,
+        }
+    }
+}
+
+impl WorkerLimits {
+    /// `run.worker_memory` and `run.worker_cpu_weight`.
+    pub fn from_run(run: &agensh_domain::config::RunConfig) -> Result<WorkerLimits> {
+        Ok(WorkerLimits {
+            memory: run.worker_memory_limit()?,
+            cpu_weight: run.worker_cpu_weight,
+        })
+    }
+}
+
+impl WorkerLimits {
+    /// As the worker's cgroup takes them.
+    fn for_cgroup(&self) -> agensh_process::cgroup::WorkerLimits {
+        agensh_process::cgroup::WorkerLimits {
+            memory: self.memory.map(MemorySize::as_bytes),
+            cpu: agensh_process::cgroup::CpuShare {
+                weight: self.cpu_weight,
+                idle: false,
+            },
+        }
+    }
+}
+
+/// The node's cgroups, where its workers' agents run with their limits; `None` when the
+/// node runs no agent process (only the built-in agent, which runs inside the node) or
+/// cgroups cannot be made and no memory limit was asked (said once, with what to do). A
+/// memory limit that cannot be enforced is an error: a limit silently not applied would
+/// be worse.
+fn open_cgroups(plan: &NodePlan) -> Result<Option<agensh_process::cgroup::NodeCgroups>> {
+    let processes = plan
+        .workers
+        .iter()
+        .any(|(id, _)| !matches!(plan.agent_for(id), AgentKind::Builtin(_)));
+    if !processes {
+        if let Some(m) = plan.limits.memory {
+            tracing::warn!("run.worker_memory ({m}) is not applied: the built-in agent runs inside the node, with no process of its own to limit");
+        }
+        return Ok(None);
+    }
+    let name = cgroup_name(&plan.org_dir, &plan.workers);
+    match agensh_process::cgroup::NodeCgroups::open(&name, crate::adapters::cpu::group_share(plan.agent_cpu)) {
+        Ok(c) => {
+            tracing::info!(
+                "workers' agents run in cgroups ({}): memory limit {}, CPU weight {}",
+                c.describe(),
+                plan.limits
+                    .memory
+                    .map_or("none".to_string(), |m| m.to_string()),
+                plan.limits.cpu_weight
+            );
+            Ok(Some(c))
+        }
+        Err(e) => match plan.limits.memory {
+            Some(m) => Err(Error::invalid(
+                "worker_memory_not_enforceable",
+                format!("run.worker_memory is {m}, but {e}; or set run.worker_memory = \"\" to run without a memory limit"),
+            )),
+            None => {
+                tracing::warn!("workers' agents run without cgroups (no memory limit, run.worker_cpu_weight not applied): {e}");
+                Ok(None)
+            }
+        },
+    }
+}
+
+/// The name of this node's cgroups: the same for the same organization and workers, so a
+/// node killed with -9 and started again finds (and removes) what it left, and two nodes
+/// of one organization on one machine (different workers) never share one.
+pub fn cgroup_name(org_dir: &std::path::Path, workers: &[(String, String)]) -> String {
+    // FNV-1a: stable across builds, unlike the standard library's hasher.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut eat = |bytes: &[u8]| {
+        for b in bytes {
+            h ^= u64::from(*b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    };
+    eat(org_dir.as_os_str().as_encoded_bytes());
+    for (id, _) in workers {
+        eat(b"\0");
+        eat(id.as_bytes());
+    }
+    format!("{h:016x}")
 }
 
 /// The bare repository of the organization at `org`.

@@ -24,6 +24,7 @@ use tokio::sync::mpsc;
 use agensh_protocol::dashboard::{ToolCallSummary, TurnReport};
 use tokio::task::JoinSet;
 
+use crate::adapters::limits::MEMORY_KILLED;
 use crate::adapters::{Agent, AgentContext, Heartbeat, TurnEvent, TurnOutcome, Usage};
 use crate::pump::EventPump;
 use crate::status::StatusReporter;
@@ -133,6 +134,11 @@ pub enum Progress {
 pub struct WorkerSummary {
     pub turns: u64,
     pub usage: Usage,
+    /// Restarts of its agent.
+    pub restarts: u64,
+    /// Times its agent was killed by its memory limit (`run.worker_memory`; each also a
+    /// restart).
+    pub memory_kills: u64,
 }
 
 /// Why the next prompt is being sent (or why the wait for one ended).
@@ -257,6 +263,7 @@ pub async fn run_worker(
                 }
             }
             let error = e.message.clone();
+            summary.memory_kills += u64::from(e.code == MEMORY_KILLED);
             let failures_before = failures;
             let recovered = recover(
                 &mut *agent,
@@ -311,7 +318,7 @@ pub async fn run_worker(
             Ok(o) => o,
             Err(e) => {
                 log.write(
-                    json!({ "prompt": prompt, "error": e.message, "started": unix_ms(started), "ended": unix_ms(SystemTime::now()) }),
+                    json!({ "prompt": prompt, "error": e.message, "memory_limit": e.code == MEMORY_KILLED, "started": unix_ms(started), "ended": unix_ms(SystemTime::now()) }),
                 );
                 failure = Some((e, true));
                 continue;
@@ -388,7 +395,9 @@ pub async fn run_worker(
             )
             .await;
             let Next::Died(e) = next else { break next };
-            log.write(json!({ "error": e.message, "phase": "between_turns", "at": unix_ms(SystemTime::now()) }));
+            let memory = e.code == MEMORY_KILLED;
+            summary.memory_kills += u64::from(memory);
+            log.write(json!({ "error": e.message, "phase": "between_turns", "memory_limit": memory, "at": unix_ms(SystemTime::now()) }));
             let failures_before = failures;
             let recovered = recover(
                 &mut *agent,
@@ -475,6 +484,7 @@ pub async fn run_worker(
     set_status(WorkerStatus::Stopped).await;
     status.flush().await;
     finish_reports(&mut reports).await;
+    summary.restarts = restarts;
     Ok(summary)
 }
 

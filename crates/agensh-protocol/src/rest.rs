@@ -133,6 +133,19 @@ pub struct AddWorkers {
     pub count: usize,
 }
 
+/// `POST /nodes`: a node to issue, and how many workers it may run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AddNode {
+    pub name: String,
+    pub workers: usize,
+}
+
+/// `POST /nodes/register` (node token): how many workers the node runs now.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RegisterNode {
+    pub workers: usize,
+}
+
 /// `PUT /workers/{id}/status`: the status as text (the hub names the valid ones).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SetStatus {

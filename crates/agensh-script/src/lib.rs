@@ -34,6 +34,11 @@
 //! file for it, commits and pushes `{worker}/issue-{issue}` and `ship`s it with
 //! `closes #{issue}` in the summary (the PR's body), so the merge closes the issue.
 //!
+//! A test and load aid for workers' memory limits: `action = "allocate"` with `mib = N`
+//! allocates N MiB, writes every page and holds them until the process ends, so an agent
+//! over `run.worker_memory` is killed by the kernel in that step (and, restarted, goes on
+//! after it).
+//!
 //! Each prompt runs the steps from where the last turn stopped up to and including the next
 //! `end_turn`. When every part is taken (or every step done), later prompts only get an
 //! answer. Templates may use `{part}`, `{worker}`, `{branch}`, `{pr}`, `{claim}`, `{turn}`.
@@ -249,6 +254,10 @@ pub enum Step {
         #[serde(default)]
         params: Value,
     },
+    /// Allocates `mib` MiB, writes to every page and holds them until the process ends: a
+    /// test and load aid for workers' memory limits (`run.worker_memory`) — an agent over
+    /// its limit is killed by the kernel in this step.
+    Allocate { mib: u64 },
     /// Exits the process with `code` at once, mid-turn (to test crash handling).
     Exit {
         #[serde(default)]
@@ -968,6 +977,14 @@ impl Turn<'_> {
                     Ok(_) => format!("{method} answered"),
                 };
                 self.say(&text).await;
+            }
+            Step::Allocate { mib } => {
+                let bytes = usize::try_from(mib.saturating_mul(1 << 20)).unwrap_or(usize::MAX);
+                // Every byte written, so every page is really the process's; kept to the end.
+                let held = vec![1u8; bytes];
+                std::hint::black_box(&held);
+                self.say(&format!("holding {mib} MiB")).await;
+                Box::leak(held.into_boxed_slice());
             }
             Step::Exit { code } => {
                 self.sh.out.lock().await.flush().await.ok();

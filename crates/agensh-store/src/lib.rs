@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use agensh_domain::event::{Event, NewEvent};
 use agensh_domain::issue::{Issue, IssueComment, IssueState, NewIssue};
+use agensh_domain::node::{NewNode, NodeInfo};
 use agensh_domain::message::{Message, NewMessage};
 use agensh_domain::pr::{Comment, NewPr, PrState, PullRequest, Review, Verdict};
 use agensh_domain::query::Query;
@@ -80,6 +81,14 @@ pub struct IssueQuery {
     pub limit: usize,
 }
 
+/// The refusal of a store that keeps no nodes yet (the trait's default node methods).
+fn no_nodes() -> agensh_domain::Error {
+    agensh_domain::Error::invalid(
+        "nodes_unsupported",
+        "this hub's store does not keep nodes yet — run the hub on the SQLite store to use nodes on other hosts",
+    )
+}
+
 /// The store interface: SQLite (`sqlite/`) and PostgreSQL (`postgres/`) behind one trait.
 #[async_trait::async_trait]
 pub trait Store: Send + Sync + 'static {
@@ -104,6 +113,42 @@ pub trait Store: Send + Sync + 'static {
     }
     /// Records last-activity times (batched by the hub).
     async fn touch_workers(&self, activity: Vec<(String, i64)>) -> Result<()>;
+
+    // Nodes (DESIGN §8). A store without them (a new implementation, until it has them)
+    // knows no node token and refuses the rest with `nodes_unsupported`.
+
+    /// Issues a node (DESIGN §8): `name` (`node::validate_name`), a fresh secret token and
+    /// how many workers it may run (`node::check_allowed`). Refuses a name taken
+    /// (`node_exists`).
+    async fn add_node(&self, name: &str, workers: usize, now: i64) -> Result<NewNode> {
+        let _ = (name, workers, now);
+        Err(no_nodes())
+    }
+    /// Every node with how many workers it may run and the workers it was given, in name
+    /// order (never a token).
+    async fn list_nodes(&self) -> Result<Vec<NodeInfo>> {
+        Err(no_nodes())
+    }
+    /// Every node's (name, token), for the hub's authentication cache.
+    async fn node_tokens(&self) -> Result<Vec<(String, String)>> {
+        Ok(Vec::new())
+    }
+    /// Gives node `name` its first `workers` workers with their tokens, in one write: those
+    /// it was given before, then workers no node has (oldest first), then new ones
+    /// ([`Store::add_workers`]' ids and tokens). The same workers on every call; never more
+    /// than the node may run (`too_many_workers`, `node::check_register`); `unknown_node`
+    /// for a name without a node. Notes when it registered.
+    async fn register_node(&self, name: &str, workers: usize, now: i64) -> Result<Vec<NewWorker>> {
+        let _ = (name, workers, now);
+        Err(no_nodes())
+    }
+    /// Removes node `name` and its token, in one write: its workers belong to no node any
+    /// more and get new tokens (returned), so neither the node token nor the worker tokens
+    /// it was given work again. `unknown_node` for a name without a node.
+    async fn revoke_node(&self, name: &str) -> Result<Vec<NewWorker>> {
+        let _ = name;
+        Err(no_nodes())
+    }
 
     /// Validates and appends a record. A CLAIM gets a lease (`default_lease_secs` unless it
     /// asks for one) and the answer lists other authors' overlapping live claims.

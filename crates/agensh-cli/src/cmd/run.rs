@@ -18,7 +18,7 @@ use agensh_model::ModelServer;
 use agensh_node::adapters::acp::PresetRun;
 use agensh_node::adapters::builtin::{BuiltinConfig, Mode, ToolStyle};
 use agensh_node::install;
-use agensh_node::node::{run_node, AgentKind, NodePlan, NodeSummary, WorkerLine};
+use agensh_node::node::{run_node, AgentKind, NodePlan, NodeSummary, WorkerLimits, WorkerLine};
 use agensh_node::turn::Progress;
 use agensh_node::turn::Recovery;
 use agensh_process::{Shutdown, ShutdownTrigger};
@@ -419,6 +419,7 @@ fn plan(
         .then(|| SystemTime::now() + Duration::from_secs_f64(config.run.hours * 3600.0));
     Ok(NodePlan {
         org_dir: std::path::absolute(dir)?,
+        limits: WorkerLimits::from_run(&config.run)?,
         hub_url: hub_url.to_string(),
         workers,
         agent,
@@ -1090,6 +1091,8 @@ fn print_summary(
                     "output_tokens": w.usage.output_tokens,
                     "cost_usd": w.usage.cost_usd,
                     "turns_without_usage": w.usage.unreported_turns,
+                    "restarts": w.restarts,
+                    "memory_kills": w.memory_kills,
                     "gateway": gateway_json(gateway.get(id.as_str())),
                 })
             })
@@ -1121,6 +1124,14 @@ fn print_summary(
     );
     if let Some(g) = gateway.get("") {
         outln!("{}", gateway_text(g));
+    }
+    for (id, w) in summary.workers.iter() {
+        if let Some(w) = w.as_ref().ok().filter(|w| w.memory_kills > 0) {
+            outln!(
+                "{id}: its agent was killed by its memory limit (run.worker_memory) {} time(s) and restarted",
+                w.memory_kills
+            );
+        }
     }
     for (id, e) in failed {
         outln!("{id} failed: {e}");

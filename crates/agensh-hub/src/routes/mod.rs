@@ -6,6 +6,7 @@ pub mod events;
 pub mod git;
 pub mod issues;
 pub mod messages;
+pub mod nodes;
 pub mod openapi;
 pub mod prs;
 pub mod ship;
@@ -70,6 +71,10 @@ fn table(body_limit: usize) -> Vec<Route> {
         route(Method::GET, "/workers", workers::list),
         route(Method::POST, "/workers", workers::add),
         route(Method::GET, "/workers/{id}/token", workers::token),
+        route(Method::GET, "/nodes", nodes::list),
+        route(Method::POST, "/nodes", nodes::add),
+        route(Method::POST, "/nodes/register", nodes::register),
+        route(Method::POST, "/nodes/{name}/revoke", nodes::revoke),
         route(Method::PUT, "/workers/{id}/status", workers::set_status),
         batched(route(Method::PUT, "/workers/status", workers::set_statuses)),
         turn_report(route(Method::POST, "/workers/{id}/turns", turns::report)),

@@ -17,6 +17,7 @@ use agensh_domain::issue::{
     TITLE_LIMIT as ISSUE_TITLE_LIMIT,
 };
 use agensh_domain::message::{CHANNEL_LIMIT, MESSAGE_LIMIT};
+use agensh_domain::node;
 use agensh_domain::page;
 use agensh_domain::pr::{BODY_LIMIT, BRANCH_LIMIT, TITLE_LIMIT};
 use agensh_domain::record::{
@@ -365,6 +366,59 @@ fn schemas() -> Value {
                 json!({
                     "id": schema("WorkerId"),
                     "token": string("`agw_` and 40 hex digits"),
+                }),
+            ),
+        ),
+        (
+            "AddNode",
+            object(
+                &["name", "workers"],
+                json!({
+                    "name": { "type": "string", "minLength": 1, "maxLength": node::NAME_MAX, "description": "letters, digits, '-', '_' or '.', starting with a letter or digit" },
+                    "workers": range(1, node::WORKERS_MAX, "how many workers the node may run"),
+                }),
+            ),
+        ),
+        (
+            "NewNode",
+            object(
+                &["name", "token", "workers"],
+                json!({
+                    "name": string("the node's name"),
+                    "token": string("`agn_` and 40 hex digits: shown this once"),
+                    "workers": range(1, node::WORKERS_MAX, "how many workers the node may run"),
+                }),
+            ),
+        ),
+        (
+            "NodeInfo",
+            object(
+                &["name", "workers", "assigned", "created_at"],
+                json!({
+                    "name": string("the node's name"),
+                    "workers": range(1, node::WORKERS_MAX, "how many workers the node may run"),
+                    "assigned": json!({ "type": "array", "items": schema("WorkerId"), "description": "the workers it was given, in id order" }),
+                    "created_at": ms("issued"),
+                    "registered_at": ms("its last registration; left out when it never registered"),
+                }),
+            ),
+        ),
+        (
+            "RegisterNode",
+            object(
+                &["workers"],
+                json!({ "workers": range(1, node::WORKERS_MAX, "how many workers the node runs now; at most what it may run") }),
+            ),
+        ),
+        (
+            "Registered",
+            object(
+                &["node", "workers", "goal", "organization_size"],
+                json!({
+                    "node": string("the node's name"),
+                    "workers": json!({ "type": "array", "items": schema("NewWorker"), "description": "its workers with their tokens: the same ones on every registration" }),
+                    "goal": string("the organization's goal, for the workers' prompt"),
+                    "organization_size": count(),
                 }),
             ),
         ),
@@ -1232,6 +1286,22 @@ fn operations() -> Vec<Op> {
         op("get", "/workers/{id}/token", "workerToken", "workers", "A worker's token (admin)")
             .param(param("WorkerIdPath"))
             .answers(200, "the worker and its token", schema("NewWorker")),
+        op("get", "/nodes", "listNodes", "nodes", "Every node, in name order (admin)")
+            .doc("Admin only. How many workers each node may run and which it was given; never a token.")
+            .answers(200, "the nodes", array(schema("NodeInfo"))),
+        op("post", "/nodes", "addNode", "nodes", "Issue a node token (admin)")
+            .doc("Admin only. A node on another host registers with the token (`agensh node --hub URL --node-token T`); the token may do nothing else. `node_exists` for a name taken.")
+            .body("AddNode", json!({ "name": "gpu-host-1", "workers": 2 }))
+            .conflicts()
+            .answers(201, "the node and its token, shown this once", schema("NewNode")),
+        op("post", "/nodes/register", "registerNode", "nodes", "Register a node and receive its workers (node token)")
+            .doc("A node token only; every other token gets `node_only`, and a node token gets `node_token` from every other operation. The node's workers with their tokens: the same ones on every registration — those it was given before, then workers no node has, then new ones — never more than it may run (`too_many_workers`). The node acts for each worker with that worker's token.")
+            .body("RegisterNode", json!({ "workers": 2 }))
+            .answers(200, "the node's workers, the goal and the organization's size", schema("Registered")),
+        op("post", "/nodes/{name}/revoke", "revokeNode", "nodes", "Revoke a node (admin)")
+            .doc("Admin only. The node token stops working, and so do the worker tokens the node was given: its workers get new tokens and belong to no node.")
+            .param(json!({ "name": "name", "in": "path", "required": true, "schema": { "type": "string", "maxLength": node::NAME_MAX }, "example": "gpu-host-1" }))
+            .answers(200, "the workers whose tokens were renewed", array(schema("WorkerId"))),
         op("put", "/workers/{id}/status", "setWorkerStatus", "workers", "Set a worker's status")
             .doc("The admin sets any worker's; a worker token only its own (`impersonation`).")
             .param(param("WorkerIdPath"))
@@ -1490,6 +1560,7 @@ pub fn document() -> Value {
         "tags": [
             { "name": "meta", "description": "this document, health and metrics" },
             { "name": "workers", "description": "workers, their tokens and statuses, usage and budgets" },
+            { "name": "nodes", "description": "nodes on other hosts: node tokens, registration, revocation" },
             { "name": "board", "description": "the append-only board: records, claims, the recent view, grep" },
             { "name": "messages", "description": "channel and direct messages" },
             { "name": "events", "description": "per-worker event queues" },

@@ -46,6 +46,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use super::cpu::AgentCpu;
+use super::limits::{AgentCgroup, OomWatch};
 use super::{Agent, AgentContext, TurnEvent, TurnOutcome, Usage};
 
 /// The ACP protocol version the adapter speaks.
@@ -86,6 +87,8 @@ pub struct AcpAgent {
     cache_apart: bool,
     /// Whether every process the agent starts is found by a mark and ended with it.
     contain: bool,
+    /// The worker's cgroup its processes run in, when the node has cgroups.
+    cgroup: Option<AgentCgroup>,
     running: Option<Running>,
 }
 
@@ -200,6 +203,8 @@ struct Running {
     totals: Usage,
     /// The mark every process of this start carries, when contained.
     mark: Option<Mark>,
+    /// The kills by the worker's memory limit before this start, when it has a cgroup.
+    oom: Option<OomWatch>,
     /// Where the session is stored.
     session_file: PathBuf,
     stderr_log: PathBuf,
@@ -240,6 +245,7 @@ impl AcpAgent {
             usage: UsageReport::default(),
             cache_apart: false,
             contain: false,
+            cgroup: None,
             running: None,
         }
     }
@@ -293,6 +299,13 @@ impl AcpAgent {
         let mut env = launch.env;
         env.extend(self.env.iter().cloned());
         Ok(Launch { env, ..launch })
+    }
+
+    /// The same agent started in the worker's cgroup `cgroup` (its memory limit and CPU
+    /// weight; none: the node has no cgroups).
+    pub fn with_cgroup(mut self, cgroup: Option<AgentCgroup>) -> Self {
+        self.cgroup = cgroup;
+        self
     }
 
     /// The same agent sharing the CPU with the node as `cpu` says (the default:
@@ -352,6 +365,7 @@ impl AcpAgent {
             .stdout(Stdio::piped())
             .stderr(Stdio::from(log))
             .kill_on_drop(true);
+        let oom = super::limits::attach(self.cgroup.as_ref(), &mut cmd, &what)?;
         let spawned = agensh_process::group::spawn(&mut cmd, super::cpu::priority(self.cpu));
         let GroupChild { mut child, group } = spawned.map_err(|e| {
             Error::new(
@@ -390,6 +404,7 @@ impl AcpAgent {
             cost_seen: 0.0,
             totals: Usage::default(),
             mark,
+            oom,
             session_file: ctx.state_dir.join(SESSION_FILE),
             stderr_log,
             what,
@@ -758,7 +773,17 @@ impl Running {
     async fn exited(&mut self, during: &str) -> Error {
         let who = format!("the agent `{}`", self.what);
         let (group, mark) = (self.group, self.mark.clone());
-        exit_error(&mut self.child, group, mark, &self.stderr_log, &who, during).await
+        let oom = self.oom.as_ref();
+        exit_error(
+            &mut self.child,
+            group,
+            mark,
+            oom,
+            &self.stderr_log,
+            &who,
+            during,
+        )
+        .await
     }
 }
 
@@ -768,11 +793,15 @@ pub(super) async fn exit_error(
     child: &mut Child,
     group: ProcessGroup,
     mark: Option<Mark>,
+    oom: Option<&OomWatch>,
     stderr_log: &Path,
     who: &str,
     during: &str,
 ) -> Error {
+    use std::os::unix::process::ExitStatusExt;
     let status = tokio::time::timeout(STOP_GRACE, child.wait()).await;
+    // SIGKILL (9) is what the kernel's OOM killer sends.
+    let sigkill = matches!(&status, Ok(Ok(s)) if s.signal() == Some(9));
     let how = match status {
         Ok(Ok(s)) => describe_exit(s),
         Ok(Err(e)) => format!("stopped answering (its status is unknown: {e})"),
@@ -790,10 +819,14 @@ pub(super) async fn exit_error(
             tail.trim_end()
         )
     };
+    let note = match super::limits::memory_error(oom, sigkill, who, &how, during, &shown) {
+        Ok(killed) => return killed,
+        Err(note) => note.unwrap_or_default(),
+    };
     Error::new(
         ErrorKind::Internal,
         "agent_exited",
-        format!("{who} {how} during {during}. {shown}"),
+        format!("{who} {how}{note} during {during}. {shown}"),
     )
 }
 

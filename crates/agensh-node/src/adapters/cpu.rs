@@ -9,6 +9,7 @@
 //! "The node"). When the harness is idle, which is nearly always, agents get every cycle.
 
 pub use agensh_domain::config::AgentCpu;
+use agensh_process::cgroup::CpuShare;
 use agensh_process::Priority;
 
 /// The priority an agent process (and everything it starts) runs at for `cpu`.
@@ -17,5 +18,24 @@ pub fn priority(cpu: AgentCpu) -> Priority {
         AgentCpu::Background => Priority::Idle,
         AgentCpu::Low => Priority::Low,
         AgentCpu::Normal => Priority::Normal,
+    }
+}
+
+/// Where workers run in cgroups, the share of the CPU all of them together get next to the
+/// node: under the cpu controller, a thread's `SCHED_IDLE` or nice counts only inside its
+/// own cgroup, so the group of all agents carries `cpu` — idle (`cpu.idle`) for
+/// `background`, the least weight for `low` (as nice 19 is next to nice 0), an equal share
+/// for `normal`. How the workers share it among themselves is `run.worker_cpu_weight`.
+pub fn group_share(cpu: AgentCpu) -> CpuShare {
+    match cpu {
+        AgentCpu::Background => CpuShare {
+            weight: 1,
+            idle: true,
+        },
+        AgentCpu::Low => CpuShare {
+            weight: 1,
+            idle: false,
+        },
+        AgentCpu::Normal => CpuShare::EQUAL,
     }
 }

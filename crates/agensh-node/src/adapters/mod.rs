@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 pub mod acp;
 pub mod builtin;
 pub mod cpu;
+pub mod limits;
 pub mod pi;
 
 /// What an agent gets to work with.

@@ -29,6 +29,7 @@ use super::acp::{
     HANDSHAKE_TIMEOUT, STOP_GRACE,
 };
 use super::cpu::AgentCpu;
+use super::limits::{AgentCgroup, OomWatch};
 use super::{Agent, AgentContext, Heartbeat, TurnEvent, TurnOutcome, Usage};
 
 /// The extension that gives pi the organization's tools.
@@ -40,6 +41,8 @@ pub struct PiAgent {
     /// A command of the user's own instead of the installed program.
     command: Vec<String>,
     cpu: AgentCpu,
+    /// The worker's cgroup pi runs in, when the node has cgroups.
+    cgroup: Option<AgentCgroup>,
     running: Option<Running>,
 }
 
@@ -51,6 +54,8 @@ struct Running {
     lines: mpsc::UnboundedReceiver<Value>,
     reader: JoinHandle<()>,
     mark: Mark,
+    /// The kills by the worker's memory limit before this start.
+    oom: Option<OomWatch>,
     stderr_log: PathBuf,
     what: String,
     heartbeat: Heartbeat,
@@ -64,8 +69,15 @@ impl PiAgent {
             run,
             command,
             cpu: AgentCpu::default(),
+            cgroup: None,
             running: None,
         }
+    }
+
+    /// The same agent started in the worker's cgroup (none: the node has no cgroups).
+    pub fn with_cgroup(mut self, cgroup: Option<AgentCgroup>) -> Self {
+        self.cgroup = cgroup;
+        self
     }
 
     /// The same agent sharing the CPU with the node as `cpu` says.
@@ -123,6 +135,7 @@ impl PiAgent {
             .stdout(Stdio::piped())
             .stderr(Stdio::from(log))
             .kill_on_drop(true);
+        let oom = super::limits::attach(self.cgroup.as_ref(), &mut cmd, &what)?;
         let GroupChild { mut child, group } =
             agensh_process::group::spawn(&mut cmd, super::cpu::priority(self.cpu)).map_err(
                 |e| {
@@ -159,6 +172,7 @@ impl PiAgent {
             lines,
             reader,
             mark,
+            oom,
             stderr_log,
             what,
             heartbeat: ctx.heartbeat.clone(),
@@ -313,7 +327,17 @@ impl Running {
     async fn exited(&mut self, during: &str) -> Error {
         let who = format!("pi `{}`", self.what);
         let (group, mark) = (self.group, Some(self.mark.clone()));
-        exit_error(&mut self.child, group, mark, &self.stderr_log, &who, during).await
+        let oom = self.oom.as_ref();
+        exit_error(
+            &mut self.child,
+            group,
+            mark,
+            oom,
+            &self.stderr_log,
+            &who,
+            during,
+        )
+        .await
     }
 }
 

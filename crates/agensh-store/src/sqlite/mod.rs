@@ -6,6 +6,7 @@ mod events;
 pub mod fts;
 mod issues;
 mod messages;
+mod nodes;
 mod prs;
 mod turns;
 mod usage;
@@ -17,6 +18,7 @@ use std::sync::Arc;
 use agensh_domain::event::{Event, NewEvent};
 use agensh_domain::issue::{Issue, IssueComment, NewIssue};
 use agensh_domain::message::{Message, NewMessage};
+use agensh_domain::node::{NewNode, NodeInfo};
 use agensh_domain::pr::{Comment, NewPr, PrState, PullRequest, Review, Verdict};
 use agensh_domain::query::Query;
 use agensh_domain::record::{Appended, NewRecord, Record};
@@ -63,6 +65,35 @@ impl Store for SqliteStore {
 
     async fn worker_tokens(&self) -> Result<Vec<(String, String)>> {
         self.db.read(workers::tokens).await
+    }
+
+    async fn add_node(&self, name: &str, workers: usize, now: i64) -> Result<NewNode> {
+        let name = name.to_string();
+        self.db
+            .write(move |ctx| nodes::add(ctx.conn, &name, workers, now))
+            .await
+    }
+
+    async fn list_nodes(&self) -> Result<Vec<NodeInfo>> {
+        self.db.read(nodes::list).await
+    }
+
+    async fn node_tokens(&self) -> Result<Vec<(String, String)>> {
+        self.db.read(nodes::tokens).await
+    }
+
+    async fn register_node(&self, name: &str, workers: usize, now: i64) -> Result<Vec<NewWorker>> {
+        let name = name.to_string();
+        self.db
+            .write(move |ctx| nodes::register(ctx.conn, &name, workers, now))
+            .await
+    }
+
+    async fn revoke_node(&self, name: &str) -> Result<Vec<NewWorker>> {
+        let name = name.to_string();
+        self.db
+            .write(move |ctx| nodes::revoke(ctx.conn, &name))
+            .await
     }
 
     async fn list_workers(&self, now: i64) -> Result<Vec<WorkerInfo>> {

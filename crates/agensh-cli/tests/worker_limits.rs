@@ -1,0 +1,200 @@
+//! `run.worker_memory` end to end: a real `agensh run` whose scripted agent (a real
+//! process) allocates past its worker's memory limit is killed by the kernel, reported as
+//! killed by its memory limit, restarted by the recovery path, and the run still finishes.
+//!
+//! Needs cgroups the node may create (root, or a delegated cgroup): elsewhere the run
+//! refuses to start and this test fails saying so — it never passes unseen.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use agensh_process::cgroup::{CpuShare, NodeCgroups};
+use common::agensh;
+use serde_json::Value;
+
+/// Kills and removes whatever the node's cgroups left, however the test ended (the node's
+/// name is the one it uses: the organization and its workers).
+struct CgroupGuard(String);
+
+impl Drop for CgroupGuard {
+    fn drop(&mut self) {
+        // Opening the same name removes what was left; dropping it removes the rest.
+        drop(NodeCgroups::open(&self.0, CpuShare::EQUAL));
+    }
+}
+
+/// Every cgroup directory named `name` under /sys/fs/cgroup, a few levels deep.
+fn cgroup_dirs(name: &str) -> Vec<PathBuf> {
+    fn walk(dir: &Path, name: &str, depth: usize, found: &mut Vec<PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for e in entries.flatten() {
+            if !e.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            if e.file_name().to_string_lossy() == name {
+                found.push(e.path());
+            } else if depth > 0 {
+                walk(&e.path(), name, depth - 1, found);
+            }
+        }
+    }
+    let mut found = Vec::new();
+    walk(Path::new("/sys/fs/cgroup"), name, 4, &mut found);
+    found
+}
+
+/// An organization with one worker whose agent may use `memory`, restarted quickly.
+fn org(tmp: &Path, memory: &str) -> PathBuf {
+    let dir = tmp.join("org");
+    let out = agensh()
+        .args([
+            "init",
+            dir.to_str().unwrap(),
+            "--goal",
+            "stay within memory",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let path = dir.join("agensh.toml");
+    let mut toml = std::fs::read_to_string(&path).unwrap();
+    for (key, value) in [
+        ("worker_memory", format!("\"{memory}\"")),
+        ("notices_minutes", "[0.001]".into()),
+        ("idle_timeout_secs", "600".into()),
+        ("max_restarts", "2".into()),
+        ("restart_backoff_secs", "0.2".into()),
+    ] {
+        let start = toml
+            .find(&format!("\n{key} = "))
+            .unwrap_or_else(|| panic!("no {key} in agensh.toml"))
+            + 1;
+        let end = start + toml[start..].find('\n').unwrap();
+        toml.replace_range(start..end, &format!("{key} = {value}"));
+    }
+    std::fs::write(&path, toml).unwrap();
+    dir
+}
+
+#[test]
+fn an_agent_over_its_memory_limit_is_reported_as_killed_by_it_restarted_and_the_run_finishes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = org(tmp.path(), "128MiB");
+    let workers = vec![("w01".to_string(), String::new())];
+    let name = format!(
+        "agensh-{}",
+        agensh_node::node::cgroup_name(&std::path::absolute(&dir).unwrap(), &workers)
+    );
+    let _guard = CgroupGuard(name.trim_start_matches("agensh-").to_string());
+    let scenario = tmp.path().join("scenario.toml");
+    std::fs::write(
+        &scenario,
+        "[[step]]\naction = \"say\"\ntext = \"before\"\n\
+         [[step]]\naction = \"allocate\"\nmib = 512\n\
+         [[step]]\naction = \"board_write\"\nkind = \"FACT\"\ntext = \"back after the memory limit\"\n\
+         [[step]]\naction = \"end_turn\"\n",
+    )
+    .unwrap();
+    let child = agensh()
+        .args([
+            "run",
+            dir.to_str().unwrap(),
+            "--agent",
+            "script",
+            "--scenario",
+            scenario.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+            "--workers",
+            "1",
+            "--hours",
+            "0.003",
+            "--json",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("agensh run starts");
+
+    // While it runs, the worker's cgroup is there.
+    let started = Instant::now();
+    let pid = child.id();
+    let waiter = std::thread::spawn(move || child.wait_with_output().unwrap());
+    let mut seen = false;
+    while !waiter.is_finished() {
+        seen |= cgroup_dirs(&name)
+            .iter()
+            .any(|d| d.join("workers/w01").is_dir());
+        if started.elapsed() > Duration::from_secs(90) {
+            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+            panic!("agensh run did not end within 90 s");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = waiter.join().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !stderr.contains("cannot create cgroups"),
+        "this test needs cgroups the node may create (run it as root or in a delegated cgroup): {stderr}"
+    );
+    assert!(out.status.success(), "run failed: {stderr}");
+    assert!(seen, "no cgroup {name}/workers/w01 while the run went on");
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        summary["failed_workers"],
+        serde_json::json!([]),
+        "{summary}"
+    );
+    let w = &summary["workers"][0];
+    assert_eq!(w["memory_kills"], 1, "{summary}");
+    assert!(w["restarts"].as_u64().unwrap() >= 1, "{summary}");
+
+    // The turn log says what killed it, then the restart, then the work goes on.
+    let log = std::fs::read_to_string(dir.join(".agensh/logs/w01/turns.jsonl")).unwrap();
+    let t: Vec<Value> = log
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|l| l.get("carrying").is_none())
+        .collect();
+    let killed = t
+        .iter()
+        .position(|l| l.get("error").is_some())
+        .unwrap_or_else(|| panic!("no failed turn logged: {t:?}"));
+    let error = t[killed]["error"].as_str().unwrap();
+    assert!(
+        error.starts_with("agent killed by its memory limit (128 MiB)"),
+        "{error}"
+    );
+    assert_eq!(t[killed]["memory_limit"], true, "{:?}", t[killed]);
+    let restart = &t[killed + 1];
+    assert_eq!(restart["restart"], 1, "{t:?}");
+    assert_eq!(restart["started"], true, "{t:?}");
+    let after = &t[killed + 2];
+    assert!(
+        after["prompt"]
+            .as_str()
+            .unwrap()
+            .contains("agent killed by its memory limit"),
+        "the restart prompt says why: {after}"
+    );
+    assert!(
+        after["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["name"] == "board_write" && e["status"] == "completed"),
+        "the restarted agent went on after the allocation: {after}"
+    );
+
+    // Nothing is left behind once the node has ended.
+    assert_eq!(cgroup_dirs(&name), Vec::<PathBuf>::new());
+}
