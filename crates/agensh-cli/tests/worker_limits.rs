@@ -198,3 +198,79 @@ fn an_agent_over_its_memory_limit_is_reported_as_killed_by_it_restarted_and_the_
     // Nothing is left behind once the node has ended.
     assert_eq!(cgroup_dirs(&name), Vec::<PathBuf>::new());
 }
+
+/// Starts `agensh run DIR` with the scripted agent on `scenario`, one worker, `hours`.
+fn start_run(dir: &Path, scenario: &Path, hours: &str) -> std::process::Child {
+    agensh()
+        .args([
+            "run",
+            dir.to_str().unwrap(),
+            "--agent",
+            "script",
+            "--scenario",
+            scenario.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+            "--workers",
+            "1",
+            "--hours",
+            hours,
+            "--json",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("agensh run starts")
+}
+
+#[test]
+fn a_node_killed_with_kill_9_leaves_cgroups_its_next_start_removes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = org(tmp.path(), "256MiB");
+    let workers = vec![("w01".to_string(), String::new())];
+    let hash = agensh_node::node::cgroup_name(&std::path::absolute(&dir).unwrap(), &workers);
+    let name = format!("agensh-{hash}");
+    let _guard = CgroupGuard(hash);
+    let scenario = tmp.path().join("scenario.toml");
+    std::fs::write(&scenario, "[[step]]\naction = \"sleep\"\nms = 600000\n").unwrap();
+
+    // The first node is killed while its worker's agent runs in its cgroup.
+    let mut first = start_run(&dir, &scenario, "1");
+    let started = Instant::now();
+    let agent_in_cgroup = || {
+        cgroup_dirs(&name).iter().any(|d| {
+            std::fs::read_to_string(d.join("workers/w01/cgroup.procs"))
+                .is_ok_and(|p| !p.trim().is_empty())
+        })
+    };
+    while !agent_in_cgroup() {
+        if started.elapsed() > Duration::from_secs(60) || first.try_wait().unwrap().is_some() {
+            let _ = first.kill();
+            let out = first.wait_with_output().unwrap();
+            panic!(
+                "the agent never ran in {name}/workers/w01: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    first.kill().unwrap(); // SIGKILL: nothing of the node runs after it
+    first.wait().unwrap();
+    let left = cgroup_dirs(&name);
+    assert!(
+        left.iter().any(|d| d.join("workers/w01").is_dir()),
+        "a node killed with -9 cannot remove its cgroups: {left:?}"
+    );
+
+    // Started again over the same organization and workers, it takes the place over,
+    // runs, and leaves nothing when it ends.
+    let second = start_run(&dir, &scenario, "0.001");
+    let out = second.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "the second run failed: {stderr}");
+    assert!(
+        !stderr.contains("could not remove the leftover cgroup"),
+        "{stderr}"
+    );
+    assert_eq!(cgroup_dirs(&name), Vec::<PathBuf>::new());
+}

@@ -263,7 +263,10 @@ pub async fn run_worker(
                 }
             }
             let error = e.message.clone();
-            summary.memory_kills += u64::from(e.code == MEMORY_KILLED);
+            if e.code == MEMORY_KILLED {
+                summary.memory_kills += 1;
+                show_memory_kill(&e, &id, &report, status);
+            }
             let failures_before = failures;
             let recovered = recover(
                 &mut *agent,
@@ -396,7 +399,10 @@ pub async fn run_worker(
             .await;
             let Next::Died(e) = next else { break next };
             let memory = e.code == MEMORY_KILLED;
-            summary.memory_kills += u64::from(memory);
+            if memory {
+                summary.memory_kills += 1;
+                show_memory_kill(&e, &id, &report, status);
+            }
             log.write(json!({ "error": e.message, "phase": "between_turns", "memory_limit": memory, "at": unix_ms(SystemTime::now()) }));
             let failures_before = failures;
             let recovered = recover(
@@ -583,6 +589,26 @@ async fn forward_steps(
         }
         status.progress(id, step);
     }
+}
+
+/// Shows the live view and the hub that the worker's agent was killed by its memory limit
+/// (the error's first part, `agent killed by its memory limit (512 MiB)`) as the worker's
+/// current step, until its next step replaces it.
+fn show_memory_kill(
+    e: &agensh_domain::Error,
+    id: &str,
+    report: &impl Fn(Progress),
+    status: &StatusReporter,
+) {
+    let what = e.message.split(':').next().unwrap_or(&e.message);
+    let step = WorkerProgress {
+        step: format!("{what}; restarting"),
+        since: unix_ms(SystemTime::now()),
+        tokens: 0,
+        tokens_per_sec: 0.0,
+    };
+    report(Progress::Step(step.clone()));
+    status.progress(id, Some(step));
 }
 
 /// Whether a deadline notice is due with `left` to go; `notices` are the notice times
