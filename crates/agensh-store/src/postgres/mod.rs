@@ -11,6 +11,7 @@ mod db;
 mod events;
 mod issues;
 mod messages;
+mod nodes;
 mod prs;
 pub mod search;
 mod turns;
@@ -22,6 +23,7 @@ use std::sync::Arc;
 use agensh_domain::event::{Event, NewEvent};
 use agensh_domain::issue::{Issue, IssueComment, NewIssue};
 use agensh_domain::message::{Message, NewMessage};
+use agensh_domain::node::{NewNode, NodeInfo};
 use agensh_domain::pr::{Comment, NewPr, PrState, PullRequest, Review, Verdict};
 use agensh_domain::query::Query;
 use agensh_domain::record::{Appended, NewRecord, Record};
@@ -94,6 +96,27 @@ impl Store for PostgresStore {
 
     async fn worker_tokens(&self) -> Result<Vec<(String, String)>> {
         on_conn!(self, |c| workers::tokens(&mut c).await)
+    }
+
+    async fn add_node(&self, name: &str, workers: usize, now: i64) -> Result<NewNode> {
+        in_tx!(self, |ctx| nodes::add(&mut ctx, name, workers, now).await)
+    }
+
+    async fn list_nodes(&self) -> Result<Vec<NodeInfo>> {
+        on_conn!(self, |c| nodes::list(&mut c).await)
+    }
+
+    async fn node_tokens(&self) -> Result<Vec<(String, String)>> {
+        on_conn!(self, |c| nodes::tokens(&mut c).await)
+    }
+
+    async fn register_node(&self, name: &str, workers: usize, now: i64) -> Result<Vec<NewWorker>> {
+        in_tx!(self, |ctx| nodes::register(&mut ctx, name, workers, now)
+            .await)
+    }
+
+    async fn revoke_node(&self, name: &str) -> Result<Vec<NewWorker>> {
+        in_tx!(self, |ctx| nodes::revoke(&mut ctx, name).await)
     }
 
     async fn list_workers(&self, now: i64) -> Result<Vec<WorkerInfo>> {

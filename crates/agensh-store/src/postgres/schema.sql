@@ -205,3 +205,20 @@ CREATE TABLE IF NOT EXISTS issue_comments (
     created_at BIGINT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS issue_comments_by_issue ON issue_comments(issue, id);
+
+-- Nodes on other hosts: a node's token may only register it and receive its workers.
+-- `workers` is how many it may run.
+CREATE TABLE IF NOT EXISTS nodes (
+    name          TEXT PRIMARY KEY,
+    token         TEXT NOT NULL UNIQUE,
+    workers       BIGINT NOT NULL,
+    created_at    BIGINT NOT NULL,
+    registered_at BIGINT
+);
+
+-- Which node runs which worker: at most one each, kept until the node is revoked.
+CREATE TABLE IF NOT EXISTS node_workers (
+    worker TEXT PRIMARY KEY REFERENCES workers(id),
+    node   TEXT NOT NULL REFERENCES nodes(name)
+);
+CREATE INDEX IF NOT EXISTS node_workers_by_node ON node_workers(node, worker);
