@@ -90,7 +90,9 @@ impl AgentKind {
             },
             // In-process; its commands run at the node's priority, as the local model
             // server does: below a busy model server they would hardly run at all.
-            AgentKind::Builtin(config) => Box::new(BuiltinAgent::new(config.clone())),
+            AgentKind::Builtin(config) => {
+                Box::new(BuiltinAgent::new(config.clone()).with_cgroup(cgroup))
+            }
         }
     }
 
@@ -393,24 +395,26 @@ impl WorkerLimits {
     }
 }
 
-/// The node's cgroups, where its workers' agents run with their limits; `None` when the
-/// node runs no agent process (only the built-in agent, which runs inside the node) or
-/// cgroups cannot be made and no memory limit was asked (said once, with what to do). A
+/// The node's cgroups, where its workers' agents (the built-in agent's commands: the agent
+/// itself runs inside the node) run with their limits; `None` when cgroups cannot be made
+/// and no memory limit was asked (said once, with what to do). A
 /// memory limit that cannot be enforced is an error: a limit silently not applied would
 /// be worse.
 fn open_cgroups(plan: &NodePlan) -> Result<Option<agensh_process::cgroup::NodeCgroups>> {
-    let processes = plan
+    // The built-in agent's commands run at the node's priority (below a busy local model
+    // server they would hardly run at all), so a node of built-in agents only gives its
+    // workers' group an equal share.
+    let builtin_only = plan
         .workers
         .iter()
-        .any(|(id, _)| !matches!(plan.agent_for(id), AgentKind::Builtin(_)));
-    if !processes {
-        if let Some(m) = plan.limits.memory {
-            tracing::warn!("run.worker_memory ({m}) is not applied: the built-in agent runs inside the node, with no process of its own to limit");
-        }
-        return Ok(None);
-    }
+        .all(|(id, _)| matches!(plan.agent_for(id), AgentKind::Builtin(_)));
+    let share = if builtin_only {
+        agensh_process::cgroup::CpuShare::EQUAL
+    } else {
+        crate::adapters::cpu::group_share(plan.agent_cpu)
+    };
     let name = cgroup_name(&plan.org_dir, &plan.workers);
-    match agensh_process::cgroup::NodeCgroups::open(&name, crate::adapters::cpu::group_share(plan.agent_cpu)) {
+    match agensh_process::cgroup::NodeCgroups::open(&name, share) {
         Ok(c) => {
             tracing::info!(
                 "workers' agents run in cgroups ({}): memory limit {}, CPU weight {}",

@@ -19,5 +19,4 @@ pub mod model;
 pub mod msg;
 pub mod pr;
 pub mod run;
-pub mod store;
 pub mod workers;

@@ -187,6 +187,8 @@ pub struct BuiltinAgent {
     session: Option<Session>,
     /// Process groups of commands that may still run (shared with the workspace).
     groups: Option<Arc<Mutex<Vec<agensh_process::ProcessGroup>>>>,
+    /// The worker's cgroup its commands run in, when the node has cgroups.
+    cgroup: Option<crate::adapters::limits::AgentCgroup>,
 }
 
 /// One session: from `start` to `stop`.
@@ -235,7 +237,15 @@ impl BuiltinAgent {
             cfg,
             session: None,
             groups: None,
+            cgroup: None,
         }
+    }
+
+    /// The same agent with its commands started in the worker's cgroup (its memory limit;
+    /// the agent itself runs inside the node).
+    pub fn with_cgroup(mut self, cgroup: Option<crate::adapters::limits::AgentCgroup>) -> Self {
+        self.cgroup = cgroup;
+        self
     }
 
     pub fn config(&self) -> &BuiltinConfig {
@@ -265,16 +275,18 @@ impl Agent for BuiltinAgent {
             ("AGENSH_TOKEN".to_string(), ctx.token.clone()),
             ("AGENSH_WORKER".to_string(), ctx.worker.clone()),
         ];
-        let ws = Workspace::new(&ctx.checkout, env, cfg.output_cap).map_err(|e| {
-            Error::new(
-                ErrorKind::Internal,
-                "no_checkout",
-                format!(
-                    "the worker's checkout {} cannot be used: {e}",
-                    ctx.checkout.display()
-                ),
-            )
-        })?;
+        let ws = Workspace::new(&ctx.checkout, env, cfg.output_cap)
+            .map_err(|e| {
+                Error::new(
+                    ErrorKind::Internal,
+                    "no_checkout",
+                    format!(
+                        "the worker's checkout {} cannot be used: {e}",
+                        ctx.checkout.display()
+                    ),
+                )
+            })?
+            .with_cgroup(self.cgroup.clone());
         let mcp = McpClient::connect(&ctx.mcp_url(), &ctx.token).await?;
         let mut specs = actions::workspace_specs();
         for t in mcp.list_tools().await? {

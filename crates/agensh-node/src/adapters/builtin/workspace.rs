@@ -68,6 +68,8 @@ pub struct Workspace {
     groups: Arc<Mutex<Vec<ProcessGroup>>>,
     /// Characters of one output kept (the caller cuts again for the model).
     output_cap: usize,
+    /// The worker's cgroup commands run in (its memory limit), when the node has cgroups.
+    cgroup: Option<crate::adapters::limits::AgentCgroup>,
 }
 
 impl Workspace {
@@ -81,7 +83,14 @@ impl Workspace {
             env,
             groups: Arc::new(Mutex::new(Vec::new())),
             output_cap: output_cap.max(200),
+            cgroup: None,
         })
+    }
+
+    /// The same workspace with its commands started in the worker's cgroup `cgroup`.
+    pub fn with_cgroup(mut self, cgroup: Option<crate::adapters::limits::AgentCgroup>) -> Self {
+        self.cgroup = cgroup;
+        self
     }
 
     /// The checkout, canonical.
@@ -533,9 +542,13 @@ impl Workspace {
                 .stdout(Stdio::from(w))
                 .stderr(Stdio::from(w2))
                 .kill_on_drop(true);
+            if let Some(cg) = &self.cgroup {
+                cg.attach(&mut cmd)?;
+            }
             // `cmd` holds the write ends; they close when it is dropped here.
             agensh_process::group::spawn(&mut cmd, Priority::Normal)
         })();
+        let oom_before = self.cgroup.as_ref().map(|c| c.oom_kills());
         let GroupChild { mut child, group } = match spawned {
             Ok(c) => c,
             Err(e) => return Output::error(format!("cannot start sh: {e}")),
@@ -564,10 +577,13 @@ impl Workspace {
             Some(status) => {
                 let waited = tokio::time::timeout(DRAIN_GRACE, reader).await;
                 let lingering = waited.is_err();
-                let head = match status {
+                let mut head = match status {
                     Ok(s) => describe_status(s),
                     Err(e) => format!("exit status unknown ({e})"),
                 };
+                if let Some(note) = self.memory_note(oom_before) {
+                    head.push_str(&note);
+                }
                 let more = if lingering {
                     "\n[background processes of this command still run; their later output is not shown — redirect it to a file]"
                 } else {
@@ -607,6 +623,20 @@ impl Workspace {
             text: format!("{head}\n{body}{more}{hint}"),
             ok,
         }
+    }
+
+    /// What the worker's memory limit did to a command, when it killed processes since
+    /// `before` (the cgroup's count when the command started).
+    fn memory_note(&self, before: Option<u64>) -> Option<String> {
+        let cg = self.cgroup.as_ref()?;
+        let limit = cg.limits().memory?;
+        let killed = cg.oom_kills().saturating_sub(before?);
+        (killed > 0).then(|| {
+            format!(
+                " — the worker's memory limit ({}) killed {killed} process(es) of it: use less memory (smaller inputs, fewer parallel jobs)",
+                agensh_domain::size::MemorySize::bytes(limit)
+            )
+        })
     }
 
     /// Forgets groups with no process left.
@@ -989,6 +1019,41 @@ mod tests {
             std::fs::read_to_string(ws.root().join("c.py")).unwrap(),
             "x = 2\n"
         );
+    }
+
+    /// Needs cgroups this process may create (root, or a delegated cgroup): elsewhere it
+    /// fails saying so.
+    #[tokio::test]
+    async fn a_command_over_the_workers_memory_limit_is_killed_and_the_model_is_told() {
+        use agensh_process::cgroup::{CpuShare, NodeCgroups, WorkerLimits};
+        let node = NodeCgroups::open(
+            &format!("test-builtin-{}", std::process::id()),
+            CpuShare::EQUAL,
+        )
+        .unwrap_or_else(|e| panic!("this test needs cgroups it may create: {e}"));
+        let limits = WorkerLimits {
+            memory: Some(64 << 20),
+            cpu: CpuShare::EQUAL,
+        };
+        let cg = std::sync::Arc::new(node.worker("w01", limits).unwrap());
+        let (_tmp, ws) = ws();
+        let ws = ws.with_cgroup(Some(cg.clone()));
+        let o = ws
+            .run(
+                "python3 -c \"x = bytearray(b'\\x01') * (256 << 20)\"",
+                Duration::from_secs(60),
+            )
+            .await;
+        assert!(!o.ok, "{}", o.text);
+        assert!(
+            o.text
+                .contains("the worker's memory limit (64 MiB) killed 1 process(es) of it"),
+            "{}",
+            o.text
+        );
+        // Under the limit nothing is said.
+        let o = ws.run("echo fine", Duration::from_secs(10)).await;
+        assert_eq!(o.text, "exit code: 0\nfine");
     }
 
     #[tokio::test]
