@@ -124,6 +124,8 @@ pub enum Command {
     Bench(BenchArgs),
     /// The effective configuration and where each value came from (flag, environment, agensh.toml, default).
     Config(ConfigArgs),
+    /// The organization's store: its schema version and the migrations the hub applies at start.
+    Store(StoreArgs),
     /// Check what agensh needs on this machine (git, python, the local model, agent CLIs) and say what to do.
     Doctor(DoctorArgs),
     /// Print a shell completion script: `agensh completions bash > ~/.local/share/bash-completion/completions/agensh`.
@@ -136,7 +138,11 @@ impl Command {
     pub fn uses(&self) -> &'static [&'static str] {
         const CLIENT: &[&str] = &["dir", "hub", "token", "as_worker"];
         match self {
-            Command::Init(_) | Command::Hub(_) | Command::Run(_) | Command::Config(_) => &["dir"],
+            Command::Init(_)
+            | Command::Hub(_)
+            | Command::Run(_)
+            | Command::Config(_)
+            | Command::Store(_) => &["dir"],
             Command::Node(_) => &["dir", "hub", "token"],
             Command::Workers(_)
             | Command::Board(_)
@@ -801,6 +807,26 @@ pub struct ConfigArgs {
     /// Print JSON: every key with its value and source.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct StoreArgs {
+    #[command(subcommand)]
+    pub command: StoreCommand,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum StoreCommand {
+    /// The store's schema version, the migrations it recorded, and those this agensh applies
+    /// when the hub next opens it; read without changing the store. Fails (4) when a newer
+    /// agensh wrote it.
+    Version {
+        /// The organization directory (default: --dir, else the current directory).
+        dir: Option<PathBuf>,
+        /// Print JSON: version, latest, unversioned, too_new, applied, pending.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Args, Debug)]

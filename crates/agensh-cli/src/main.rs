@@ -96,6 +96,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Status(a) => cmd::run::status(&g, a).await,
         Command::Dashboard(a) => cmd::dashboard::run(&g, a).await,
         Command::Config(a) => cmd::config::run(&g, a),
+        Command::Store(a) => cmd::store::run(&g, a).await,
         Command::Doctor(a) => cmd::doctor::run(a).await,
         Command::Completions(a) => cmd::completions::run(a),
     }

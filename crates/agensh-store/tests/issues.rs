@@ -10,7 +10,7 @@ use agensh_domain::event::{kinds, Event, Priority};
 use agensh_domain::issue::{IssueState, NewIssue};
 use agensh_domain::pr::NewPr;
 use agensh_domain::Error;
-use agensh_store::{AssigneeFilter, IssueQuery, SqliteStore, Store};
+use agensh_store::{AssigneeFilter, IssueQuery, Store};
 use common::TestStore;
 
 stores!(
@@ -478,17 +478,4 @@ async fn seeding_many_issues_is_all_or_nothing_and_names_the_bad_one(t: TestStor
         .unwrap();
     let nums: Vec<_> = made.iter().map(|i| i.number).collect();
     assert_eq!(nums, [1, 2]);
-}
-
-#[tokio::test]
-async fn a_store_made_before_issues_gets_their_tables_on_open() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("old.db");
-    {
-        let c = rusqlite::Connection::open(&path).unwrap();
-        c.execute_batch("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);")
-            .unwrap();
-    }
-    let s = SqliteStore::open(&path).unwrap();
-    assert_eq!(open(&s, "admin", "works on an old store").await, 1);
 }

@@ -7,7 +7,7 @@ use agensh_domain::error::ErrorKind;
 use agensh_domain::event::{kinds, Event, Priority};
 use agensh_domain::pr::{NewPr, PrState, Verdict, BODY_LIMIT, TITLE_LIMIT};
 use agensh_domain::Error;
-use agensh_store::{SqliteStore, Store};
+use agensh_store::Store;
 use common::TestStore;
 use serde_json::json;
 
@@ -516,39 +516,4 @@ async fn subscribers_see_pr_events_and_nothing_from_a_refused_call(t: TestStore)
         [kinds::PR_OPENED, kinds::PR_REVIEWED, kinds::PR_REVIEW]
     );
     assert!(bus.try_recv().is_err(), "nothing else was published");
-}
-
-#[tokio::test]
-async fn a_review_keeps_its_commit_and_a_store_made_before_that_column_gets_it() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let path = dir.path().join("store.db");
-    // A store as agensh wrote it before reviews carried their commit.
-    {
-        let c = rusqlite::Connection::open(&path).unwrap();
-        c.execute_batch(
-            "CREATE TABLE pr_reviews (id INTEGER PRIMARY KEY AUTOINCREMENT, pr INTEGER NOT NULL, author TEXT NOT NULL, verdict TEXT NOT NULL, text TEXT NOT NULL, created_at INTEGER NOT NULL);
-             INSERT INTO pr_reviews(pr, author, verdict, text, created_at) VALUES (99, 'w09', 'approve', 'old', 1);",
-        )
-        .unwrap();
-    }
-    let s = SqliteStore::open(&path).expect("an older store opens");
-    s.add_workers(2, NOW).await.unwrap();
-    let n = open(&s, "w01", "w01/x").await;
-    let r = s
-        .review_pr(n, "w02", Verdict::Approve, "fine", Some("abc123"), NOW)
-        .await
-        .unwrap();
-    assert_eq!(r.commit.as_deref(), Some("abc123"));
-    let pr = s.get_pr(n).await.unwrap();
-    assert_eq!(pr.reviews[0].commit.as_deref(), Some("abc123"));
-    // The review written before the column is still there, without a commit.
-    let c = rusqlite::Connection::open(&path).unwrap();
-    let old: (String, Option<String>) = c
-        .query_row(
-            "SELECT text, commit_id FROM pr_reviews WHERE pr = 99",
-            [],
-            |row| Ok((row.get(0)?, row.get(1)?)),
-        )
-        .unwrap();
-    assert_eq!(old, ("old".to_string(), None));
 }

@@ -10,7 +10,7 @@ use agensh_domain::event::{kinds, Priority};
 use agensh_domain::record::{NewRecord, RecordKind, TakeoverReason};
 use agensh_domain::worker::WorkerStatus;
 use agensh_domain::ErrorKind;
-use agensh_store::{SqliteStore, Store};
+use agensh_store::Store;
 use common::TestStore;
 
 stores!(
@@ -320,30 +320,4 @@ async fn overlaps_of_a_takeover_leave_out_the_claim_it_takes_and_name_the_rest(t
         .unwrap();
     let who: Vec<&str> = got.overlaps.iter().map(|o| o.author.as_str()).collect();
     assert_eq!(who, vec!["w03"]);
-}
-
-#[tokio::test]
-async fn a_store_made_before_takeovers_opens_and_takes_them() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let path = dir.path().join("store.db");
-    {
-        let store = SqliteStore::open(&path).expect("store opens");
-        store.add_workers(2, NOW).await.unwrap();
-        store
-            .append_record("w01", claim("old", Some("x"), &[]), NOW, LEASE)
-            .await
-            .unwrap();
-    }
-    // The store as it was before takeovers: no such table.
-    rusqlite::Connection::open(&path)
-        .and_then(|c| c.execute_batch("DROP TABLE takeovers;"))
-        .expect("the table is dropped");
-    let store = SqliteStore::open(&path).expect("an older store opens");
-    let view = store.recent_view(NOW, 10).await.unwrap();
-    assert_eq!(view.len(), 1);
-    let got = store
-        .append_record("w02", taking("new", "G1"), NOW + 1, LEASE)
-        .await
-        .unwrap();
-    assert_eq!(got.record.takes_over.unwrap().why, TakeoverReason::Stopped);
 }

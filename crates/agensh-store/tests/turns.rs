@@ -4,7 +4,6 @@
 mod common;
 
 use agensh_protocol::dashboard::{ToolCallSummary, TurnReport};
-use agensh_store::{SqliteStore, Store};
 use common::TestStore;
 
 stores!(turns_are_kept_per_worker_newest_first_and_a_resent_report_replaces_the_first);
@@ -71,19 +70,4 @@ async fn turns_are_kept_per_worker_newest_first_and_a_resent_report_replaces_the
     assert_eq!(other.len(), 1);
     assert_eq!(other[0].prompt, "other");
     assert!(store.turns("w03", None, 50).await.unwrap().is_empty());
-}
-
-#[tokio::test]
-async fn a_store_from_before_turns_gets_the_table_when_it_opens() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("store.db");
-    SqliteStore::open(&path).unwrap();
-    // As a store written before turns were reported: no such table.
-    {
-        let c = rusqlite::Connection::open(&path).unwrap();
-        c.execute_batch("DROP TABLE turns").unwrap();
-    }
-    let store = SqliteStore::open(&path).unwrap();
-    store.record_turn("w01", &report(1, "p")).await.unwrap();
-    assert_eq!(store.turns("w01", None, 10).await.unwrap().len(), 1);
 }

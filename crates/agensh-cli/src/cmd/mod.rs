@@ -19,4 +19,5 @@ pub mod model;
 pub mod msg;
 pub mod pr;
 pub mod run;
+pub mod store;
 pub mod workers;

@@ -87,33 +87,12 @@ fn open_conn(path: &Path) -> Result<Connection> {
     Ok(conn)
 }
 
-/// Columns added to tables after stores were first written with them: a store made before
-/// gets each one on open (`CREATE TABLE IF NOT EXISTS` leaves an old table as it was).
-const COLUMNS_ADDED: &[(&str, &str, &str)] = &[("pr_reviews", "commit_id", "TEXT")];
-
-fn add_missing_columns(conn: &Connection) -> Result<()> {
-    for (table, column, decl) in COLUMNS_ADDED {
-        let present: bool = conn
-            .prepare(&format!(
-                "SELECT 1 FROM pragma_table_info('{table}') WHERE name = ?1"
-            ))
-            .and_then(|mut s| s.exists([column]))
-            .map_err(sql_err)?;
-        if !present {
-            conn.execute_batch(&format!("ALTER TABLE {table} ADD COLUMN {column} {decl}"))
-                .map_err(sql_err)?;
-        }
-    }
-    Ok(())
-}
-
 impl Db {
-    /// Opens (creating if needed) the database at `path`, applies `schema`, and starts
-    /// the writer thread.
-    pub fn open(path: &Path, schema: &str, events: broadcast::Sender<Arc<Event>>) -> Result<Self> {
-        let writer = open_conn(path)?;
-        writer.execute_batch(schema).map_err(sql_err)?;
-        add_missing_columns(&writer)?;
+    /// Opens (creating if needed) the database at `path`, brings its schema up to date
+    /// (`migrate::upgrade`), and starts the writer thread.
+    pub fn open(path: &Path, events: broadcast::Sender<Arc<Event>>) -> Result<Self> {
+        let mut writer = open_conn(path)?;
+        super::migrate::upgrade(&mut writer, super::migrate::MIGRATIONS)?;
         let (tx, rx) = mpsc::channel::<Queued>();
         let stats = Arc::new(WriteStats::default());
         let counted = stats.clone();

@@ -6,6 +6,7 @@ mod events;
 pub mod fts;
 mod issues;
 mod messages;
+pub mod migrate;
 mod nodes;
 mod prs;
 mod turns;
@@ -40,10 +41,11 @@ pub struct SqliteStore {
 }
 
 impl SqliteStore {
-    /// Opens or creates the store file at `path`.
+    /// Opens or creates the store file at `path`, applying the migrations it lacks
+    /// ([`migrate::MIGRATIONS`]); refuses a store a newer agensh wrote.
     pub fn open(path: &Path) -> Result<Self> {
         let (bus, _) = broadcast::channel(BUS_CAPACITY);
-        let db = Db::open(path, include_str!("schema.sql"), bus.clone())?;
+        let db = Db::open(path, bus.clone())?;
         Ok(SqliteStore {
             db: Arc::new(db),
             bus,

@@ -1,3 +1,8 @@
+-- The SQLite store's schema as it is now, whole: for reading. Stores get it from the
+-- migrations in migrations/ (migrate.rs applies those a store lacks when it opens), and
+-- tests/migrations.rs fails when a store they make differs from this file: a change to
+-- the schema is a new migration and its mirror here.
+
 CREATE TABLE IF NOT EXISTS meta (
     key   TEXT PRIMARY KEY,
     value TEXT NOT NULL
@@ -43,8 +48,7 @@ CREATE INDEX IF NOT EXISTS claims_live ON claims(released_at, expires_at);
 
 -- A CLAIM that took over another: the new claim, the old one, the old claim's author and
 -- why it could be taken (`released`, `dead`, `stopped`, `expired`). A claim is taken over
--- at most once (`old` is unique). A table of its own, so a store made before takeovers
--- gets it on open like any other table.
+-- at most once (`old` is unique).
 CREATE TABLE IF NOT EXISTS takeovers (
     seq        INTEGER PRIMARY KEY REFERENCES records(seq),
     old        INTEGER NOT NULL UNIQUE REFERENCES records(seq),
@@ -112,7 +116,7 @@ CREATE TABLE IF NOT EXISTS pr_reviews (
     verdict    TEXT NOT NULL,
     text       TEXT NOT NULL,
     created_at INTEGER NOT NULL,
-    -- The branch's commit that was reviewed (added later: see conn.rs's COLUMNS_ADDED).
+    -- The branch's commit that was reviewed (added by migration 7: older reviews have none).
     commit_id  TEXT
 );
 CREATE INDEX IF NOT EXISTS pr_reviews_by_pr ON pr_reviews(pr, id);
