@@ -406,10 +406,13 @@ fn events_named<'a>(
     seqs: impl Iterator<Item = &'a i64>,
 ) -> Result<HashMap<i64, Event>> {
     let list = serde_json::to_string(&seqs.collect::<Vec<_>>()).expect("json serializes");
+    // Whose an event is needs no payload: an ack names hundreds of events at times, and
+    // parsing each payload in the one writer thread held up every write.
     let mut stmt = conn
-        .prepare_cached(&format!(
-            "SELECT {EVENT_COLUMNS} FROM events WHERE seq IN (SELECT value FROM json_each(?1))"
-        ))
+        .prepare_cached(
+            "SELECT seq, kind, priority, 'null', dedup_key, source, target, except_worker, created_at \
+             FROM events WHERE seq IN (SELECT value FROM json_each(?1))",
+        )
         .map_err(sql_err)?;
     let rows = stmt.query_map([list], row_to_event).map_err(sql_err)?;
     let mut out = HashMap::new();
@@ -455,16 +458,66 @@ pub fn ack(conn: &Connection, worker: &str, seqs: &[i64]) -> Result<usize> {
     }
     let c = cursor(conn, worker)?;
     check_acks(worker, seqs, c, &events_named(conn, seqs.iter())?)?;
+    let stored = acked_above(conn, worker, c)?;
+    let fresh: HashSet<i64> = seqs
+        .iter()
+        .copied()
+        .filter(|s| *s > c && !stored.contains(s))
+        .collect();
+    // Where the cursor goes with these acks, before storing them: an ack of the oldest
+    // events (the usual case) moves the cursor and stores nothing.
+    let acked: HashSet<i64> = stored.union(&fresh).copied().collect();
+    let moved = prefix_end(conn, worker, c, &acked)?;
     let mut insert = conn
         .prepare_cached("INSERT OR IGNORE INTO event_acks(worker, seq) VALUES (?1, ?2)")
         .map_err(sql_err)?;
-    let mut fresh = 0;
-    for &seq in seqs.iter().filter(|s| **s > c) {
-        fresh += insert.execute(params![worker, seq]).map_err(sql_err)?;
+    for &seq in fresh.iter().filter(|s| **s > moved) {
+        insert.execute(params![worker, seq]).map_err(sql_err)?;
     }
     drop(insert);
-    advance_cursor(conn, worker, c)?;
-    Ok(fresh)
+    move_cursor(conn, worker, c, moved, stored.iter().any(|s| *s <= moved))?;
+    Ok(fresh.len())
+}
+
+/// The last of `worker`'s events above the cursor `c` that, with every one before it, is
+/// acknowledged (`c` itself when the first is not); `acked` holds every acknowledged event
+/// above `c`. The cursor can pass at most those, so it reads that many sequence numbers and
+/// one more — never the events themselves.
+fn prefix_end(conn: &Connection, worker: &str, c: i64, acked: &HashSet<i64>) -> Result<i64> {
+    let mut moved = c;
+    for seq in seqs_for_worker(conn, worker, c, acked.len() + 1)? {
+        if !acked.contains(&seq) {
+            break;
+        }
+        moved = seq;
+    }
+    Ok(moved)
+}
+
+/// Sets `worker`'s cursor from `c` to `moved` and, when `forget` (some stored acks are at
+/// or below it), deletes those acks.
+fn move_cursor(conn: &Connection, worker: &str, c: i64, moved: i64, forget: bool) -> Result<()> {
+    if moved > c {
+        conn.prepare_cached("UPDATE workers SET event_cursor = ?2 WHERE id = ?1")
+            .and_then(|mut s| s.execute(params![worker, moved]))
+            .map_err(sql_err)?;
+        if forget {
+            conn.prepare_cached("DELETE FROM event_acks WHERE worker = ?1 AND seq <= ?2")
+                .and_then(|mut s| s.execute(params![worker, moved]))
+                .map_err(sql_err)?;
+        }
+    }
+    Ok(())
+}
+
+/// Moves the cursor over the acknowledged prefix and forgets acks at or below it.
+fn advance_cursor(conn: &Connection, worker: &str, c: i64) -> Result<()> {
+    let acked = acked_above(conn, worker, c)?;
+    if acked.is_empty() {
+        return Ok(());
+    }
+    let moved = prefix_end(conn, worker, c, &acked)?;
+    move_cursor(conn, worker, c, moved, true)
 }
 
 /// The sequence numbers of `worker`'s events above `from`, oldest first, at most `limit`:
@@ -486,39 +539,6 @@ fn seqs_for_worker(conn: &Connection, worker: &str, from: i64, limit: usize) -> 
     out.sort_unstable();
     out.truncate(limit);
     Ok(out)
-}
-
-/// Moves the cursor over the acknowledged prefix and forgets acks at or below it.
-///
-/// The cursor can pass at most the acknowledged events above it, so it reads that many
-/// sequence numbers and one more — not pages of whole events: this runs in the store's
-/// one writer for every acknowledgement, and reading 512 events with their payloads there
-/// (10–60 ms each under load) held up every other write.
-fn advance_cursor(conn: &Connection, worker: &str, c: i64) -> Result<()> {
-    let acked = acked_above(conn, worker, c)?;
-    if acked.is_empty() {
-        return Ok(());
-    }
-    let mut moved = c;
-    for seq in seqs_for_worker(conn, worker, c, acked.len() + 1)? {
-        if !acked.contains(&seq) {
-            break;
-        }
-        moved = seq;
-    }
-    if moved > c {
-        conn.execute(
-            "UPDATE workers SET event_cursor = ?2 WHERE id = ?1",
-            params![worker, moved],
-        )
-        .map_err(sql_err)?;
-        conn.execute(
-            "DELETE FROM event_acks WHERE worker = ?1 AND seq <= ?2",
-            params![worker, moved],
-        )
-        .map_err(sql_err)?;
-    }
-    Ok(())
 }
 
 pub fn queue_state(conn: &Connection, worker: &str) -> Result<QueueState> {
