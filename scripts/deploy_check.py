@@ -12,6 +12,10 @@ a container engine or a registry of images (scripts/deploy-check runs it in its 
   binary just built: verify checks that the program exists), any warning counted as a
   failure, and the hardening they promise.
 - agensh.toml: every configuration the files carry, read by the real `agensh config`.
+- Start-up: the hub's start-up scripts of the Kubernetes and Compose files run for real in a
+  temporary directory standing for the volume (a first start and a restart), then the hub
+  they prepared starts (on loopback), answers /healthz and stops cleanly on SIGTERM; a
+  Kubernetes node without its token stops saying which token to issue.
 
 Usage: deploy_check.py AGENSH_BINARY COMPOSE_SCHEMA
 Prints one line per check and a closing "N passed, M failed".
@@ -231,6 +235,90 @@ def systemd(agensh):
             check(f"systemd-analyze verify {unit} (no warnings)", r.returncode == 0 and not said, said)
 
 
+def serve_once(agensh, org, listen_args, env, what):
+    """Starts `agensh hub` as the files start it (on loopback here), waits for /healthz, and
+    stops it with SIGTERM as the engines do."""
+    import signal
+    import time
+    import urllib.request
+    args = [a if a != "0.0.0.0:7420" else "127.0.0.1:0" for a in listen_args]
+    hub = subprocess.Popen([agensh, *args], env=env, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.PIPE, text=True)
+    info = Path(org, ".agensh", "hub.json")
+    body, deadline = None, time.time() + 60
+    try:
+        while time.time() < deadline and hub.poll() is None:
+            if info.exists():
+                try:
+                    url = json.loads(info.read_text())["url"]
+                    with urllib.request.urlopen(url + "/healthz", timeout=5) as r:
+                        body = r.read().decode()
+                    break
+                except (OSError, ValueError, KeyError):
+                    pass
+            time.sleep(0.2)
+    finally:
+        if hub.poll() is None:
+            hub.send_signal(signal.SIGTERM)
+        try:
+            code = hub.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            hub.kill()
+            code = hub.wait()
+    err = hub.stderr.read().strip()
+    check(f"{what}: the hub starts on that directory and answers /healthz", body is not None and body.strip() == "ok",
+          err[-500:])
+    check(f"{what}: SIGTERM stops the hub cleanly", code == 0, f"exit {code}: {err[-300:]}")
+
+
+def bootstrap(agensh):
+    """Runs the hub's start-up scripts of the Kubernetes and Compose files for real, twice (a
+    first start and a restart), in a temporary directory standing for the volume, then
+    starts the hub they prepared."""
+    bindir = str(Path(agensh).parent)
+    k8s = {(d["kind"], d["metadata"]["name"]): d for p in manifests() for d in docs(p)}
+    hub_spec = k8s[("StatefulSet", "agensh-hub")]["spec"]["template"]["spec"]
+    compose_hub = yaml.safe_load((DEPLOY / "compose.yaml").read_text())["services"]["hub"]
+    cases = [
+        ("Kubernetes hub", hub_spec["initContainers"][0]["command"][-1],
+         k8s[("ConfigMap", "agensh-hub-config")]["data"]["agensh.toml"], hub_spec["containers"][0]["args"]),
+        ("Compose hub", compose_hub["command"][0].replace("$$", "$"),
+         (DEPLOY / "agensh.toml").read_text(), None),
+    ]
+    for what, script, config, args in cases:
+        with tempfile.TemporaryDirectory() as tmp:
+            etc = Path(tmp, "etc")
+            etc.mkdir()
+            Path(etc, "agensh.toml").write_text(config)
+            data = Path(tmp, "data")
+            data.mkdir()
+            org = data / "org"
+            local = (script.replace("/var/lib/agensh", str(data))
+                           .replace("/etc/agensh", str(etc)))
+            env = dict(os.environ, PATH=bindir + os.pathsep + os.environ["PATH"], HOME=str(data),
+                       ANTHROPIC_API_KEY="checked")
+            env.pop("AGENSH_DIR", None)
+            if args is None:
+                # Compose's script ends by serving: run it up to there, serve separately.
+                head, _, tail = local.rpartition("exec agensh hub")
+                local, args = head, ["hub"] + tail.replace('"$org"', str(org)).split()
+            for start in ["first start", "restart"]:
+                r = run(["sh", "-c", local], env=env)
+                check(f"{what}: the start-up script on a {start}", r.returncode == 0, r.stderr.strip())
+            check(f"{what}: the organization is made and has the deployed agensh.toml",
+                  Path(org, ".agensh", "store.sqlite").exists()
+                  and Path(org, "agensh.toml").read_text() == config)
+            serve_once(agensh, org, [a.replace("/var/lib/agensh", str(data)) for a in args], env, what)
+
+    node = k8s[("StatefulSet", "agensh-node")]["spec"]["template"]["spec"]["containers"][0]
+    with tempfile.TemporaryDirectory() as tmp:
+        script = node["command"][-1].replace("/etc/agensh", tmp).replace("/var/lib/agensh", tmp)
+        env = dict(os.environ, HOSTNAME="agensh-node-7", AGENSH_WORKERS="16", AGENSH_AGENT="claude")
+        r = run(["sh", "-c", script], env=env)
+        check("Kubernetes node without its token: stops and says which to issue",
+              r.returncode == 1 and "agensh nodes add agensh-node-7 --workers 16" in r.stderr, r.stderr.strip())
+
+
 def dockerfile():
     text = (DEPLOY / "Dockerfile").read_text()
     stages = re.findall(r"^FROM (\S+)", text, re.M)
@@ -247,6 +335,7 @@ def main():
     compose(agensh, schema)
     systemd(agensh)
     dockerfile()
+    bootstrap(agensh)
     print(f"deploy: {passed} passed, {failed} failed")
     sys.exit(1 if failed else 0)
 
