@@ -192,6 +192,9 @@ pub struct HubArgs {
     /// Address to listen on (else AGENSH_LISTEN, else hub.listen in agensh.toml: 127.0.0.1:7420; port 0 picks a free one).
     #[arg(long)]
     pub listen: Option<String>,
+    /// Where the hub keeps its state: a PostgreSQL URL, postgres://USER:PASSWORD@HOST:PORT/DATABASE (else AGENSH_STORE, else hub.store in agensh.toml; default: the SQLite file .agensh/store.sqlite).
+    #[arg(long, value_name = "URL")]
+    pub store: Option<String>,
     /// Log the bodies of model requests through the gateway too (gateway.log_bodies; keys
     /// never appear).
     #[arg(long)]
@@ -202,9 +205,16 @@ impl HubArgs {
     /// The settings these flags give.
     pub fn values(&self) -> Vec<FlagValue> {
         let mut v = listen_value(&self.listen);
+        v.extend(store_value(&self.store));
         v.extend(log_bodies_value(self.log_bodies));
         v
     }
+}
+
+fn store_value(store: &Option<String>) -> Option<FlagValue> {
+    store
+        .as_ref()
+        .map(|s| flag("hub.store", "--store", s.clone()))
 }
 
 fn log_bodies_value(on: bool) -> Option<FlagValue> {
@@ -701,6 +711,10 @@ pub struct RunFlags {
     /// Address of the hub (else AGENSH_LISTEN, else hub.listen in agensh.toml).
     #[arg(long)]
     pub listen: Option<String>,
+    /// The hub's store: a PostgreSQL URL (else AGENSH_STORE, else hub.store in agensh.toml;
+    /// default: the SQLite file .agensh/store.sqlite).
+    #[arg(long, value_name = "URL")]
+    pub store: Option<String>,
     /// Log the bodies of model requests through the gateway too (gateway.log_bodies; seen
     /// with AGENSH_LOG=agensh_hub::gateway=info; keys never appear).
     #[arg(long)]
@@ -718,6 +732,7 @@ impl RunFlags {
         }
         v.extend(self.model.values());
         v.extend(listen_value(&self.listen));
+        v.extend(store_value(&self.store));
         v.extend(log_bodies_value(self.log_bodies));
         v
     }

@@ -7,7 +7,6 @@
 //! requests stay readable (and writable) after a run, with nothing to start by hand.
 
 use std::path::Path;
-use std::sync::Arc;
 
 use agensh_client::Client;
 use agensh_hub::{state_dir, RunningHub, STORE_FILE};
@@ -90,6 +89,6 @@ pub async fn connect(g: &Global) -> Result<Connection> {
 /// A hub over the organization's state on a free port of 127.0.0.1.
 async fn serve_here(dir: &Path) -> Result<RunningHub> {
     let config = crate::cmd::config::load(dir, &[])?;
-    let (store, workspace) = crate::cmd::hub::open_state(dir)?;
-    Ok(agensh_hub::start_with_workspace(Arc::new(store), workspace, config, "127.0.0.1:0").await?)
+    let (store, workspace) = crate::cmd::hub::open_state(dir, &config.hub.store).await?;
+    Ok(agensh_hub::start_with_workspace(store, workspace, config, "127.0.0.1:0").await?)
 }

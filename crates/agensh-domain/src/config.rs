@@ -312,6 +312,9 @@ pub const MAX_WAIT_SECS: u64 = 3_600;
 pub struct HubConfig {
     /// Address to listen on; loopback unless you mean to open it.
     pub listen: String,
+    /// Where the hub keeps its state: empty for the embedded SQLite file
+    /// (`.agensh/store.sqlite`), or a PostgreSQL URL (`postgres://…`) several hubs can share.
+    pub store: String,
     /// Largest request body accepted, in bytes.
     pub body_limit: usize,
     /// Longest long-poll wait a client may ask for, in seconds.
@@ -340,6 +343,7 @@ impl Default for HubConfig {
     fn default() -> Self {
         HubConfig {
             listen: "127.0.0.1:7420".into(),
+            store: String::new(),
             body_limit: 65_536,
             max_wait_secs: 60,
             allowed_origins: Vec::new(),
@@ -589,6 +593,16 @@ impl Config {
                 ));
             }
         }
+        let store = &self.hub.store;
+        if !store.is_empty()
+            && !store.starts_with("postgres://")
+            && !store.starts_with("postgresql://")
+        {
+            return Err(Error::invalid(
+                "bad_config",
+                "hub.store must be empty (the embedded SQLite file) or a PostgreSQL URL, postgres://USER:PASSWORD@HOST:PORT/DATABASE",
+            ));
+        }
         if self.hub.max_wait_secs == 0 || self.hub.max_wait_secs > MAX_WAIT_SECS {
             return Err(Error::invalid(
                 "bad_config",
@@ -613,6 +627,7 @@ impl Config {
     fn template_main(&self) -> String {
         let goal = toml::Value::String(self.organization.goal.clone());
         let listen = toml::Value::String(self.hub.listen.clone());
+        let store = toml::Value::String(self.hub.store.clone());
         format!(
             r#"# agensh organization configuration.
 # Precedence: command-line flags > environment (AGENSH_*) > this file > built-in defaults.
@@ -624,6 +639,10 @@ goal = {goal}{seed}{pack}
 [hub]
 # Address the hub listens on. Keep loopback unless nodes on other hosts must reach it.
 listen = {listen}
+# Where the hub keeps its state: "" for the embedded SQLite file (.agensh/store.sqlite), or
+# a PostgreSQL database several hubs can share, "postgres://USER:PASSWORD@HOST:5432/DB"
+# (`agensh hub --store URL` and AGENSH_STORE override it).
+store = {store}
 # Largest request body the hub accepts, in bytes; larger ones get HTTP 413.
 body_limit = {body_limit}
 # Longest long-poll wait (`agensh events --wait`) a client may ask for, in seconds.
@@ -892,8 +911,9 @@ gateway = {gateway}
 }
 
 /// The environment variables that set a configuration key: `(variable, key)`.
-pub const ENV_KEYS: [(&str, &str); 2] = [
+pub const ENV_KEYS: [(&str, &str); 3] = [
     ("AGENSH_LISTEN", "hub.listen"),
+    ("AGENSH_STORE", "hub.store"),
     ("AGENSH_MODEL_URL", "model.url"),
 ];
 
@@ -1153,6 +1173,37 @@ mod tests {
         );
         assert_eq!(source_of(&r, "run.hours"), Source::Default);
         assert_eq!(source_of(&r, "organization.goal"), Source::File);
+    }
+
+    #[test]
+    fn the_store_is_the_embedded_file_unless_a_postgres_url_is_given() {
+        let file = Config::with_goal("g").template();
+        let r = Config::resolve(&file, &BTreeMap::new(), &[]).unwrap();
+        assert_eq!(r.config.hub.store, "", "the default is the SQLite file");
+        let env = BTreeMap::from([("AGENSH_STORE".to_string(), "postgres://a@h/e".to_string())]);
+        let r = Config::resolve(&file, &env, &[]).unwrap();
+        assert_eq!(r.config.hub.store, "postgres://a@h/e");
+        assert_eq!(
+            source_of(&r, "hub.store"),
+            Source::Env("AGENSH_STORE".into())
+        );
+        let flag = [FlagValue {
+            key: "hub.store",
+            flag: "--store",
+            value: "postgresql://b@h/f".into(),
+        }];
+        let r = Config::resolve(&file, &env, &flag).unwrap();
+        assert_eq!(r.config.hub.store, "postgresql://b@h/f");
+        assert_eq!(source_of(&r, "hub.store"), Source::Flag("--store".into()));
+        let bad = file.replace("store = \"\"", "store = \"mysql://x\"");
+        assert_ne!(bad, file);
+        let e = Config::resolve(&bad, &BTreeMap::new(), &[]).unwrap_err();
+        assert!(
+            e.message
+                .contains("postgres://USER:PASSWORD@HOST:PORT/DATABASE"),
+            "{}",
+            e.message
+        );
     }
 
     #[test]

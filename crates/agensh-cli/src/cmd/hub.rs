@@ -4,7 +4,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use agensh_hub::{read_hub_info, state_dir, write_hub_info, HubInfo, STORE_FILE};
-use agensh_store::SqliteStore;
+use agensh_store::Store;
 use anyhow::{bail, Context, Result};
 
 use crate::cli::{Global, HubArgs};
@@ -23,8 +23,8 @@ pub async fn run(g: &Global, a: HubArgs) -> Result<()> {
     raise_open_file_limit();
     refuse_if_running(&dir)?;
     let listen = config.hub.listen.clone();
-    let (store, workspace) = open_state(&dir)?;
-    let hub = agensh_hub::start_with_workspace(Arc::new(store), workspace, config, &listen).await?;
+    let (store, workspace) = open_state(&dir, &config.hub.store).await?;
+    let hub = agensh_hub::start_with_workspace(store, workspace, config, &listen).await?;
     let info = HubInfo {
         url: hub.url.clone(),
         admin_token: hub.admin_token.clone(),
@@ -67,12 +67,33 @@ pub fn upstream_keys_set(config: &agensh_domain::config::Config) -> Result<()> {
     Ok(())
 }
 
-/// The organization's store and git workspace (none, with a warning, for an organization
-/// made by an older `agensh init`).
-pub fn open_state(dir: &Path) -> Result<(SqliteStore, Option<agensh_workspace::Workspace>)> {
-    let file = state_dir(dir).join(STORE_FILE);
-    let store =
-        SqliteStore::open(&file).with_context(|| format!("cannot open {}", file.display()))?;
+/// The organization's store: the PostgreSQL database `configured` names (`hub.store`),
+/// else the SQLite file in its state directory `state`.
+pub async fn open_store(state: &Path, configured: &str) -> Result<Arc<dyn Store>> {
+    if configured.is_empty() {
+        let file = state.join(STORE_FILE);
+        agensh_store::open_store(&file.to_string_lossy())
+            .await
+            .with_context(|| format!("cannot open {}", file.display()))
+    } else {
+        let store = agensh_store::open_store(configured)
+            .await
+            .context("cannot open the store hub.store names")?;
+        tracing::info!(
+            "store: PostgreSQL, {}",
+            agensh_store::postgres::redact(configured)
+        );
+        Ok(store)
+    }
+}
+
+/// The organization's store (`configured`: `hub.store`) and git workspace (none, with a
+/// warning, for an organization made by an older `agensh init`).
+pub async fn open_state(
+    dir: &Path,
+    configured: &str,
+) -> Result<(Arc<dyn Store>, Option<agensh_workspace::Workspace>)> {
+    let store = open_store(&state_dir(dir), configured).await?;
     let repo = state_dir(dir).join(agensh_workspace::REPO_DIR);
     let workspace = if repo.exists() {
         Some(agensh_workspace::Workspace::open(&repo)?)

@@ -4,7 +4,6 @@ use std::path::Path;
 
 use agensh_domain::config::Config;
 use agensh_domain::issue::NewIssue;
-use agensh_store::{SqliteStore, Store};
 use agensh_workspace::seed::{self, Source};
 use anyhow::{bail, Context, Result};
 
@@ -122,7 +121,7 @@ async fn fill_state_dir(
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(state, std::fs::Permissions::from_mode(0o700))?;
     }
-    let store = SqliteStore::open(&state.join(agensh_hub::STORE_FILE))?;
+    let store = crate::cmd::hub::open_store(state, &config.hub.store).await?;
     // Creating the admin token now makes the store complete before the first hub starts.
     store.admin_token().await?;
     if !issues.is_empty() {

@@ -13,7 +13,7 @@ use agensh_domain::config::AgentGroup;
 use agensh_domain::config::{Config, Source};
 use agensh_domain::gateway::Shorthand;
 use agensh_domain::worker::{WorkerInfo, WorkerStatus};
-use agensh_hub::{state_dir, write_hub_info, HubInfo, STORE_FILE};
+use agensh_hub::{state_dir, write_hub_info, HubInfo};
 use agensh_model::ModelServer;
 use agensh_node::adapters::acp::PresetRun;
 use agensh_node::adapters::builtin::{BuiltinConfig, Mode, ToolStyle};
@@ -23,7 +23,7 @@ use agensh_node::turn::Progress;
 use agensh_node::turn::Recovery;
 use agensh_process::{Shutdown, ShutdownTrigger};
 use agensh_protocol::rest::ModelUsage;
-use agensh_store::{SqliteStore, Store};
+use agensh_store::Store;
 use anyhow::{bail, Context, Result};
 use tokio::sync::mpsc;
 
@@ -581,7 +581,8 @@ pub async fn run_with(g: &Global, a: RunArgs, sidecar: Option<Sidecar>, print: b
     config.gateway.validate()?;
     crate::cmd::hub::upstream_keys_set(&config)?;
     let started = Instant::now();
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&state_dir(&dir).join(STORE_FILE))?);
+    let store: Arc<dyn Store> =
+        crate::cmd::hub::open_store(&state_dir(&dir), &config.hub.store).await?;
     let repo = state_dir(&dir).join(agensh_workspace::REPO_DIR);
     let ws = agensh_workspace::Workspace::open(&repo)?;
     let hub =
