@@ -195,6 +195,19 @@ fn an_agent_over_its_memory_limit_is_reported_as_killed_by_it_restarted_and_the_
         "the restarted agent went on after the allocation: {after}"
     );
 
+    // The hub's turn reports carry the count (the dashboard reads them).
+    let reports = tokio::runtime::Runtime::new().unwrap().block_on(async {
+        use agensh_store::Store;
+        let store = agensh_store::SqliteStore::open(&dir.join(".agensh/store.sqlite")).unwrap();
+        store.turns("w01", None, 10).await.unwrap()
+    });
+    let newest = reports.first().expect("a turn report at the hub");
+    assert_eq!(
+        (newest.memory_kills, newest.restarts >= 1),
+        (1, true),
+        "{newest:?}"
+    );
+
     // Nothing is left behind once the node has ended.
     assert_eq!(cgroup_dirs(&name), Vec::<PathBuf>::new());
 }

@@ -37,6 +37,7 @@ fn report(turn: u64) -> TurnReport {
         stop_reason: "end_turn".into(),
         last_action: "git push origin HEAD:w01/work".into(),
         restarts: 0,
+        memory_kills: turn % 2,
     }
 }
 

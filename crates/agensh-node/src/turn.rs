@@ -347,7 +347,7 @@ pub async fn run_worker(
             .unwrap_or_else(|| outcome.stop_reason.clone());
         // The hub's copy of the turn, for the dashboard: sent in the background, so the
         // next turn never waits for it; the turn log above stays the full record.
-        let turn_report = report_of(
+        let mut turn_report = report_of(
             summary.turns,
             started,
             &prompt,
@@ -356,6 +356,7 @@ pub async fn run_worker(
             &last_action,
             restarts,
         );
+        turn_report.memory_kills = summary.memory_kills;
         while reports.try_join_next().is_some() {}
         let (client, worker) = (hub.clone(), id.clone());
         reports.spawn(async move {
@@ -547,6 +548,8 @@ fn report_of(
         stop_reason: clip(&outcome.stop_reason, limits::STATUS_CHARS),
         last_action: clip(last_action, limits::LAST_ACTION_CHARS),
         restarts,
+        // The loop's count, set by the loop.
+        memory_kills: 0,
     }
 }
 

@@ -190,6 +190,10 @@ pub struct TurnReport {
     /// Restarts of the worker's agent so far, as its node counts them.
     #[serde(default)]
     pub restarts: u64,
+    /// Times so far its agent was killed by its memory limit (`run.worker_memory`; each
+    /// also a restart), as its node counts them.
+    #[serde(default)]
+    pub memory_kills: u64,
 }
 
 /// One tool call of a turn.

@@ -26,6 +26,7 @@ fn report(turn: u64, prompt: &str) -> TurnReport {
         stop_reason: "end_turn".into(),
         last_action: "claim".into(),
         restarts: 0,
+        memory_kills: 0,
     }
 }
 

@@ -496,6 +496,7 @@ fn schemas() -> Value {
                     "stop_reason",
                     "last_action",
                     "restarts",
+                    "memory_kills",
                 ],
                 json!({
                     "turn": json!({ "type": "integer", "format": "int64", "minimum": 1, "description": "the worker's turn number; a report sent again replaces the first" }),
@@ -510,6 +511,7 @@ fn schemas() -> Value {
                     "stop_reason": json!({ "type": "string", "maxLength": turn::STATUS_CHARS, "description": "`end_turn`, `max_tokens`, `cancelled`, …" }),
                     "last_action": json!({ "type": "string", "maxLength": turn::LAST_ACTION_CHARS, "description": "the last tool called, else the stop reason" }),
                     "restarts": json!({ "type": "integer", "format": "int64", "minimum": 0, "description": "restarts of the worker's agent so far" }),
+                    "memory_kills": json!({ "type": "integer", "format": "int64", "minimum": 0, "description": "times so far the worker's agent was killed by its memory limit (`run.worker_memory`; each also a restart)" }),
                 }),
             ),
         ),
@@ -1314,7 +1316,7 @@ fn operations() -> Vec<Op> {
         op("post", "/workers/{id}/turns", "reportTurn", "workers", "Report a finished turn (the worker's node)")
             .doc("The worker itself, or the admin. A node sends one per turn; a report of a turn already stored replaces it. Sizes over the limits are refused (`bad_turn`, `too_many_events`, `too_many_tool_calls`, `text_too_long`); controls in its texts, which come from agents, are stored escaped rather than refused. Takes bodies up to 1 MiB, or `hub.body_limit` when larger.")
             .param(param("WorkerIdPath"))
-            .body("TurnReport", json!({ "turn": 1, "started_at": 1796001791861_i64, "ended_at": 1796001851861_i64, "prompt": "You are worker w01 …", "events": [], "tool_calls": [{ "name": "claim", "title": "claim", "status": "completed" }, { "name": "execute", "title": "git push origin HEAD:w01/work", "status": "completed" }], "tool_calls_dropped": 0, "input_tokens": 12040, "output_tokens": 311, "stop_reason": "end_turn", "last_action": "claim", "restarts": 0 }))
+            .body("TurnReport", json!({ "turn": 1, "started_at": 1796001791861_i64, "ended_at": 1796001851861_i64, "prompt": "You are worker w01 …", "events": [], "tool_calls": [{ "name": "claim", "title": "claim", "status": "completed" }, { "name": "execute", "title": "git push origin HEAD:w01/work", "status": "completed" }], "tool_calls_dropped": 0, "input_tokens": 12040, "output_tokens": 311, "stop_reason": "end_turn", "last_action": "claim", "restarts": 0, "memory_kills": 0 }))
             .answers(201, "the report as stored", schema("TurnReport")),
         op("get", "/workers/{id}/turns", "workerTurns", "workers", "A worker's turns, newest first")
             .doc("The admin, or the worker itself. Page back with `before` (a turn number).")
