@@ -219,6 +219,9 @@ def systemd(agensh):
         text = (units / unit).read_text().splitlines()
         for line in lines:
             check(f"{unit}: {line}", line in text)
+    node = (units / "agensh-node@.service").read_text().splitlines()
+    check("agensh-node@.service: the cgroup tree stays writable (no ProtectControlGroups)",
+          not any(line.startswith("ProtectControlGroups=") for line in node))
     analyze = shutil.which("systemd-analyze")
     if not analyze:
         check("systemd-analyze is installed", False, "install systemd (scripts/deploy-check does as root)")
