@@ -746,6 +746,27 @@ async fn opening_a_current_store_again_changes_nothing() {
 }
 
 #[test]
+fn openers_of_an_old_store_at_once_each_on_its_own_connection_apply_each_migration_once() {
+    let (_dir, path) = unversioned(&[1, 2, 3, 4], 4);
+    let openers: Vec<_> = (0..4)
+        .map(|_| {
+            let path = path.clone();
+            std::thread::spawn(move || SqliteStore::open(&path).map(drop))
+        })
+        .collect();
+    for o in openers {
+        o.join().unwrap().expect("every opener opens the store");
+    }
+    let versions: Vec<u32> = recorded(&path).iter().map(|r| r.0).collect();
+    assert_eq!(
+        versions,
+        (1..=latest()).collect::<Vec<_>>(),
+        "each version once"
+    );
+    assert_eq!(schema_of_file(&path), new_store_schema());
+}
+
+#[test]
 fn status_of_a_store_at_an_older_version_lists_what_open_will_apply() {
     let (_dir, path) = store_at(3);
     let s = status(&path).unwrap();
