@@ -714,6 +714,7 @@ async fn measure(a: &Args, agensh: &Path, dir: &Path, scenario: &Path) -> Result
     // When the hub acknowledged each post (durable): what part of the way is the post's own.
     let acked: Arc<Mutex<HashMap<String, Instant>>> = Arc::new(Mutex::new(HashMap::new()));
     let progress = bar(posts as u64, "posts");
+    let store_before = store_timings(&hub.url).await;
     let t0 = Instant::now();
     let mut tasks = Vec::new();
     for k in 0..posts {
@@ -739,6 +740,8 @@ async fn measure(a: &Args, agensh: &Path, dir: &Path, scenario: &Path) -> Result
     for t in tasks {
         t.await??;
     }
+    let window = t0.elapsed();
+    let store_after = store_timings(&hub.url).await;
     progress.finish();
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
@@ -881,6 +884,7 @@ async fn measure(a: &Args, agensh: &Path, dir: &Path, scenario: &Path) -> Result
             "ack_to_page_p99_ms": dms(&after_ack, 99.0),
             "target_p99_ms": TARGET_POST_P99_MS,
         },
+        "store_writes": store_window(&store_before, &store_after, window),
         "cleanup": {
             "node_exit_on_sigterm_secs": node_stop.map(|d| (d.as_secs_f64() * 100.0).round() / 100.0),
             "processes_left": left.len(),
@@ -988,6 +992,20 @@ fn print_table(r: &Value) {
         p["ack_to_page_p50_ms"],
         p["ack_to_page_p99_ms"]
     );
+    let w = &r["store_writes"];
+    if !w.is_null() {
+        println!(
+            "    the store  while posting: {} writes/s in {} groups/s; waiting for the writer p50 ≤ {} ms, p99 ≤ {} ms; a group p50 ≤ {} ms, p99 ≤ {} ms; its commit p50 ≤ {} ms, p99 ≤ {} ms (bucket bounds)",
+            w["writes_per_sec"],
+            w["groups_per_sec"],
+            w["wait_p50_ms"],
+            w["wait_p99_ms"],
+            w["group_p50_ms"],
+            w["group_p99_ms"],
+            w["commit_p50_ms"],
+            w["commit_p99_ms"]
+        );
+    }
     println!(
         "cleanup        node exited {} after SIGTERM; processes left: {}",
         r["cleanup"]["node_exit_on_sigterm_secs"]
@@ -1000,6 +1018,18 @@ fn print_table(r: &Value) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_percentile_is_read_from_what_was_counted_between_two_readings() {
+        let inf = f64::INFINITY;
+        // Before: 100 writes, all ≤ 1 ms. After: 100 more, 98 ≤ 5 ms, 2 ≤ 500 ms.
+        let before = [(1.0, 100), (5.0, 100), (500.0, 100), (inf, 100)];
+        let after = [(1.0, 100), (5.0, 198), (500.0, 200), (inf, 200)];
+        assert_eq!(bucket_percentile(&before, &after, 50.0), Some(5.0));
+        assert_eq!(bucket_percentile(&before, &after, 98.0), Some(5.0));
+        assert_eq!(bucket_percentile(&before, &after, 99.0), Some(500.0));
+        assert_eq!(bucket_percentile(&after, &after, 99.0), None);
+    }
 
     #[test]
     fn the_scenario_parses_and_repeats() {
@@ -1020,4 +1050,97 @@ mod tests {
         assert_eq!(f["cursor"], 7);
         assert!(first_sse_frame(b"retry: 1000\n\nid: 7\nevent: frame\ndata: {").is_none());
     }
+}
+
+/// The hub's store timings from `/metrics`: each histogram's cumulative bucket counts by
+/// upper bound (ms; `f64::INFINITY` last), and the write and group counters.
+#[derive(Debug, Default, Clone)]
+struct StoreTimings {
+    histograms: HashMap<String, Vec<(f64, u64)>>,
+    writes: u64,
+    groups: u64,
+}
+
+async fn store_timings(hub: &str) -> StoreTimings {
+    let text = match reqwest::get(format!("{hub}/metrics")).await {
+        Ok(r) => r.text().await.unwrap_or_default(),
+        Err(_) => String::new(),
+    };
+    let mut t = StoreTimings::default();
+    for line in text.lines() {
+        let Some((key, value)) = line.rsplit_once(' ') else {
+            continue;
+        };
+        let Ok(v) = value.parse::<f64>() else {
+            continue;
+        };
+        if let Some((name, le)) = key
+            .strip_suffix("\"}")
+            .and_then(|k| k.split_once("_bucket{le=\""))
+        {
+            let le = if le == "+Inf" {
+                f64::INFINITY
+            } else {
+                le.parse::<f64>().unwrap_or(f64::INFINITY) * 1000.0
+            };
+            t.histograms
+                .entry(name.to_string())
+                .or_default()
+                .push((le, v as u64));
+        } else if key == "agensh_store_writes_total" {
+            t.writes = v as u64;
+        } else if key == "agensh_store_write_groups_total" {
+            t.groups = v as u64;
+        }
+    }
+    t
+}
+
+/// The upper bound of the bucket that holds the `q`th percentile of what was counted
+/// between two readings (`None` when nothing was).
+fn bucket_percentile(before: &[(f64, u64)], after: &[(f64, u64)], q: f64) -> Option<f64> {
+    let counts: Vec<(f64, u64)> = after
+        .iter()
+        .map(|(le, n)| {
+            let was = before.iter().find(|(b, _)| b == le).map_or(0, |(_, m)| *m);
+            (*le, n.saturating_sub(was))
+        })
+        .collect();
+    let total = counts.last()?.1;
+    if total == 0 {
+        return None;
+    }
+    let rank = (q / 100.0 * total as f64).ceil().max(1.0) as u64;
+    counts.iter().find(|(_, n)| *n >= rank).map(|(le, _)| *le)
+}
+
+/// What the store did while the records were posted (`null` when the hub shows no store
+/// timings).
+fn store_window(before: &StoreTimings, after: &StoreTimings, window: Duration) -> Value {
+    if after.histograms.is_empty() {
+        return Value::Null;
+    }
+    let secs = window.as_secs_f64().max(1e-9);
+    let pct = |name: &str, q: f64| {
+        let empty = Vec::new();
+        let b = before.histograms.get(name).unwrap_or(&empty);
+        let a = after.histograms.get(name).unwrap_or(&empty);
+        bucket_percentile(b, a, q).map_or(Value::Null, |v| {
+            if v.is_finite() {
+                json!(v)
+            } else {
+                json!("more")
+            }
+        })
+    };
+    json!({
+        "writes_per_sec": ((after.writes - before.writes) as f64 / secs).round(),
+        "groups_per_sec": ((after.groups - before.groups) as f64 / secs).round(),
+        "wait_p50_ms": pct("agensh_store_write_wait_seconds", 50.0),
+        "wait_p99_ms": pct("agensh_store_write_wait_seconds", 99.0),
+        "group_p50_ms": pct("agensh_store_write_group_seconds", 50.0),
+        "group_p99_ms": pct("agensh_store_write_group_seconds", 99.0),
+        "commit_p50_ms": pct("agensh_store_commit_seconds", 50.0),
+        "commit_p99_ms": pct("agensh_store_commit_seconds", 99.0),
+    })
 }
