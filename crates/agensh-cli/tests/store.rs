@@ -89,3 +89,23 @@ fn a_directory_without_a_store_says_how_to_make_one() {
         .unwrap()
         .contains("agensh init DIR"));
 }
+
+#[test]
+fn an_organization_on_postgresql_is_named_without_its_password() {
+    let (_tmp, dir) = new_org("x");
+    let out = agensh()
+        .args(["store", "version", dir.to_str().unwrap()])
+        .env(
+            "AGENSH_STORE",
+            "postgres://agensh:s3cret@db.internal:5432/org",
+        )
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(4));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("is PostgreSQL (database org on db.internal:5432 as agensh"),
+        "{err}"
+    );
+    assert!(!err.contains("s3cret"), "{err}");
+}

@@ -2,6 +2,7 @@
 //! what it recorded, and what this agensh applies when the hub next opens it.
 
 use agensh_domain::time::rfc3339;
+use agensh_domain::Error;
 use agensh_store::migrate::Status;
 use anyhow::{Context, Result};
 
@@ -12,6 +13,7 @@ pub async fn run(g: &Global, a: StoreArgs) -> Result<()> {
     match a.command {
         StoreCommand::Version { dir, json: as_json } => {
             let dir = g.org_dir(&dir);
+            refuse_postgres(&dir)?;
             let file = agensh_hub::state_dir(&dir).join(agensh_hub::STORE_FILE);
             let status = agensh_store::sqlite::migrate::status(&file)
                 .map_err(Local)
@@ -49,6 +51,28 @@ pub async fn run(g: &Global, a: StoreArgs) -> Result<()> {
             Ok(())
         }
     }
+}
+
+/// Refuses an organization whose store is PostgreSQL (`hub.store`, `AGENSH_STORE`): the file
+/// this command reads is not the one its hub uses.
+fn refuse_postgres(dir: &std::path::Path) -> Result<()> {
+    let store = if dir.join(crate::cmd::config::CONFIG_FILE).exists() {
+        crate::cmd::config::load(dir, &[])?.hub.store
+    } else {
+        std::env::var("AGENSH_STORE").unwrap_or_default()
+    };
+    if store.trim().is_empty() {
+        return Ok(());
+    }
+    Err(Local(Error::invalid(
+        "store_not_sqlite",
+        format!(
+            "the store of {} is PostgreSQL ({}, from hub.store or AGENSH_STORE): `agensh store version` reads the SQLite store only — the PostgreSQL store makes its tables when the hub opens it and records no schema version yet",
+            dir.display(),
+            agensh_store::postgres::redact(&store)
+        ),
+    ))
+    .into())
 }
 
 /// The lines that tell where a store stands.
