@@ -287,3 +287,69 @@ fn a_node_killed_with_kill_9_leaves_cgroups_its_next_start_removes() {
     );
     assert_eq!(cgroup_dirs(&name), Vec::<PathBuf>::new());
 }
+
+#[test]
+fn a_memory_limit_that_cannot_be_enforced_refuses_the_run_before_anything_starts() {
+    // An unprivileged user cannot create cgroups here; this test needs root to become one.
+    assert!(
+        agensh_process::resources::is_root(),
+        "this test needs root, to run agensh as an unprivileged user (nobody)"
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let as_nobody = |args: &[&str]| {
+        Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "env"])
+            .arg(format!("HOME={}", tmp.path().display()))
+            .arg(env!("CARGO_BIN_EXE_agensh"))
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("setpriv runs")
+    };
+    let dir = tmp.path().join("org");
+    let out = as_nobody(&["init", dir.to_str().unwrap(), "--goal", "x"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let path = dir.join("agensh.toml");
+    let toml = std::fs::read_to_string(&path)
+        .unwrap()
+        .replace("\nworker_memory = \"\"\n", "\nworker_memory = \"512MiB\"\n");
+    std::fs::write(&path, toml).unwrap();
+    let scenario = tmp.path().join("scenario.toml");
+    std::fs::write(&scenario, "[[step]]\naction = \"end_turn\"\n").unwrap();
+    std::fs::set_permissions(&scenario, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let out = as_nobody(&[
+        "run",
+        dir.to_str().unwrap(),
+        "--agent",
+        "script",
+        "--scenario",
+        scenario.to_str().unwrap(),
+        "--workers",
+        "1",
+        "--listen",
+        "127.0.0.1:0",
+    ]);
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(!out.status.success(), "{stdout}{stderr}");
+    assert!(
+        stderr.contains("run.worker_memory is 512 MiB, but cannot create cgroups")
+            && stderr.contains("Delegate=yes")
+            && stderr.contains("run.worker_memory = \"\""),
+        "{stderr}"
+    );
+    // Refused before the hub started: no dashboard link, no worker started.
+    assert!(
+        !format!("{stdout}{stderr}").contains("dashboard:"),
+        "{stdout}{stderr}"
+    );
+    assert!(!dir.join(".agensh/logs/w01").exists());
+}

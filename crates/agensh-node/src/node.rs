@@ -427,16 +427,33 @@ fn open_cgroups(plan: &NodePlan) -> Result<Option<agensh_process::cgroup::NodeCg
             Ok(Some(c))
         }
         Err(e) => match plan.limits.memory {
-            Some(m) => Err(Error::invalid(
-                "worker_memory_not_enforceable",
-                format!("run.worker_memory is {m}, but {e}; or set run.worker_memory = \"\" to run without a memory limit"),
-            )),
+            Some(m) => Err(memory_not_enforceable(m, &e)),
             None => {
                 tracing::warn!("workers' agents run without cgroups (no memory limit, run.worker_cpu_weight not applied): {e}");
                 Ok(None)
             }
         },
     }
+}
+
+/// Refuses a memory limit (`limits.memory`) this machine cannot enforce, before anything
+/// starts: the same refusal the node gives when it opens its cgroups, earlier. Without a
+/// memory limit there is nothing to refuse (the node says so once when it starts).
+pub fn check_worker_limits(limits: &WorkerLimits) -> Result<()> {
+    let Some(m) = limits.memory else {
+        return Ok(());
+    };
+    agensh_process::cgroup::check()
+        .map(|_| ())
+        .map_err(|e| memory_not_enforceable(m, &e))
+}
+
+/// The refusal of a memory limit `m` that cgroups cannot enforce here (`e`: why).
+fn memory_not_enforceable(m: MemorySize, e: &agensh_process::cgroup::Unavailable) -> Error {
+    Error::invalid(
+        "worker_memory_not_enforceable",
+        format!("run.worker_memory is {m}, but {e}; or set run.worker_memory = \"\" to run without a memory limit"),
+    )
 }
 
 /// The name of this node's cgroups: the same for the same organization and workers, so a

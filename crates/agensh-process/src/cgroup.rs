@@ -121,6 +121,38 @@ pub struct WorkerCgroup {
     limits: WorkerLimits,
 }
 
+/// Whether [`NodeCgroups::open`] can be expected to work here, without creating anything:
+/// a hierarchy with the memory controller holds this process's cgroup, and this process may
+/// write there. For a refusal before anything else starts; `open` still has the last word.
+pub fn check() -> Result<Version, Unavailable> {
+    if !cfg!(target_os = "linux") {
+        return Err(unavailable("cgroups are Linux's"));
+    }
+    let read = |p: &str| {
+        std::fs::read_to_string(p).map_err(|e| unavailable(format!("cannot read {p}: {e}")))
+    };
+    let mounts = parse_mountinfo(&read("/proc/self/mountinfo")?);
+    let own = parse_proc_cgroup(&read("/proc/self/cgroup")?);
+    let (version, dirs) = match find(&mounts, &own)? {
+        Found::V2 { base, .. } => (Version::V2, vec![base]),
+        Found::V1 { memory, cpu } => (Version::V1, std::iter::once(memory).chain(cpu).collect()),
+    };
+    for dir in dirs {
+        use std::os::unix::ffi::OsStrExt;
+        let path = std::ffi::CString::new(dir.as_os_str().as_bytes())
+            .map_err(|_| unavailable(format!("{} is not a usable path", dir.display())))?;
+        // SAFETY: access only reads the NUL-terminated path it is given.
+        if unsafe { libc::access(path.as_ptr(), libc::W_OK) } != 0 {
+            let e = io::Error::last_os_error();
+            return Err(unavailable(format!(
+                "cannot create cgroups in {}: {e}",
+                dir.display()
+            )));
+        }
+    }
+    Ok(version)
+}
+
 impl NodeCgroups {
     /// Finds where this process may create cgroups and makes `agensh-<name>/workers` there,
     /// its CPU share next to this process `agents` (how all agents together yield to the

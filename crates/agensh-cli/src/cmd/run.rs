@@ -556,6 +556,7 @@ pub async fn run_with(g: &Global, a: RunArgs, sidecar: Option<Sidecar>, print: b
     // Before anything is created: another run of this organization, a taken port, an
     // upstream's key not set.
     refuse_if_running(&dir)?;
+    agensh_node::node::check_worker_limits(&WorkerLimits::from_run(&config.run)?)?;
     crate::cmd::hub::upstream_keys_set(&config)?;
     let listen = hub_listen(&config.hub.listen, &listen_source)?;
     raise_open_file_limit();
