@@ -74,6 +74,7 @@ pub async fn open_store(state: &Path, configured: &str) -> Result<Arc<dyn Store>
         let file = state.join(STORE_FILE);
         agensh_store::open_store(&file.to_string_lossy())
             .await
+            .map_err(too_new_is_local)
             .with_context(|| format!("cannot open {}", file.display()))
     } else {
         let store = agensh_store::open_store(configured)
@@ -84,6 +85,15 @@ pub async fn open_store(state: &Path, configured: &str) -> Result<Arc<dyn Store>
             agensh_store::postgres::redact(configured)
         );
         Ok(store)
+    }
+}
+
+/// A store a newer agensh wrote is this machine's to fix (install that agensh): exit 4.
+fn too_new_is_local(e: agensh_domain::Error) -> anyhow::Error {
+    if e.code == agensh_store::migrate::TOO_NEW {
+        crate::output::Local(e).into()
+    } else {
+        e.into()
     }
 }
 
