@@ -112,6 +112,53 @@ async fn two_stores_on_one_database_each_see_every_commit_in_order_once() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listener_whose_connection_is_cut_reconnects_and_misses_nothing() {
+    let url = pg::database().await;
+    let a = PostgresStore::connect(&url).await.unwrap();
+    let b = PostgresStore::connect(&url).await.unwrap();
+    a.add_workers(1, NOW).await.unwrap();
+    let mut rx = b.subscribe();
+    a.post_message("w01", post("before"), NOW).await.unwrap();
+    let first = take(&mut rx, 1).await;
+    // Every other connection to the database is cut, b's listener among them.
+    let (client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let cut = client
+        .execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+             WHERE datname = current_database() AND pid <> pg_backend_pid()",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert!(cut >= 2, "cut {cut} connections");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Written while b's listener is away (a's pool opens new connections).
+    for i in 0..10 {
+        loop {
+            match a
+                .post_message("w01", post(&format!("after {i}")), NOW)
+                .await
+            {
+                Ok(_) => break,
+                Err(e) => {
+                    assert!(e.message.contains("store"), "{}", e.message);
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        }
+    }
+    let events = a.events_after(first[0], 100).await.unwrap();
+    assert_eq!(events.len(), 10);
+    let got = take(&mut rx, 10).await;
+    assert_eq!(got, events.iter().map(|e| e.seq).collect::<Vec<_>>());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(rx.try_recv().is_err(), "nothing twice");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_writer_has_its_own_events_published_when_it_returns_and_never_a_refused_ones() {
     let url = pg::database().await;
     let s = PostgresStore::connect(&url).await.unwrap();
