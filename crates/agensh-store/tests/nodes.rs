@@ -32,7 +32,11 @@ async fn nodes_get_the_same_workers_each_time_and_lose_them_when_revoked(s: Test
 
     s.add_node("node-b", 2, NOW).await.unwrap();
     let b = s.register_node("node-b", 2, NOW).await.unwrap();
-    assert_eq!(ids(&b), ["w04", "w05"], "another node's workers are not free");
+    assert_eq!(
+        ids(&b),
+        ["w04", "w05"],
+        "another node's workers are not free"
+    );
 
     let listed = s.list_nodes().await.unwrap();
     let names: Vec<(&str, usize, Vec<String>)> = listed
@@ -63,5 +67,8 @@ async fn nodes_get_the_same_workers_each_time_and_lose_them_when_revoked(s: Test
     assert_eq!(e.code, "unknown_node", "{}", e.message);
     // Its workers are free again: a new node gets them.
     s.add_node("node-c", 1, NOW).await.unwrap();
-    assert_eq!(ids(&s.register_node("node-c", 1, NOW).await.unwrap()), ["w01"]);
+    assert_eq!(
+        ids(&s.register_node("node-c", 1, NOW).await.unwrap()),
+        ["w01"]
+    );
 }
