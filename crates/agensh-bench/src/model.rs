@@ -326,6 +326,7 @@ async fn run_one(
         agensh: std::env::current_exe()?,
         agent_cpu: Default::default(),
         recovery: Default::default(),
+        remote: None,
     };
     let (stop, shutdown) = ShutdownTrigger::new();
     let (tx, mut rx) = mpsc::unbounded_channel();

@@ -84,6 +84,8 @@ pub enum Command {
     Hub(HubArgs),
     /// Add, list and inspect workers.
     Workers(WorkersArgs),
+    /// Nodes on other hosts (admin): issue a node token, list the nodes, revoke one.
+    Nodes(NodesArgs),
     /// The shared context board: post, read, grep, unfold, claims.
     Board(BoardArgs),
     /// Channels and direct messages.
@@ -145,6 +147,7 @@ impl Command {
             | Command::Store(_) => &["dir"],
             Command::Node(_) => &["dir", "hub", "token"],
             Command::Workers(_)
+            | Command::Nodes(_)
             | Command::Board(_)
             | Command::Msg(_)
             | Command::Events(_)
@@ -230,6 +233,41 @@ fn listen_value(listen: &Option<String>) -> Vec<FlagValue> {
 
 fn flag(key: &'static str, flag: &'static str, value: String) -> FlagValue {
     FlagValue { key, flag, value }
+}
+
+#[derive(Args, Debug)]
+pub struct NodesArgs {
+    #[command(subcommand)]
+    pub command: NodesCommand,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum NodesCommand {
+    /// Issue a node token (admin): prints the token, shown only this once. A node started
+    /// with it (`agensh node --hub URL --node-token T`) may register and run up to N
+    /// workers, and do nothing else.
+    Add {
+        /// The node's name: letters, digits, '-', '_' or '.', e.g. gpu-host-1.
+        name: String,
+        /// How many workers the node may run.
+        #[arg(long)]
+        workers: usize,
+        /// Print name, token and workers as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show every node: how many workers it may run, when it last registered, its workers.
+    List {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Revoke a node (admin): its token and the worker tokens it was given stop working;
+    /// prints the ids of its workers, which another node may take.
+    Revoke {
+        /// The node's name.
+        name: String,
+    },
 }
 
 #[derive(Args, Debug)]
@@ -769,6 +807,12 @@ pub struct NodeArgs {
     /// Workers this node runs.
     #[arg(long, default_value_t = 1)]
     pub workers: usize,
+    /// Run on another host than the hub's: register with this node token (from `agensh
+    /// nodes add`) at the hub named by --hub, clone and push over its git smart HTTP, and
+    /// keep checkouts, logs and state in --dir (this node's own directory). Without it,
+    /// the node uses the admin token and repository of the organization in --dir.
+    #[arg(long, env = "AGENSH_NODE_TOKEN", hide_env_values = true)]
+    pub node_token: Option<String>,
     /// Run these worker ids (default: the hub's first ones).
     #[arg(long = "id")]
     pub ids: Vec<String>,

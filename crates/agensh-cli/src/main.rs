@@ -77,6 +77,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Init(a) => cmd::init::run(&g, a).await,
         Command::Hub(a) => cmd::hub::run(&g, a).await,
         Command::Workers(a) => cmd::workers::run(&g, a).await,
+        Command::Nodes(a) => cmd::nodes::run(&g, a).await,
         Command::Board(a) => cmd::board::run(&g, a).await,
         Command::Msg(a) => cmd::msg::run(&g, a).await,
         Command::Events(a) => cmd::events::run(&g, a).await,

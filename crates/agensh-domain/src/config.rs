@@ -148,6 +148,9 @@ pub struct RunConfig {
     /// Seconds an agent may go without a sign of life in the middle of a turn before it is
     /// taken as hung and restarted (0: never).
     pub hang_timeout_secs: u64,
+    /// Most git network operations (clone, fetch, push) a node on another host than the
+    /// hub's runs at once; the others wait in line.
+    pub git_jobs: usize,
 }
 
 /// One entry of `run.agents`: these workers run this agent, on this model.
@@ -262,6 +265,7 @@ impl Default for RunConfig {
             max_restarts: 5,
             restart_backoff_secs: 5.0,
             hang_timeout_secs: 1800,
+            git_jobs: 8,
         }
     }
 }
@@ -500,6 +504,15 @@ impl Config {
                 "agensh.toml: run.idle_timeout_secs and every run.notices_minutes must be positive",
             ));
         }
+        if !(1..=256).contains(&self.run.git_jobs) {
+            return Err(Error::invalid(
+                "bad_config",
+                format!(
+                    "agensh.toml: run.git_jobs is {}; it must be between 1 and 256",
+                    self.run.git_jobs
+                ),
+            ));
+        }
         if self.run.max_restarts > 1_000 || !(0.0..=3600.0).contains(&self.run.restart_backoff_secs)
         {
             return Err(Error::invalid(
@@ -725,6 +738,9 @@ restart_backoff_secs = {restart_backoff}
 # An agent that shows no sign of life (no output, no step) for this many seconds in the
 # middle of a turn is taken as hung and restarted the same way (0: never).
 hang_timeout_secs = {hang_timeout}
+# A node on another host (`agensh node --node-token`): most git clones, fetches and pushes
+# at once; the others wait in line.
+git_jobs = {git_jobs}
 "#,
             seed = if self.organization.seed.is_empty() {
                 String::new()
@@ -796,6 +812,7 @@ hang_timeout_secs = {hang_timeout}
             max_restarts = self.run.max_restarts,
             restart_backoff = toml::Value::Float(self.run.restart_backoff_secs),
             hang_timeout = self.run.hang_timeout_secs,
+            git_jobs = self.run.git_jobs,
             notices = toml::Value::Array(
                 self.run
                     .notices_minutes

@@ -26,6 +26,7 @@ use agensh_client::retry::{self, HUB_RESTART_WINDOW};
 use agensh_domain::{Error, Result};
 use agensh_protocol::jsonrpc::{Id, Message, Response as RpcResponse};
 use agensh_workspace::checkout::work_branch;
+use agensh_workspace::git::NetworkJobs;
 use agensh_workspace::ship::commit_and_push;
 use axum::body::{Body, Bytes};
 use axum::extract::State;
@@ -58,12 +59,24 @@ struct Proxy {
     upstream: String,
     /// Workers by token.
     workers: HashMap<String, ProxiedWorker>,
+    /// `ship`'s commit and push wait for a slot here.
+    jobs: NetworkJobs,
 }
 
 impl McpProxy {
     /// Starts the proxy for `workers` in front of the hub at `hub_url`, on a free port of
     /// 127.0.0.1.
     pub async fn start(hub_url: &str, workers: Vec<ProxiedWorker>) -> Result<McpProxy> {
+        Self::start_with_jobs(hub_url, workers, NetworkJobs::unlimited()).await
+    }
+
+    /// [`McpProxy::start`], with `ship`'s commit and push waiting for a slot of `jobs` (the
+    /// node's git network operations).
+    pub async fn start_with_jobs(
+        hub_url: &str,
+        workers: Vec<ProxiedWorker>,
+        jobs: NetworkJobs,
+    ) -> Result<McpProxy> {
         let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0)))
             .await
             .map_err(|e| {
@@ -83,6 +96,7 @@ impl McpProxy {
                 .map_err(|e| Error::internal(format!("cannot build an HTTP client: {e}")))?,
             upstream: format!("{}/mcp", hub_url.trim_end_matches('/')),
             workers: workers.into_iter().map(|w| (w.token.clone(), w)).collect(),
+            jobs,
         });
         // One route table for every connection, not one rebuilt per connection.
         let app = Router::new()
@@ -198,7 +212,7 @@ async fn forward(
     let mut note = None;
     if method == Method::POST {
         if let Some(w) = worker_of(&p, &headers) {
-            match ship_prestep(&body, &w.id, &w.checkout).await {
+            match p.jobs.run(ship_prestep(&body, &w.id, &w.checkout)).await {
                 Prestep::Forward => {}
                 Prestep::Noted(n) => note = Some(n),
                 Prestep::Answer(answer) => {

@@ -12,6 +12,8 @@ use agensh_domain::time::unix_ms;
 use agensh_domain::worker::{WorkerProgress, WorkerStatus};
 use agensh_domain::{Error, Result};
 use agensh_process::Shutdown;
+use agensh_workspace::git::NetworkJobs;
+use agensh_workspace::remote::Remote;
 use agensh_workspace::{checkout, Workspace};
 use tokio::sync::mpsc;
 
@@ -167,6 +169,10 @@ pub struct NodePlan {
     /// How a worker recovers when its agent fails (`run.max_restarts`,
     /// `run.restart_backoff_secs`).
     pub recovery: Recovery,
+    /// A node on another host than the hub's: checkouts cloned and pushed over the hub's
+    /// smart HTTP (`org_dir` is then the node's own state directory). `None`: the hub's
+    /// bare repository is in `org_dir` and checkouts share its objects.
+    pub remote: Option<Remote>,
 }
 
 impl NodePlan {
@@ -229,8 +235,10 @@ pub async fn run_node(
     stop: Shutdown,
     progress: mpsc::UnboundedSender<(String, Progress)>,
 ) -> Result<NodeSummary> {
-    let repo = agensh_workspace_dir(&plan.org_dir);
-    let ws = Workspace::open(&repo)?;
+    let ws = match &plan.remote {
+        Some(_) => None,
+        None => Some(Workspace::open(&agensh_workspace_dir(&plan.org_dir))?),
+    };
     // One event pump and one status reporter for all the node's workers. A hub that
     // restarts is waited for (polls and reports go again on their own, a little later).
     let shared = Client::new(&plan.hub_url, "").retrying(NODE_HUB_WAIT);
@@ -239,7 +247,12 @@ pub async fn run_node(
         status: StatusReporter::start(shared.clone()),
     };
     // One MCP proxy for all the node's workers: `ship` commits and pushes in the checkout.
-    let proxy = McpProxy::start(
+    // A remote node's pushes wait for a slot of its git network operations too.
+    let jobs = plan
+        .remote
+        .as_ref()
+        .map_or_else(NetworkJobs::unlimited, |r| r.jobs.clone());
+    let proxy = McpProxy::start_with_jobs(
         &plan.hub_url,
         plan.workers
             .iter()
@@ -249,6 +262,7 @@ pub async fn run_node(
                 checkout: checkout::checkout_dir(&plan.org_dir, id),
             })
             .collect(),
+        jobs,
     )
     .await?;
     let mut set = tokio::task::JoinSet::new();
@@ -264,7 +278,11 @@ pub async fn run_node(
             }
         }
         let dir = checkout::checkout_dir(&plan.org_dir, id);
-        checkout::create(&ws, id, &dir).await?;
+        match (&plan.remote, &ws) {
+            (Some(remote), _) => remote.create(id, token, &dir).await?,
+            (None, Some(ws)) => checkout::create(ws, id, &dir).await?,
+            (None, None) => unreachable!("a local node opened its workspace"),
+        };
         // What any preset's agent writes for itself in its checkout stays out of its PRs.
         let excludes: Vec<&str> = agensh_domain::agents::PRESETS
             .iter()

@@ -68,6 +68,47 @@ fn clean(c: &mut Command) {
         .env("LC_ALL", "C");
 }
 
+/// At most so many git network operations (clone, fetch, push) at once; the others wait
+/// in the order they asked (tokio's semaphore is fair). A node with hundreds of workers
+/// puts every clone, fetch and push of its own through one, so they never start hundreds
+/// of git processes at once (`run.git_jobs`).
+#[derive(Debug, Clone)]
+pub struct NetworkJobs {
+    slots: std::sync::Arc<tokio::sync::Semaphore>,
+    limit: usize,
+}
+
+impl NetworkJobs {
+    /// At most `limit` (at least 1) at once.
+    pub fn new(limit: usize) -> Self {
+        let limit = limit.max(1);
+        NetworkJobs {
+            slots: std::sync::Arc::new(tokio::sync::Semaphore::new(limit)),
+            limit,
+        }
+    }
+
+    /// No limit (a bridge or a test that runs one operation at a time anyway).
+    pub fn unlimited() -> Self {
+        Self::new(tokio::sync::Semaphore::MAX_PERMITS)
+    }
+
+    /// How many may run at once.
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
+    /// Runs `job` when a slot is free, after those that asked before it.
+    pub async fn run<T>(&self, job: impl std::future::Future<Output = T>) -> T {
+        let _slot = self
+            .slots
+            .acquire()
+            .await
+            .expect("the semaphore is never closed");
+        job.await
+    }
+}
+
 /// What a finished git command printed.
 #[derive(Debug, Clone)]
 pub struct Output {

@@ -7,6 +7,7 @@
 //! of `main` (`merge`), enforcing who may push what (`hook`), and serving git's smart HTTP
 //! through `git http-backend` (`http`), keeping its objects packed (`pack`), and, in a
 //! worker's checkout, committing what is left and pushing it before a `ship` (`ship`).
+//! A node on another host clones and pushes over the hub's smart HTTP instead (`remote`).
 
 pub mod checkout;
 pub mod git;
@@ -14,6 +15,7 @@ pub mod hook;
 pub mod http;
 pub mod merge;
 pub mod pack;
+pub mod remote;
 pub mod seed;
 pub mod ship;
 

@@ -17,6 +17,7 @@ pub mod issue;
 pub mod mcp;
 pub mod model;
 pub mod msg;
+pub mod nodes;
 pub mod pr;
 pub mod run;
 pub mod store;

@@ -440,6 +440,7 @@ fn plan(
         agensh: std::env::current_exe()?,
         agent_cpu: config.run.agent_cpu,
         recovery: Recovery::from(&config.run),
+        remote: None,
     })
 }
 
@@ -707,6 +708,9 @@ async fn node_client(g: &Global) -> Result<agensh_client::Client> {
 }
 
 pub async fn node(g: &Global, a: NodeArgs) -> Result<()> {
+    if let Some(token) = a.node_token.clone().filter(|t| !t.trim().is_empty()) {
+        return remote_node(g, a, token.trim().to_string()).await;
+    }
     let config = load(&g.dir, &a.values())?;
     raise_open_file_limit();
     let admin = node_client(g).await?;
@@ -743,6 +747,12 @@ pub async fn node(g: &Global, a: NodeArgs) -> Result<()> {
         agent,
         groups,
     )?;
+    drive_node(plan, model_server).await
+}
+
+/// Runs a node's workers until the run ends or a signal stops it, printing each turn's
+/// end on stderr.
+async fn drive_node(plan: NodePlan, model_server: Option<ModelServer>) -> Result<()> {
     let stop = stop_on_signal()?;
     let (tx, rx) = mpsc::unbounded_channel();
     let node = tokio::spawn(run_node(plan, stop, tx));
@@ -764,6 +774,92 @@ pub async fn node(g: &Global, a: NodeArgs) -> Result<()> {
     }
     eprintln!("node done: {} turn(s)", summary.turns());
     Ok(())
+}
+
+/// `agensh node --hub URL --node-token T` (DESIGN §8): a node on another host than the
+/// hub's. It registers with its node token and runs the workers the hub gives it (the same
+/// ones every time it starts), with nothing of the hub's directory: checkouts are cloned
+/// and pushed over the hub's git smart HTTP (`agensh_workspace::remote`), and checkouts,
+/// agent homes, logs and token files live in `--dir`, the node's own state directory. A
+/// node killed and started again with the same token and directory resumes its workers:
+/// their checkouts, and their turn logs, which say which events their agents were shown.
+async fn remote_node(g: &Global, a: NodeArgs, token: String) -> Result<()> {
+    if !a.ids.is_empty() {
+        bail!(crate::output::Usage(
+            "--id does not go with --node-token: the hub gives a node its workers (the same ones each time it registers)".into()
+        ));
+    }
+    let Some(hub_url) = g.hub.clone().filter(|h| !h.trim().is_empty()) else {
+        bail!(crate::output::Usage(
+            "a node with --node-token needs the hub's address: give --hub URL (or set AGENSH_HUB)"
+                .into()
+        ));
+    };
+    let hub_url = hub_url.trim().trim_end_matches('/').to_string();
+    let dir = std::path::absolute(&g.dir)?;
+    std::fs::create_dir_all(&dir)
+        .with_context(|| format!("cannot create the node's directory {}", dir.display()))?;
+    raise_open_file_limit();
+    let node = Client::new(&hub_url, &token);
+    let registered = read_at_start(|| node.register_node(a.workers)).await?;
+    let config = remote_config(&dir, &registered.goal, &a.values())?;
+    let Prepared {
+        agent,
+        groups,
+        server: model_server,
+        ..
+    } = prepare_agent(&config, &dir, Workers::Given(a.workers), HubAt::Elsewhere).await?;
+    let ids: Vec<String> = registered.workers.iter().map(|w| w.id.clone()).collect();
+    let workers = registered
+        .workers
+        .into_iter()
+        .map(|w| (w.id, w.token))
+        .collect();
+    let mut plan = plan(
+        &config,
+        &dir,
+        &hub_url,
+        workers,
+        registered.organization_size,
+        agent,
+        groups,
+    )?;
+    plan.goal = registered.goal;
+    plan.remote = Some(agensh_workspace::remote::Remote::new(
+        &hub_url,
+        dir.join(".agensh").join("credentials"),
+        agensh_workspace::git::NetworkJobs::new(config.run.git_jobs),
+    ));
+    eprintln!(
+        "node {}: {} ({}) against {hub_url}, state in {}; Ctrl-C stops",
+        registered.node,
+        ids.join(", "),
+        plan.agent.describe(),
+        dir.display()
+    );
+    drive_node(plan, model_server).await
+}
+
+/// A remote node's configuration: its directory's `agensh.toml` when it has one (its
+/// `[run]` and `[model]`), else the defaults; flags and `AGENSH_*` over either. The goal
+/// comes from the hub.
+fn remote_config(
+    dir: &Path,
+    goal: &str,
+    flags: &[agensh_domain::config::FlagValue],
+) -> Result<Config> {
+    if dir.join(crate::cmd::config::CONFIG_FILE).exists() {
+        return load(dir, flags);
+    }
+    // A JSON string is a TOML basic string, but for DEL, which TOML wants escaped.
+    let goal = serde_json::to_string(goal)?.replace('\u{7f}', "\\u007F");
+    let env: BTreeMap<String, String> = std::env::vars()
+        .filter(|(k, _)| k.starts_with("AGENSH_"))
+        .collect();
+    let text = format!("[organization]\ngoal = {goal}\n");
+    Ok(Config::resolve(&text, &env, flags)
+        .map_err(crate::output::Local)?
+        .config)
 }
 
 /// Most recent changes the live view keeps for its compact form.

@@ -16,6 +16,7 @@ pub fn agensh() -> Command {
         .env_remove("AGENSH_HUB")
         .env_remove("AGENSH_DIR")
         .env_remove("AGENSH_LISTEN")
+        .env_remove("AGENSH_NODE_TOKEN")
         .stdin(Stdio::null());
     c
 }

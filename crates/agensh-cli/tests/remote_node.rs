@@ -1,0 +1,258 @@
+//! A node on another host (issue 17): `agensh hub` in one directory, `agensh node --hub URL
+//! --node-token T` in another that has nothing of the hub's, scripted workers cloning and
+//! pushing over the hub's git smart HTTP; the node killed with -9 in the middle of the run
+//! and started again resumes its workers without showing any event twice.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{agensh, wait_until, HubProcess};
+use serde_json::Value;
+
+const PARTS: usize = 8;
+
+/// An organization whose `main` has a test runner; the hub's side only.
+fn hub_org(tmp: &Path) -> PathBuf {
+    let src = tmp.join("src");
+    std::fs::create_dir_all(src.join("tests")).unwrap();
+    std::fs::write(src.join("README.md"), "Parts built by a remote node.\n").unwrap();
+    let dir = tmp.join("hub");
+    let out = agensh()
+        .args([
+            "init",
+            dir.to_str().unwrap(),
+            "--goal",
+            "implement parts p1..p8",
+        ])
+        .args(["--from", src.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    dir
+}
+
+/// Each worker takes a free part (a claim of 10 s, so one its agent lost in the kill lapses
+/// soon), writes it, pushes it with its own git, merges it and lets its claim go, a turn a
+/// part, until every part is merged; its second turn waits a little first, which is where
+/// the node is killed.
+fn scenario(tmp: &Path) -> PathBuf {
+    let parts: Vec<String> = (1..=PARTS).map(|p| format!("\"p{p}\"")).collect();
+    let turn = "[[step]]\naction = \"claim_free_part\"\nwait = true\nlease_secs = 10\n\
+                [[step]]\naction = \"write_part\"\n\
+                [[step]]\naction = \"commit_push\"\n[[step]]\naction = \"open_and_merge_pr\"\n\
+                [[step]]\naction = \"release\"\n[[step]]\naction = \"end_turn\"\n";
+    let text = format!(
+        "parts = [{}]\n[templates]\npart = \"def {{part}}():\\n    return '{{part}}'\\n\"\n\
+         test = \"assert True\\n\"\n{turn}[[step]]\naction = \"sleep\"\nms = 2500\n{}",
+        parts.join(", "),
+        turn.repeat(PARTS)
+    );
+    let path = tmp.join("scenario.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn start_node(node_dir: &Path, hub: &HubProcess, token: &str, s: &Path, hours: &str) -> Child {
+    agensh()
+        .current_dir(node_dir)
+        .args(["--hub", &hub.info.url, "--dir", node_dir.to_str().unwrap()])
+        .args(["node", "--workers", "4", "--agent", "script"])
+        .args(["--scenario", s.to_str().unwrap(), "--hours", hours])
+        .env("AGENSH_NODE_TOKEN", token)
+        .env("AGENSH_SCRIPT_LOG", node_dir.join("script.jsonl"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("agensh node starts")
+}
+
+fn turn_log(node_dir: &Path, worker: &str) -> Vec<Value> {
+    std::fs::read_to_string(
+        node_dir
+            .join(".agensh/logs")
+            .join(worker)
+            .join("turns.jsonl"),
+    )
+    .unwrap_or_default()
+    .lines()
+    .filter_map(|l| serde_json::from_str(l).ok())
+    .collect()
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+#[test]
+fn a_node_on_another_host_works_over_http_only_and_resumes_after_kill_9() {
+    let tmp = tempfile::tempdir().unwrap();
+    let hub_dir = hub_org(tmp.path());
+    let hub = HubProcess::start(&hub_dir);
+    let out = agensh()
+        .current_dir(&hub_dir)
+        .args(["nodes", "add", "host-b", "--workers", "4"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let token = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    assert!(token.starts_with("agn_"), "{token}");
+
+    // The node's own directory: a few [run] settings, nothing of the hub's.
+    let node_dir = tmp.path().join("node");
+    std::fs::create_dir_all(&node_dir).unwrap();
+    std::fs::write(
+        node_dir.join("agensh.toml"),
+        "[organization]\ngoal = \"set by the hub\"\n[run]\nstagger_secs = 0.0\nidle_timeout_secs = 3\nnotices_minutes = [0.001]\n",
+    )
+    .unwrap();
+    let s = scenario(tmp.path());
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let merged = || rt.block_on(hub.admin().stats()).unwrap().prs_merged;
+
+    let mut first = start_node(&node_dir, &hub, &token, &s, "1");
+    wait_until(Duration::from_secs(120), "half the parts merged", || {
+        merged() >= (PARTS / 2) as u64
+    });
+    // Some prompt of the second turns handed over: the kill lands in the middle of a turn.
+    wait_until(Duration::from_secs(60), "a second turn starts", || {
+        (1..=4).any(|i| {
+            turn_log(&node_dir, &format!("w{i:02}"))
+                .iter()
+                .filter(|t| t.get("carrying").is_some())
+                .count()
+                >= 2
+        })
+    });
+    first.kill().unwrap();
+    first.wait().unwrap();
+    let before = merged();
+    assert!(
+        before < PARTS as u64,
+        "the kill came after the end: {before}"
+    );
+
+    // Nothing of the hub's on this side, and no token where an agent's git shows it.
+    assert!(!node_dir.join(".agensh/workspace.git").exists());
+    assert!(
+        !hub_dir.join("workers").exists(),
+        "checkouts on the hub's side"
+    );
+    for i in 1..=4 {
+        let id = format!("w{i:02}");
+        let checkout = node_dir.join("workers").join(&id);
+        let origin = git(&checkout, &["remote", "get-url", "origin"]);
+        assert_eq!(origin, format!("{}/git/workspace.git", hub.info.url));
+        let remotes = git(&checkout, &["remote", "-v"]);
+        let config = std::fs::read_to_string(checkout.join(".git/config")).unwrap();
+        let file = node_dir.join(".agensh/credentials").join(&id);
+        let worker_token = std::fs::read_to_string(&file).unwrap();
+        assert!(worker_token.starts_with("agw_"));
+        assert!(!remotes.contains(&worker_token) && !config.contains(&worker_token));
+        assert!(!config.contains(&token) && !remotes.contains("agw_"));
+        let mode = std::fs::metadata(&file).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "{}", file.display());
+        assert_eq!(
+            git(&checkout, &["branch", "--show-current"]),
+            format!("{id}/work")
+        );
+    }
+
+    // Started again with the same token and directory: the same workers go on.
+    let again = start_node(&node_dir, &hub, &token, &s, "0.02");
+    let started = Instant::now();
+    let out = again.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "the node failed after {:?}: {}",
+        started.elapsed(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !stderr.contains(&token) && !stderr.contains("agw_"),
+        "a token in the node's output: {stderr}"
+    );
+    // Every part merged. A worker killed between its merge and the note of it in its
+    // script's progress merges its part's branch once more when it goes on: at least once,
+    // never lost.
+    let prs = rt
+        .block_on(hub.admin().list_prs(Some("merged"), None, Some(100)))
+        .unwrap();
+    let titles: Vec<&str> = prs.iter().map(|p| p.title.as_str()).collect();
+    assert!(prs.len() >= PARTS, "{titles:?}: {stderr}");
+
+    for i in 1..=4 {
+        let id = format!("w{i:02}");
+        let log = turn_log(&node_dir, &id);
+        assert!(
+            log.iter().any(|t| t["restarted"] == true),
+            "{id}'s restart is logged: {log:?}"
+        );
+        // No event is shown twice: every seq is carried by one prompt at most.
+        let mut seen = BTreeSet::new();
+        for seq in log
+            .iter()
+            .filter_map(|t| t["carrying"].as_array())
+            .flatten()
+            .filter_map(Value::as_i64)
+        {
+            assert!(
+                seen.insert(seq),
+                "{id} was shown event {seq} twice: {log:?}"
+            );
+        }
+    }
+
+    // main has every part, and the hub's repository is sound.
+    let repo = hub_dir.join(".agensh/workspace.git");
+    let files = git(
+        tmp.path(),
+        &[
+            "--git-dir",
+            repo.to_str().unwrap(),
+            "ls-tree",
+            "-r",
+            "--name-only",
+            "main",
+        ],
+    );
+    for p in 1..=PARTS {
+        assert!(
+            files.contains(&format!("parts/p{p}.py")),
+            "p{p}: {files}\nmerged: {titles:?}\nscript: {}",
+            std::fs::read_to_string(node_dir.join("script.jsonl")).unwrap_or_default()
+        );
+    }
+    git(
+        tmp.path(),
+        &["--git-dir", repo.to_str().unwrap(), "fsck", "--no-progress"],
+    );
+    // The workers are the node's, none made on the side.
+    let workers = rt.block_on(hub.admin().workers()).unwrap();
+    assert_eq!(workers.len(), 4);
+    let nodes = rt.block_on(hub.admin().nodes()).unwrap();
+    assert_eq!(nodes[0].assigned, ["w01", "w02", "w03", "w04"]);
+}
