@@ -264,6 +264,11 @@ pub fn render_store(out: &mut String, w: &agensh_store::write_stats::WriteStatsS
             "Time a group's commit took (the durable sync).",
             &w.commit,
         ),
+        (
+            "agensh_store_checkpoint_seconds",
+            "Time a checkpoint took to copy the WAL into the database file (beside the writer).",
+            &w.checkpoint,
+        ),
     ];
     for (name, help, h) in histograms {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");

@@ -88,6 +88,9 @@ pub struct WriteStats {
     /// The commit alone (for SQLite in WAL mode with `synchronous=FULL`: the WAL's fsync,
     /// and a checkpoint when one falls due).
     pub commit: Histogram,
+    /// A checkpoint that copied pages from the WAL into the database file (on a thread of
+    /// its own, beside the writer).
+    pub checkpoint: Histogram,
     /// Groups committed, and the jobs in them.
     pub groups: AtomicU64,
     pub jobs: AtomicU64,
@@ -99,6 +102,7 @@ pub struct WriteStatsSnapshot {
     pub wait: HistogramSnapshot,
     pub group: HistogramSnapshot,
     pub commit: HistogramSnapshot,
+    pub checkpoint: HistogramSnapshot,
     pub groups: u64,
     pub jobs: u64,
 }
@@ -110,6 +114,7 @@ impl WriteStats {
             wait: self.wait.snapshot(),
             group: self.group.snapshot(),
             commit: self.commit.snapshot(),
+            checkpoint: self.checkpoint.snapshot(),
             groups: self.groups.load(Ordering::Relaxed),
             jobs: self.jobs.load(Ordering::Relaxed),
         }

@@ -18,6 +18,13 @@ use tokio::sync::{broadcast, oneshot};
 
 use crate::write_stats::{WriteStats, WriteStatsSnapshot};
 
+/// How often the checkpointer copies what the WAL holds into the database file.
+const CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_millis(500);
+/// WAL pages past which the writer checkpoints itself (SQLite's own rule, at 1,000 by
+/// default): only a safety net, should the checkpointer fall behind by this much (64 MiB of
+/// 4 KiB pages).
+const WRITER_CHECKPOINT_PAGES: u32 = 16_384;
+
 /// Most jobs committed in one transaction.
 const MAX_GROUP: usize = 512;
 /// Most reads running at once, and so most reader connections (each has its own page
@@ -58,6 +65,8 @@ pub struct Db {
     reading: tokio::sync::Semaphore,
     path: std::path::PathBuf,
     stats: Arc<WriteStats>,
+    /// Dropped with the store, which stops the checkpointer.
+    _checkpointer: mpsc::Sender<()>,
 }
 
 pub(crate) fn sql_err(e: rusqlite::Error) -> Error {
@@ -93,9 +102,23 @@ impl Db {
     pub fn open(path: &Path, events: broadcast::Sender<Arc<Event>>) -> Result<Self> {
         let mut writer = open_conn(path)?;
         super::migrate::upgrade(&mut writer, super::migrate::MIGRATIONS)?;
+        // A commit that falls due for a checkpoint runs it before it returns, copying the
+        // WAL into the database and syncing that too: under load that held one commit, and
+        // every write queued behind it, for up to a second. A thread of its own checkpoints
+        // instead, without blocking the writer (PASSIVE).
+        writer
+            .pragma_update(None, "wal_autocheckpoint", WRITER_CHECKPOINT_PAGES)
+            .map_err(sql_err)?;
         let (tx, rx) = mpsc::channel::<Queued>();
         let stats = Arc::new(WriteStats::default());
         let counted = stats.clone();
+        let (stop, stopped) = mpsc::channel::<()>();
+        let checkpoints = open_conn(path)?;
+        let timed = stats.clone();
+        std::thread::Builder::new()
+            .name("agensh-store-checkpoint".into())
+            .spawn(move || checkpoint_loop(checkpoints, stopped, &timed))
+            .map_err(|e| Error::internal(format!("cannot start the store checkpointer: {e}")))?;
         std::thread::Builder::new()
             .name("agensh-store-writer".into())
             .spawn(move || writer_loop(writer, rx, events, &counted))
@@ -106,6 +129,7 @@ impl Db {
             reading: tokio::sync::Semaphore::new(MAX_READERS),
             path: path.to_path_buf(),
             stats,
+            _checkpointer: stop,
         })
     }
 
@@ -237,6 +261,30 @@ fn writer_loop(
         }
         for c in completions {
             c(commit.clone(), &bus);
+        }
+    }
+}
+
+/// Every [`CHECKPOINT_EVERY`] copies the WAL's committed pages into the database file
+/// without waiting for readers or the writer, until the store is dropped.
+fn checkpoint_loop(conn: Connection, stop: mpsc::Receiver<()>, stats: &WriteStats) {
+    loop {
+        let last = matches!(
+            stop.recv_timeout(CHECKPOINT_EVERY),
+            Err(mpsc::RecvTimeoutError::Disconnected) | Ok(())
+        );
+        let began = Instant::now();
+        let copied = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
+            Ok((r.get::<_, i64>(1)?, r.get::<_, i64>(2)?))
+        });
+        match copied {
+            // Nothing was waiting to be copied: not counted as a checkpoint.
+            Ok((log, done)) if log <= 0 || done <= 0 => {}
+            Ok(_) => stats.checkpoint.observe(began.elapsed()),
+            Err(e) => tracing::warn!("store: checkpoint failed: {e}"),
+        }
+        if last {
+            return;
         }
     }
 }
