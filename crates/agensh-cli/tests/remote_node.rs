@@ -256,3 +256,56 @@ fn a_node_on_another_host_works_over_http_only_and_resumes_after_kill_9() {
     let nodes = rt.block_on(hub.admin().nodes()).unwrap();
     assert_eq!(nodes[0].assigned, ["w01", "w02", "w03", "w04"]);
 }
+
+#[test]
+fn nodes_are_issued_listed_and_revoked_from_the_command_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let hub_dir = hub_org(tmp.path());
+    let hub = HubProcess::start(&hub_dir);
+    let run = |args: &[&str]| {
+        let out = agensh().current_dir(&hub_dir).args(args).output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).to_string(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    let (code, out, err) = run(&["nodes", "add", "gpu-1", "--workers", "2", "--json"]);
+    assert_eq!(code, Some(0), "{err}");
+    let issued: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(issued["name"], "gpu-1");
+    let token = issued["token"].as_str().unwrap().to_string();
+    let (code, _, err) = run(&["nodes", "add", "gpu-1", "--workers", "2"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("exists already"), "{err}");
+
+    // The node registers; the operator sees it and its workers, never its token.
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let node = agensh_client::Client::new(&hub.info.url, &token);
+    rt.block_on(node.register_node(2)).unwrap();
+    let (code, out, _) = run(&["nodes", "list"]);
+    assert_eq!(code, Some(0));
+    assert!(out.contains("gpu-1") && out.contains("w01,w02"), "{out}");
+    assert!(!out.contains(&token));
+    let (_, out, _) = run(&["nodes", "list", "--json"]);
+    let listed: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(listed[0]["assigned"], serde_json::json!(["w01", "w02"]));
+
+    let (code, out, err) = run(&["nodes", "revoke", "gpu-1"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(out.lines().collect::<Vec<_>>(), ["w01", "w02"]);
+    assert!(err.contains("no longer work"), "{err}");
+    let e = rt.block_on(node.register_node(2)).unwrap_err();
+    assert_eq!(e.code, "unauthorized");
+
+    // A node token without the hub's address is a usage error that says what to give.
+    let out = agensh()
+        .current_dir(tmp.path())
+        .args(["node", "--workers", "1", "--node-token", &token])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--hub URL"), "{err}");
+    assert!(!err.contains(&token), "{err}");
+}
