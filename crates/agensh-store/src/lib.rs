@@ -10,8 +10,8 @@ use std::sync::Arc;
 
 use agensh_domain::event::{Event, NewEvent};
 use agensh_domain::issue::{Issue, IssueComment, IssueState, NewIssue};
-use agensh_domain::node::{NewNode, NodeInfo};
 use agensh_domain::message::{Message, NewMessage};
+use agensh_domain::node::{NewNode, NodeInfo};
 use agensh_domain::pr::{Comment, NewPr, PrState, PullRequest, Review, Verdict};
 use agensh_domain::query::Query;
 use agensh_domain::record::{Appended, NewRecord, Record};
