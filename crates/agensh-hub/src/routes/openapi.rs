@@ -399,7 +399,7 @@ fn schemas() -> Value {
                     "workers": range(1, node::WORKERS_MAX, "how many workers the node may run"),
                     "assigned": json!({ "type": "array", "items": schema("WorkerId"), "description": "the workers it was given, in id order" }),
                     "created_at": ms("issued"),
-                    "registered_at": ms("its last registration; left out when it never registered"),
+                    "registered_at": json!({ "type": ["integer", "null"], "format": "int64", "description": "Unix ms: its last registration; null when it never registered" }),
                 }),
             ),
         ),
