@@ -311,6 +311,28 @@ fn completions_for_bash_zsh_and_fish_name_every_command() {
 }
 
 #[test]
+fn config_never_prints_a_store_urls_password() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    std::fs::write(
+        dir.join("agensh.toml"),
+        "[organization]\ngoal = \"g\"\n[hub]\nstore = \"postgres://agensh:hunter2@db:5432/org\"\n",
+    )
+    .unwrap();
+    for json in [false, true] {
+        let mut args = vec!["config"];
+        if json {
+            args.push("--json");
+        }
+        let out = agensh().current_dir(dir).args(&args).output().unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        let text = stdout(&out);
+        assert!(!text.contains("hunter2"), "the password is shown: {text}");
+        assert!(text.contains("postgres://agensh:***@db:5432/org"), "{text}");
+    }
+}
+
+#[test]
 fn config_says_where_each_value_came_from() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();

@@ -361,6 +361,22 @@ impl Default for HubConfig {
     }
 }
 
+/// `url` with its password replaced by `***` (`postgres://agensh:***@db/agensh`), for
+/// showing a store URL (`hub.store`) without its secret; anything else unchanged.
+pub fn redact_url_password(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let Some(at) = rest[..authority_end].rfind('@') else {
+        return url.to_string();
+    };
+    match rest[..at].split_once(':') {
+        Some((user, _password)) => format!("{scheme}://{user}:***{}", &rest[at..]),
+        None => url.to_string(),
+    }
+}
+
 /// `scheme://host[:port]` of a web origin, lower-cased, or why it is not one.
 pub fn web_origin(text: &str) -> std::result::Result<String, String> {
     let t = text.trim().to_ascii_lowercase();
@@ -976,6 +992,18 @@ pub struct Resolved {
     pub settings: Vec<Setting>,
 }
 
+impl Resolved {
+    /// Replaces what must not be shown in the settings (`agensh config` prints them): a
+    /// store URL's password. `config` keeps the real values.
+    pub fn redact_secrets(&mut self) {
+        for s in self.settings.iter_mut().filter(|s| s.key == "hub.store") {
+            if let toml::Value::String(url) = &s.value {
+                s.value = toml::Value::String(redact_url_password(url));
+            }
+        }
+    }
+}
+
 impl Config {
     /// The configuration from `agensh.toml`'s text, then the `AGENSH_*` variables of `env`
     /// ([`ENV_KEYS`]), then `flags`, each stronger than the one before; validated, with the
@@ -1112,6 +1140,32 @@ fn describe(source: &Source) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_store_url_is_shown_without_its_password() {
+        assert_eq!(
+            redact_url_password("postgres://agensh:s3cr@t@db:5432/agensh?sslmode=disable"),
+            "postgres://agensh:***@db:5432/agensh?sslmode=disable"
+        );
+        for same in [
+            "postgres://agensh@db/agensh",
+            "postgres://db/x@y",
+            "",
+            "not a url",
+        ] {
+            assert_eq!(redact_url_password(same), same);
+        }
+        let mut r = Config::resolve(
+            "[organization]\ngoal = \"x\"\n[hub]\nstore = \"postgres://a:pw@db/o\"\n",
+            &BTreeMap::new(),
+            &[],
+        )
+        .unwrap();
+        r.redact_secrets();
+        let shown = r.settings.iter().find(|s| s.key == "hub.store").unwrap();
+        assert_eq!(shown.value.as_str(), Some("postgres://a:***@db/o"));
+        assert_eq!(r.config.hub.store, "postgres://a:pw@db/o");
+    }
 
     #[test]
     fn agent_groups_parse_and_cover_ranges_and_lists() {

@@ -16,7 +16,8 @@ pub const CONFIG_FILE: &str = "agensh.toml";
 
 pub fn run(g: &Global, a: ConfigArgs) -> Result<()> {
     let path = g.dir.join(CONFIG_FILE);
-    let resolved = resolve(&g.dir, &a.flags.values())?;
+    let mut resolved = resolve(&g.dir, &a.flags.values())?;
+    resolved.redact_secrets();
     if a.json {
         json(&serde_json::json!({
             "file": path,
