@@ -995,7 +995,7 @@ fn print_table(r: &Value) {
     let w = &r["store_writes"];
     if !w.is_null() {
         println!(
-            "    the store  while posting: {} writes/s in {} groups/s; waiting for the writer p50 ≤ {} ms, p99 ≤ {} ms; a group p50 ≤ {} ms, p99 ≤ {} ms; its commit p50 ≤ {} ms, p99 ≤ {} ms (bucket bounds)",
+            "    the store  while posting: {} writes/s in {} groups/s; waiting for the writer p50 ≤ {} ms, p99 ≤ {} ms; a group p50 ≤ {} ms, p99 ≤ {} ms; its commit p50 ≤ {} ms, p99 ≤ {} ms; answering and publishing after it p99 ≤ {} ms (bucket bounds)",
             w["writes_per_sec"],
             w["groups_per_sec"],
             w["wait_p50_ms"],
@@ -1003,7 +1003,8 @@ fn print_table(r: &Value) {
             w["group_p50_ms"],
             w["group_p99_ms"],
             w["commit_p50_ms"],
-            w["commit_p99_ms"]
+            w["commit_p99_ms"],
+            w["publish_p99_ms"]
         );
     }
     println!(
@@ -1142,5 +1143,6 @@ fn store_window(before: &StoreTimings, after: &StoreTimings, window: Duration) -
         "group_p99_ms": pct("agensh_store_write_group_seconds", 99.0),
         "commit_p50_ms": pct("agensh_store_commit_seconds", 50.0),
         "commit_p99_ms": pct("agensh_store_commit_seconds", 99.0),
+        "publish_p99_ms": pct("agensh_store_publish_seconds", 99.0),
     })
 }

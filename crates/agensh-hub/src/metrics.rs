@@ -269,6 +269,11 @@ pub fn render_store(out: &mut String, w: &agensh_store::write_stats::WriteStatsS
             "Time a checkpoint took to copy the WAL into the database file (beside the writer).",
             &w.checkpoint,
         ),
+        (
+            "agensh_store_publish_seconds",
+            "Time after a group's commit spent answering its writes and publishing their events.",
+            &w.publish,
+        ),
     ];
     for (name, help, h) in histograms {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");

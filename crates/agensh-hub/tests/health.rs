@@ -53,6 +53,10 @@ async fn metrics_time_the_stores_writes() {
         count("agensh_store_commit_seconds_count"),
         count("agensh_store_write_groups_total")
     );
+    // Every group is answered and published after its commit.
+    assert!(
+        count("agensh_store_publish_seconds_count") >= count("agensh_store_write_groups_total") - 1
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

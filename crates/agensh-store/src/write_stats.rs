@@ -91,6 +91,9 @@ pub struct WriteStats {
     /// A checkpoint that copied pages from the WAL into the database file (on a thread of
     /// its own, beside the writer).
     pub checkpoint: Histogram,
+    /// After a group's commit, answering its callers and publishing its events (the writer
+    /// takes no new group meanwhile).
+    pub publish: Histogram,
     /// Groups committed, and the jobs in them.
     pub groups: AtomicU64,
     pub jobs: AtomicU64,
@@ -103,6 +106,7 @@ pub struct WriteStatsSnapshot {
     pub group: HistogramSnapshot,
     pub commit: HistogramSnapshot,
     pub checkpoint: HistogramSnapshot,
+    pub publish: HistogramSnapshot,
     pub groups: u64,
     pub jobs: u64,
 }
@@ -115,6 +119,7 @@ impl WriteStats {
             group: self.group.snapshot(),
             commit: self.commit.snapshot(),
             checkpoint: self.checkpoint.snapshot(),
+            publish: self.publish.snapshot(),
             groups: self.groups.load(Ordering::Relaxed),
             jobs: self.jobs.load(Ordering::Relaxed),
         }

@@ -262,6 +262,7 @@ fn writer_loop(
         for c in completions {
             c(commit.clone(), &bus);
         }
+        stats.publish.observe(done.elapsed());
     }
 }
 
