@@ -367,16 +367,7 @@ pub fn ack_many(conn: &Connection, acks: &[(String, Vec<i64>)]) -> Result<Vec<Re
         for &seq in fresh.iter().filter(|s| **s > moved) {
             insert.execute(params![worker, seq]).map_err(sql_err)?;
         }
-        if moved > c {
-            conn.prepare_cached("UPDATE workers SET event_cursor = ?2 WHERE id = ?1")
-                .and_then(|mut s| s.execute(params![worker, moved]))
-                .map_err(sql_err)?;
-            if stored.iter().any(|s| *s <= moved) {
-                conn.prepare_cached("DELETE FROM event_acks WHERE worker = ?1 AND seq <= ?2")
-                    .and_then(|mut s| s.execute(params![worker, moved]))
-                    .map_err(sql_err)?;
-            }
-        }
+        move_cursor(conn, worker, c, moved, stored.iter().any(|s| *s <= moved))?;
         if prefix_may_go_on && !above.whole() {
             // The capped reads ended inside the acknowledged prefix: follow it whole.
             advance_cursor(conn, worker, moved)?;
