@@ -247,6 +247,48 @@ pub async fn run(a: Args) -> Result<()> {
     Ok(())
 }
 
+/// What a run that stopped merging looks like, for whoever reads the tier's output: each
+/// worker's state, step and claims as the hub has them, and the last lines of the node's
+/// and the hub's logs.
+async fn stall_report(progress: &indicatif::ProgressBar, dir: &Path, hub: &Hub) {
+    let admin = Client::new(&hub.url, &hub.admin_token);
+    match admin.workers().await {
+        Ok(workers) => {
+            let now = agensh_domain::time::unix_ms(SystemTime::now());
+            for w in workers {
+                let claims: Vec<&str> = w.claims.iter().map(|r| r.text.as_str()).collect();
+                say(
+                    progress,
+                    format!(
+                        "  {} {:?}, step {:?}, last request {} s ago, claims {:?}",
+                        w.id,
+                        w.status,
+                        w.progress.map(|p| p.step),
+                        w.last_activity.map_or(-1, |t| (now - t) / 1000),
+                        claims
+                    ),
+                );
+            }
+        }
+        Err(e) => say(
+            progress,
+            format!("  the hub did not list its workers: {e:#}"),
+        ),
+    }
+    let Ok(entries) = std::fs::read_dir(dir.join(".agensh")) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.starts_with("bench-node-") || name == "bench-hub.log" {
+            say(
+                progress,
+                format!("  the end of {name}:\n{}", tail(&e.path(), 15)),
+            );
+        }
+    }
+}
+
 /// A free port on 127.0.0.1 (the hub keeps it across restarts).
 fn free_port() -> Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
@@ -422,6 +464,7 @@ async fn one_run(
                     s.limit.as_secs()
                 ),
             );
+            stall_report(&progress, dir, &hub).await;
             break None;
         }
         while plan.last().is_some_and(|(t, _)| *t <= started.elapsed()) {

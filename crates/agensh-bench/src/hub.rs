@@ -5,6 +5,9 @@
 //! 2. one channel post waking every worker's long-poll: time until the last returns;
 //! 3. grep latency over the whole history;
 //! 4. the hub's resident memory.
+//!
+//! On the SQLite store by default; `--store postgres://…` (an empty database) or
+//! `--postgres` (a throwaway server started here, `pg.rs`) run it on PostgreSQL.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -16,7 +19,7 @@ use agensh_client::Client;
 use agensh_domain::config::Config;
 use agensh_domain::message::NewMessage;
 use agensh_domain::record::{NewRecord, RecordKind};
-use agensh_store::{SqliteStore, Store};
+use agensh_store::Store;
 use anyhow::{anyhow, bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
@@ -52,6 +55,15 @@ pub struct Args {
     /// Print the results as JSON.
     #[arg(long)]
     json: bool,
+    /// Run the hub on this PostgreSQL database (postgres://USER:PASSWORD@HOST:PORT/DB,
+    /// empty: the benchmark seeds it) instead of the SQLite file.
+    #[arg(long, conflicts_with = "postgres")]
+    store: Option<String>,
+    /// Run the hub on a throwaway PostgreSQL server started for the benchmark (initdb from
+    /// /usr/lib/postgresql/*/bin or AGENSH_PG_BIN, a temporary directory, a free 127.0.0.1
+    /// port, fsync on), stopped and removed at the end.
+    #[arg(long)]
+    postgres: bool,
 }
 
 /// A deterministic generator, so every run searches the same history.
@@ -82,7 +94,7 @@ const SYLLABLES: [&str; 24] = [
 ];
 
 /// The benchmark's vocabulary: 5,000 distinct pseudo-words.
-fn vocabulary() -> Vec<String> {
+pub(crate) fn vocabulary() -> Vec<String> {
     let mut words = Vec::with_capacity(5_000);
     let mut seen = std::collections::HashSet::new();
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
@@ -127,8 +139,8 @@ pub fn bar(len: u64, what: &str) -> ProgressBar {
 }
 
 /// Fills the store with `records` records by `workers` authors, through the store API.
-async fn seed(
-    store: Arc<SqliteStore>,
+pub(crate) async fn seed(
+    store: Arc<dyn Store>,
     workers: &[String],
     records: usize,
     vocab: Arc<Vec<String>>,
@@ -187,13 +199,22 @@ impl Drop for HubProc {
 }
 
 pub(crate) fn start_hub(agensh: &Path, dir: &Path) -> Result<HubProc> {
-    let child = Command::new(agensh)
-        .args([
-            "hub",
-            dir.to_str().expect("utf-8 path"),
-            "--listen",
-            "127.0.0.1:0",
-        ])
+    start_hub_on(agensh, dir, None)
+}
+
+/// [`start_hub`] on the store `store` names (a PostgreSQL URL) rather than its SQLite file.
+fn start_hub_on(agensh: &Path, dir: &Path, store: Option<&str>) -> Result<HubProc> {
+    let mut command = Command::new(agensh);
+    command.args([
+        "hub",
+        dir.to_str().expect("utf-8 path"),
+        "--listen",
+        "127.0.0.1:0",
+    ]);
+    if let Some(url) = store {
+        command.args(["--store", url]);
+    }
+    let child = command
         .env("AGENSH_LOG", "warn")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -246,16 +267,63 @@ async fn waiting_polls(http: &reqwest::Client, url: &str) -> Result<u64> {
         .ok_or_else(|| anyhow!("no agensh_long_polls_waiting in /metrics"))
 }
 
+/// The store's writer over the append benchmark, from the hub's `/metrics`: writes per
+/// group, and the mean group and commit times in ms (when the store measures them).
+async fn writer_figures(http: &reqwest::Client, url: &str) -> Result<serde_json::Value> {
+    let text = http
+        .get(format!("{url}/metrics"))
+        .send()
+        .await?
+        .text()
+        .await?;
+    let value = |name: &str| -> Option<f64> {
+        text.lines()
+            .find(|l| l.split_whitespace().next() == Some(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+    };
+    let per = |a: Option<f64>, b: Option<f64>, scale: f64| match (a, b) {
+        (Some(a), Some(b)) if b > 0.0 => Some((a / b * scale * 100.0).round() / 100.0),
+        _ => None,
+    };
+    Ok(json!({
+        "writes_per_group": per(value("agensh_store_writes_total"), value("agensh_store_write_groups_total"), 1.0),
+        "group_mean_ms": per(value("agensh_store_write_group_seconds_sum"), value("agensh_store_write_group_seconds_count"), 1000.0),
+        "commit_mean_ms": per(value("agensh_store_commit_seconds_sum"), value("agensh_store_commit_seconds_count"), 1000.0),
+    }))
+}
+
 pub async fn run(a: Args) -> Result<()> {
     let agensh = crate::stats::agensh_binary(a.agensh.as_deref())?;
     let tmp = tempfile::tempdir()?;
     let dir = a.dir.clone().unwrap_or_else(|| tmp.path().join("org"));
     let vocab = Arc::new(vocabulary());
 
+    let server = if a.postgres {
+        eprintln!("starting a throwaway PostgreSQL server");
+        Some(crate::pg::PgServer::start()?)
+    } else {
+        None
+    };
+    let store_url = match &server {
+        Some(s) => Some(s.database("agensh_bench")?),
+        None => a.store.clone(),
+    };
+    if let Some(url) = &store_url {
+        if !agensh_store::is_postgres_url(url) {
+            bail!("--store takes a PostgreSQL URL, postgres://USER:PASSWORD@HOST:PORT/DATABASE (without it the benchmark runs on the SQLite file)");
+        }
+    }
     let store_path = agensh_hub::state_dir(&dir).join(agensh_hub::STORE_FILE);
+    let store_spec = store_url
+        .clone()
+        .unwrap_or_else(|| store_path.display().to_string());
     let marker = agensh_hub::state_dir(&dir).join("bench-seeded");
-    let seeded =
-        std::fs::read_to_string(&marker).ok() == Some(format!("{} {}", a.workers, a.records));
+    let mut sizes = format!("{} {}", a.workers, a.records);
+    if let Some(url) = &store_url {
+        sizes.push_str(&format!(" {url}"));
+    }
+    let seeded = std::fs::read_to_string(&marker).ok() == Some(sizes.clone());
     let seed_time = if seeded {
         eprintln!("reusing the seeded organization in {}", dir.display());
         None
@@ -276,7 +344,7 @@ pub async fn run(a: Args) -> Result<()> {
             ..Default::default()
         };
         std::fs::write(dir.join("agensh.toml"), config.template())?;
-        let store = Arc::new(SqliteStore::open(&store_path)?);
+        let store = agensh_store::open_store(&store_spec).await?;
         let workers: Vec<String> = store
             .add_workers(a.workers, now_ms())
             .await?
@@ -286,11 +354,11 @@ pub async fn run(a: Args) -> Result<()> {
         let started = Instant::now();
         seed(store.clone(), &workers, a.records, vocab.clone()).await?;
         drop(store);
-        std::fs::write(&marker, format!("{} {}", a.workers, a.records))?;
+        std::fs::write(&marker, sizes)?;
         Some(started.elapsed())
     };
 
-    let hub = start_hub(&agensh, &dir)?;
+    let hub = start_hub_on(&agensh, &dir, store_url.as_deref())?;
     let admin = Client::new(&hub.url, &hub.admin_token);
     let mut tokens = Vec::new();
     for w in admin.workers().await? {
@@ -344,8 +412,10 @@ pub async fn run(a: Args) -> Result<()> {
     let appends = done.load(Ordering::Relaxed);
     let appends_per_sec = appends as f64 / append_elapsed.as_secs_f64();
 
-    // 2. Wake: one channel post, every worker's long-poll waiting.
     let http = reqwest::Client::new();
+    let writer = writer_figures(&http, &hub.url).await?;
+
+    // 2. Wake: one channel post, every worker's long-poll waiting.
     let base = admin
         .notice("benchmark baseline", None, false, None)
         .await?;
@@ -439,13 +509,16 @@ pub async fn run(a: Args) -> Result<()> {
 
     let (rss, hwm) = memory_of(hub.child.id());
     let mib = |b: u64| (b as f64 / 1_048_576.0 * 10.0).round() / 10.0;
+    drop(hub);
+    drop(server);
     let result = json!({
+        "store": if store_url.is_some() { "postgresql" } else { "sqlite" },
         "workers": a.workers,
         "records": a.records,
         "seed_secs": seed_time.map(|d| d.as_secs_f64()),
         "appends": { "writers": writers, "count": appends, "per_sec": appends_per_sec.round(),
                      "p50_ms": ms(percentile(&append_lat, 50.0)), "p99_ms": ms(percentile(&append_lat, 99.0)),
-                     "target_per_sec": 5000 },
+                     "target_per_sec": 5000, "writer": writer },
         "wake": { "long_polls": clients.len(), "rounds": a.wake_rounds,
                   "last_returned_p50_ms": ms(percentile(&round_max, 50.0)),
                   "last_returned_p99_ms": ms(percentile(&round_max, 99.0)),
@@ -509,8 +582,10 @@ fn print_table(r: &serde_json::Value) {
     let gp = &r["grep"];
     let mem = &r["memory"];
     println!(
-        "hub benchmark: {} workers, {} records",
-        r["workers"], r["records"]
+        "hub benchmark ({}): {} workers, {} records",
+        r["store"].as_str().unwrap_or("sqlite"),
+        r["workers"],
+        r["records"]
     );
     println!(
         "appends     {} /s ({} writers, p50 {} ms, p99 {} ms)   target >= 5000/s: {}",
@@ -519,6 +594,11 @@ fn print_table(r: &serde_json::Value) {
         ap["p50_ms"],
         ap["p99_ms"],
         mark(ap["per_sec"].as_f64().unwrap_or(0.0) >= 5000.0)
+    );
+    let wr = &ap["writer"];
+    println!(
+        "  writer    {} writes per group, group {} ms, commit {} ms (means)",
+        wr["writes_per_group"], wr["group_mean_ms"], wr["commit_mean_ms"]
     );
     println!(
         "wake all    p50 {} ms, p99 {} ms until the last of {} returns (each: p50 {} ms, p99 {} ms)   target p99 <= 50 ms: {}",

@@ -90,7 +90,7 @@ fn parse_agent_cpu(s: &str) -> std::result::Result<AgentCpu, String> {
 /// The agents' scenario. With `turn_ms` 0 every turn ends at once (the agents cost
 /// nothing but their process); else each of the first `turns` turns first sleeps that
 /// long, so workers finishing a turn do not compete with the dispatch of the others.
-fn scenario(turn_ms: u64, turns: usize) -> String {
+pub(crate) fn scenario(turn_ms: u64, turns: usize) -> String {
     let mut s = String::from("# agensh-bench node\n");
     if turn_ms > 0 {
         for _ in 0..turns {
@@ -111,7 +111,7 @@ const FILES_FIXED: u64 = 256;
 
 const MIB: f64 = 1_048_576.0;
 
-fn mib(b: u64) -> f64 {
+pub(crate) fn mib(b: u64) -> f64 {
     (b as f64 / MIB * 100.0).round() / 100.0
 }
 
@@ -276,7 +276,7 @@ impl Drop for Proc {
 }
 
 /// (VmRSS, VmHWM) of a process, in bytes.
-fn memory_of(pid: u32) -> (u64, u64) {
+pub(crate) fn memory_of(pid: u32) -> (u64, u64) {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     (kib_field(&status, "VmRSS:"), kib_field(&status, "VmHWM:"))
 }
@@ -299,7 +299,7 @@ fn kib_field(text: &str, name: &str) -> u64 {
 /// CPU time a process's live threads have used so far, in nanoseconds from the
 /// scheduler (`/proc/<pid>/task/*/schedstat`), not in 10 ms clock ticks: an agent's share
 /// of one post is far below a tick.
-fn cpu_of(pid: u32) -> Duration {
+pub(crate) fn cpu_of(pid: u32) -> Duration {
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
         return Duration::ZERO;
     };
@@ -340,14 +340,14 @@ fn mem_available() -> u64 {
 // Turn logs
 
 /// One turn from `.agensh/logs/<id>/turns.jsonl`.
-struct Turn {
-    started: i64,
+pub(crate) struct Turn {
+    pub(crate) started: i64,
     /// (event seq, created_at) of the events the turn's prompt carried.
-    carried: Vec<(i64, i64)>,
+    pub(crate) carried: Vec<(i64, i64)>,
 }
 
 /// Reads the turn logs of many workers incrementally.
-struct TurnLogs {
+pub(crate) struct TurnLogs {
     logs: Vec<LogFile>,
 }
 
@@ -359,7 +359,7 @@ struct LogFile {
 }
 
 impl TurnLogs {
-    fn new(org: &Path, ids: &[String]) -> Self {
+    pub(crate) fn new(org: &Path, ids: &[String]) -> Self {
         TurnLogs {
             logs: ids
                 .iter()
@@ -374,7 +374,7 @@ impl TurnLogs {
     }
 
     /// Turns worker `i` logged since the last call.
-    fn read_new(&mut self, i: usize) -> Result<Vec<Turn>> {
+    pub(crate) fn read_new(&mut self, i: usize) -> Result<Vec<Turn>> {
         let log = &mut self.logs[i];
         let Ok(mut f) = std::fs::File::open(&log.path) else {
             return Ok(Vec::new());
@@ -439,7 +439,7 @@ pub(crate) fn agensh_cmd(agensh: &Path) -> Command {
 }
 
 /// A log for a process's output, appended to (a restarted process goes on in it).
-fn log_file(path: &Path) -> Result<std::fs::File> {
+pub(crate) fn log_file(path: &Path) -> Result<std::fs::File> {
     std::fs::OpenOptions::new()
         .create(true)
         .append(true)

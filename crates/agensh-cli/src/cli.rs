@@ -877,12 +877,41 @@ pub struct StoreArgs {
 #[derive(Subcommand, Debug)]
 pub enum StoreCommand {
     /// The store's schema version, the migrations it recorded, and those this agensh applies
-    /// when the hub next opens it; read without changing the store. Fails (4) when a newer
-    /// agensh wrote it.
+    /// when the hub next opens it; read without changing the store. The store is the one
+    /// `agensh hub` would open: --store, else AGENSH_STORE, else hub.store in agensh.toml, else
+    /// the organization's SQLite file. Fails (4) when a newer agensh wrote it, (3) when its
+    /// PostgreSQL server does not answer.
     Version {
         /// The organization directory (default: --dir, else the current directory).
         dir: Option<PathBuf>,
-        /// Print JSON: version, latest, unversioned, too_new, applied, pending.
+        /// A PostgreSQL store's URL, postgres://USER:PASSWORD@HOST:PORT/DATABASE (else
+        /// AGENSH_STORE, else hub.store in agensh.toml). Its password is never printed.
+        #[arg(long, value_name = "URL")]
+        store: Option<String>,
+        /// Print JSON: store, version, latest, unversioned, too_new, applied, pending.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Move an organization's whole store from its SQLite file into an empty PostgreSQL
+    /// database, numbers and all, in one transaction (a failure leaves the database as it
+    /// was). Stop the organization's hub first. Then start the hub with --store URL (or set
+    /// hub.store). Exit: 0 moved; 1 the database is not empty (nothing changed); 3 the
+    /// server does not answer; 4 no store there, its hub runs, a newer agensh wrote it, or
+    /// it holds a table this agensh does not know; 5 the move failed in PostgreSQL (nothing
+    /// changed).
+    Migrate {
+        /// The SQLite store: an organization directory or its .agensh/store.sqlite (default:
+        /// --dir, else the current directory).
+        #[arg(long, value_name = "DIR|FILE")]
+        from: Option<PathBuf>,
+        /// The PostgreSQL database, postgres://USER:PASSWORD@HOST:PORT/DATABASE: it must hold
+        /// no rows (a new one: createdb NAME). Its password is never printed.
+        #[arg(long, value_name = "URL")]
+        to: String,
+        /// Rows read and written at a time.
+        #[arg(long, default_value_t = 1000, value_name = "N")]
+        batch: usize,
+        /// Print JSON: from, to, schemas, rows per table, sequences, seconds.
         #[arg(long)]
         json: bool,
     },

@@ -30,7 +30,7 @@ pub enum Exit {
     Refused = 1,
     /// Bad usage: an unknown command, flag or value, or a flag this command does not use.
     Usage = 2,
-    /// The hub could not be reached.
+    /// The hub (or the store's PostgreSQL server) could not be reached.
     Unreachable = 3,
     /// A local failure: agensh.toml or a setting, a file, git, a child process.
     Local = 4,
@@ -44,7 +44,7 @@ Exit codes:
   0  success
   1  the hub refused the request (or agensh checked the same rule before sending it)
   2  bad usage: an unknown command, flag or value, or a flag this command does not use
-  3  the hub could not be reached
+  3  the hub (or the store's PostgreSQL server) could not be reached
   4  a local failure: agensh.toml or a setting, a file, git, a child process (agensh run: every worker failed)
   5  something failed inside the hub, or its answer was not understood
 
@@ -132,7 +132,7 @@ pub fn failure(e: &anyhow::Error) -> Failure {
         (Exit::Local, d.code.clone())
     } else if let Some(d) = e.downcast_ref::<agensh_domain::Error>() {
         let exit = match (d.kind, d.code.as_str()) {
-            (_, "unreachable") => Exit::Unreachable,
+            (_, "unreachable" | "store_unreachable") => Exit::Unreachable,
             (ErrorKind::Internal, _) => Exit::Internal,
             _ => Exit::Refused,
         };
@@ -252,6 +252,10 @@ mod tests {
         assert_eq!(of(Error::forbidden("admin_only", "no")).exit, Exit::Refused);
         assert_eq!(
             of(Error::new(ErrorKind::Internal, "unreachable", "down")).exit,
+            Exit::Unreachable
+        );
+        assert_eq!(
+            of(Error::new(ErrorKind::Internal, "store_unreachable", "down")).exit,
             Exit::Unreachable
         );
         assert_eq!(of(Error::internal("broke")).exit, Exit::Internal);

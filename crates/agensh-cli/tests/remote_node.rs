@@ -257,6 +257,131 @@ fn a_node_on_another_host_works_over_http_only_and_resumes_after_kill_9() {
     assert_eq!(nodes[0].assigned, ["w01", "w02", "w03", "w04"]);
 }
 
+/// The line of a launch prompt that gives the run's end.
+fn end_line(prompt: &str) -> String {
+    prompt
+        .lines()
+        .find(|l| l.contains("The run ends at"))
+        .unwrap_or_else(|| panic!("no end in the launch prompt:\n{prompt}"))
+        .to_string()
+}
+
+/// What a node on the hub's host takes from the organization's agensh.toml and its run —
+/// the task pack, the run's end, the deadline notices — a node on another host gets from
+/// the hub: its own agensh.toml names none of them, its workers' prompts carry the pack,
+/// they are told the end is near when the organization says, and they stop at the run's
+/// end, which a node killed and started again keeps (it is the hub's clock, not the
+/// node's start plus its own `run.hours`).
+#[test]
+fn a_node_on_another_host_gets_the_task_pack_and_the_runs_end_from_the_hub() {
+    let tmp = tempfile::tempdir().unwrap();
+    let hub_dir = hub_org(tmp.path());
+    std::fs::write(
+        hub_dir.join("pack.md"),
+        "PACK-7f3e: every part carries a docstring.\n",
+    )
+    .unwrap();
+    let toml = std::fs::read_to_string(hub_dir.join("agensh.toml")).unwrap();
+    let toml = toml
+        .replacen(
+            "goal = \"implement parts p1..p8\"",
+            "goal = \"implement parts p1..p8\"\npack = [\"pack.md\"]",
+            1,
+        )
+        .replacen("hours = 6.0", "hours = 0.01", 1)
+        .replacen(
+            "notices_minutes = [45.0, 5.0]",
+            "notices_minutes = [0.3]",
+            1,
+        );
+    assert!(toml.contains("pack.md") && toml.contains("hours = 0.01") && toml.contains("[0.3]"));
+    std::fs::write(hub_dir.join("agensh.toml"), toml).unwrap();
+    // The run lasts 36 s from the hub's start; its notice comes 18 s before the end.
+    let hub_started = Instant::now();
+    let hub = HubProcess::start(&hub_dir);
+    let out = agensh()
+        .current_dir(&hub_dir)
+        .args(["nodes", "add", "host-c", "--workers", "1"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let token = String::from_utf8(out.stdout).unwrap().trim().to_string();
+
+    // The node's own directory says nothing of a pack, an end or notices.
+    let node_dir = tmp.path().join("node");
+    std::fs::create_dir_all(&node_dir).unwrap();
+    std::fs::write(
+        node_dir.join("agensh.toml"),
+        "[organization]\ngoal = \"set by the hub\"\n[run]\nstagger_secs = 0.0\nidle_timeout_secs = 600\n",
+    )
+    .unwrap();
+    let s = tmp.path().join("idle.toml");
+    std::fs::write(&s, "parts = []\n[[step]]\naction = \"end_turn\"\n").unwrap();
+    let start = || {
+        agensh()
+            .current_dir(&node_dir)
+            .args(["--hub", &hub.info.url, "--dir", node_dir.to_str().unwrap()])
+            .args(["node", "--workers", "1", "--agent", "script"])
+            .args(["--scenario", s.to_str().unwrap()])
+            .env("AGENSH_NODE_TOKEN", &token)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("agensh node starts")
+    };
+    let launch = node_dir.join(".agensh/logs/w01/launch-prompt.md");
+    let mut first = start();
+    wait_until(Duration::from_secs(30), "the first turn", || {
+        turn_log(&node_dir, "w01")
+            .iter()
+            .any(|t| t.get("stop_reason").is_some())
+    });
+    let prompt = std::fs::read_to_string(&launch).unwrap();
+    assert!(prompt.contains("PACK-7f3e"), "no task pack:\n{prompt}");
+    let end = end_line(&prompt);
+    first.kill().unwrap();
+    first.wait().unwrap();
+    assert!(
+        hub_started.elapsed() < Duration::from_secs(16),
+        "the node took too long to start for the notice to come after its restart"
+    );
+
+    // Killed and started again: the same end, the pack again; it stops at the run's end.
+    let again = start();
+    let out = again.wait_with_output().unwrap();
+    let ended = hub_started.elapsed();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let prompt = std::fs::read_to_string(&launch).unwrap();
+    assert!(
+        prompt.contains("PACK-7f3e"),
+        "no task pack after the restart:\n{prompt}"
+    );
+    assert_eq!(
+        end_line(&prompt),
+        end,
+        "the run's end moved with the restart"
+    );
+    assert!(
+        ended >= Duration::from_secs(34) && ended < Duration::from_secs(90),
+        "the node stopped {ended:?} after the hub started, not at the run's end (36 s): {stderr}"
+    );
+    let log = turn_log(&node_dir, "w01");
+    let notices: Vec<&Value> = log
+        .iter()
+        .filter(|t| {
+            t["prompt"]
+                .as_str()
+                .is_some_and(|p| p.contains("Time check, worker w01"))
+        })
+        .collect();
+    assert_eq!(notices.len(), 1, "one deadline notice: {log:?}");
+}
+
 #[test]
 fn nodes_are_issued_listed_and_revoked_from_the_command_line() {
     let tmp = tempfile::tempdir().unwrap();

@@ -362,19 +362,36 @@ impl Default for HubConfig {
 }
 
 /// `url` with its password replaced by `***` (`postgres://agensh:***@db/agensh`), for
-/// showing a store URL (`hub.store`) without its secret; anything else unchanged.
+/// showing a store URL (`hub.store`) without its secret — the password of the user part and
+/// a `password=` query parameter (`?password=***`); anything else unchanged.
 pub fn redact_url_password(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_string();
     };
     let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let Some(at) = rest[..authority_end].rfind('@') else {
-        return url.to_string();
+    let (authority, tail) = rest.split_at(authority_end);
+    let authority = match authority.rfind('@') {
+        Some(at) => match authority[..at].split_once(':') {
+            Some((user, _password)) => format!("{user}:***{}", &authority[at..]),
+            None => authority.to_string(),
+        },
+        None => authority.to_string(),
     };
-    match rest[..at].split_once(':') {
-        Some((user, _password)) => format!("{scheme}://{user}:***{}", &rest[at..]),
-        None => url.to_string(),
-    }
+    let tail = match tail.split_once('?') {
+        Some((path, query)) => {
+            let (query, fragment) = query.split_at(query.find('#').unwrap_or(query.len()));
+            let params: Vec<String> = query
+                .split('&')
+                .map(|p| match p.split_once('=') {
+                    Some((k, _)) if k.eq_ignore_ascii_case("password") => format!("{k}=***"),
+                    _ => p.to_string(),
+                })
+                .collect();
+            format!("{path}?{}{fragment}", params.join("&"))
+        }
+        None => tail.to_string(),
+    };
+    format!("{scheme}://{authority}{tail}")
 }
 
 /// `scheme://host[:port]` of a web origin, lower-cased, or why it is not one.
@@ -1147,8 +1164,13 @@ mod tests {
             redact_url_password("postgres://agensh:s3cr@t@db:5432/agensh?sslmode=disable"),
             "postgres://agensh:***@db:5432/agensh?sslmode=disable"
         );
+        assert_eq!(
+            redact_url_password("postgres://agensh@db/agensh?sslmode=disable&password=s3cret#x"),
+            "postgres://agensh@db/agensh?sslmode=disable&password=***#x"
+        );
         for same in [
             "postgres://agensh@db/agensh",
+            "postgres://agensh@db/agensh?sslmode=disable",
             "postgres://db/x@y",
             "",
             "not a url",

@@ -35,8 +35,10 @@ pub struct NodeInfo {
 }
 
 /// What a node's registration gives it: its workers (the same ones on every
-/// registration), each with its own token.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// registration), each with its own token, and what a node on the hub's host takes from the
+/// organization's `agensh.toml` and the run: the goal, the task pack, the run's end and
+/// when before it workers are told.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Registered {
     pub node: String,
     pub workers: Vec<NewWorker>,
@@ -44,6 +46,18 @@ pub struct Registered {
     pub goal: String,
     /// How many workers the whole organization has (the prompt says so).
     pub organization_size: usize,
+    /// The task pack's fragments (`organization.pack`, read by the hub), appended to every
+    /// worker's prompt in order.
+    #[serde(default)]
+    pub pack: Vec<String>,
+    /// Unix ms the run ends (the hub's run clock: the same on every registration, so a
+    /// node started again keeps the run's end); none: no deadline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ends_at: Option<i64>,
+    /// Minutes before the end at which each worker gets a deadline notice
+    /// (`run.notices_minutes` of the organization).
+    #[serde(default)]
+    pub notices_minutes: Vec<f64>,
 }
 
 /// A node name: 1 to [`NAME_MAX`] characters of ASCII letters, digits, `-`, `_` and `.`,

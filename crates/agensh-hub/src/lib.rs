@@ -81,6 +81,18 @@ impl RunningHub {
     pub fn store(&self) -> Arc<dyn Store> {
         self.state.store.clone()
     }
+
+    /// The run's clock: the dashboard's time left, and the end a node on another host is
+    /// given when it registers (`PUT /api/v1/run` sets the same).
+    pub fn set_run_clock(&self, clock: agensh_protocol::dashboard::RunClock) {
+        *self.state.dashboard.run.lock().expect("run lock") = Some(clock);
+    }
+
+    /// The task pack's fragments (`organization.pack`, read from the organization's
+    /// directory), given to nodes on other hosts when they register.
+    pub fn set_pack(&self, pack: Vec<String>) {
+        *self.state.pack.write().expect("pack lock") = pack;
+    }
 }
 
 /// Starts a hub on `listen` over `store` with `config`, without a git workspace.
@@ -164,7 +176,6 @@ pub async fn start_with_clock(
             agents: Mutex::new(HashMap::new()),
             metrics: Metrics::default(),
             merging: Mutex::new(std::collections::HashSet::new()),
-            gate_queue: tokio::sync::Mutex::new(()),
             shutdown: shutdown.clone(),
             clock,
             gateway,
@@ -174,6 +185,7 @@ pub async fn start_with_clock(
             git_slots,
             background: state::Background::default(),
             dashboard: dashboard::Dashboard::new(&admin_token, addr.to_string()),
+            pack: RwLock::new(Vec::new()),
         }),
     };
     // One route table shared by every connection (a clone is a reference count): with
@@ -332,6 +344,9 @@ async fn metrics_text(State(s): State<AppState>) -> Response {
     let mut body = s.metrics.render(workers, metrics::resident_bytes());
     if let Some(w) = s.store.write_stats() {
         metrics::render_store(&mut body, &w);
+    }
+    if let Some(ws) = &s.workspace {
+        metrics::render_main_moves(&mut body, ws.main_moves());
     }
     ([("content-type", "text/plain; version=0.0.4")], body).into_response()
 }

@@ -246,6 +246,14 @@ impl Metrics {
     }
 }
 
+/// Appends how often merges moved `main` (a batch of the merge queue moves it once).
+pub fn render_main_moves(out: &mut String, moves: u64) {
+    let _ = writeln!(
+        out,
+        "# HELP agensh_main_moves_total Moves of main by merges (one per batch of the merge queue).\n# TYPE agensh_main_moves_total counter\nagensh_main_moves_total {moves}"
+    );
+}
+
 /// The store's write timings as Prometheus histograms (seconds) and counters.
 pub fn render_store(out: &mut String, w: &agensh_store::write_stats::WriteStatsSnapshot) {
     let histograms = [

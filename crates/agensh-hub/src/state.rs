@@ -37,8 +37,6 @@ pub struct Inner {
     pub metrics: Metrics,
     /// Pull requests being merged right now (one merge per PR at a time).
     pub merging: Mutex<std::collections::HashSet<i64>>,
-    /// Merges with a gate take turns through this lock.
-    pub gate_queue: tokio::sync::Mutex<()>,
     /// Fires when the hub is shutting down; long-polls return at once.
     pub shutdown: Shutdown,
     /// Where every timestamp, lease and expiry check of the hub reads the time.
@@ -60,6 +58,9 @@ pub struct Inner {
     pub background: Background,
     /// The dashboard's sessions, live feed and the figures only it shows.
     pub dashboard: crate::dashboard::Dashboard,
+    /// The task pack's fragments (`organization.pack`), read by whoever started the hub
+    /// (`RunningHub::set_pack`) and given to nodes on other hosts when they register.
+    pub pack: RwLock<Vec<String>>,
 }
 
 /// Background work a hub waits for when it shuts down.

@@ -314,6 +314,8 @@ async fn thirty_two_concurrent_merges_of_disjoint_prs_all_land() {
     const N: usize = 32;
     let org = Org::start(N, config()).await;
     let main_before = org.main().await;
+    let reflog = ["reflog", "show", "--format=%H", "refs/heads/main"];
+    let moves_before = org.bare_git(&reflog).await.lines().count();
     let ids = org.ids();
 
     // Preparation, concurrently: a checkout, a commit and a push per worker.
@@ -400,6 +402,19 @@ async fn thirty_two_concurrent_merges_of_disjoint_prs_all_land() {
         "32 merges in a line on the first `main`"
     );
     assert_eq!(first_parents.last(), Some(&main_before));
+    // The merge queue merged them in batches: fewer moves of main than merges.
+    let moves = org.bare_git(&reflog).await.lines().count() - moves_before;
+    assert!(moves < N, "{moves} moves of main for {N} merges");
+    let metrics = reqwest::get(format!("{}/metrics", org.hub.url))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains(&format!("\nagensh_main_moves_total {moves}\n")),
+        "{metrics}"
+    );
 
     let prs = org
         .client("w01")

@@ -23,6 +23,7 @@ use tokio::sync::broadcast;
 pub mod migrate;
 pub mod postgres;
 pub mod sqlite;
+pub mod transfer;
 pub mod write_stats;
 
 pub use agensh_protocol::rest::{ModelRequest, ModelUsage, QueueState, Stats, Unfolded};
@@ -189,15 +190,17 @@ pub trait Store: Send + Sync + 'static {
     /// `worker`'s unacknowledged events with `seq > after`, oldest first.
     async fn pending_events(&self, worker: &str, after: i64, limit: usize) -> Result<Vec<Event>>;
     /// [`Store::pending_events`] for many workers, `(worker, after)` each, answered in the
-    /// same order (a node polls for all its idle workers at once).
+    /// same order (a node polls for all its idle workers at once). An event read once is
+    /// shared by every worker it is for, not copied: a broadcast is in all their answers.
     async fn pending_events_many(
         &self,
         queries: Vec<(String, i64)>,
         limit: usize,
-    ) -> Result<Vec<Vec<Event>>> {
+    ) -> Result<Vec<Vec<Arc<Event>>>> {
         let mut out = Vec::with_capacity(queries.len());
         for (worker, after) in queries {
-            out.push(self.pending_events(&worker, after, limit).await?);
+            let events = self.pending_events(&worker, after, limit).await?;
+            out.push(events.into_iter().map(Arc::new).collect());
         }
         Ok(out)
     }

@@ -97,6 +97,9 @@ pub struct WriteStats {
     /// Groups committed, and the jobs in them.
     pub groups: AtomicU64,
     pub jobs: AtomicU64,
+    /// Of those jobs, the ones stored by a statement shared with others (the PostgreSQL
+    /// store's batched board appends; none in SQLite).
+    pub batched: AtomicU64,
 }
 
 /// [`WriteStats`] at one moment.
@@ -109,6 +112,7 @@ pub struct WriteStatsSnapshot {
     pub publish: HistogramSnapshot,
     pub groups: u64,
     pub jobs: u64,
+    pub batched: u64,
 }
 
 impl WriteStats {
@@ -122,6 +126,7 @@ impl WriteStats {
             publish: self.publish.snapshot(),
             groups: self.groups.load(Ordering::Relaxed),
             jobs: self.jobs.load(Ordering::Relaxed),
+            batched: self.batched.load(Ordering::Relaxed),
         }
     }
 }

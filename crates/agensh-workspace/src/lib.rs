@@ -30,6 +30,8 @@ pub const REPO_DIR: &str = "workspace.git";
 #[derive(Debug, Clone)]
 pub struct Workspace {
     git_dir: PathBuf,
+    /// Merges into `main` wait here and go in batches (`merge`); clones share it.
+    queue: std::sync::Arc<merge::MergeQueue>,
 }
 
 impl Workspace {
@@ -46,12 +48,17 @@ impl Workspace {
         }
         Ok(Workspace {
             git_dir: absolute(git_dir)?,
+            queue: Default::default(),
         })
     }
 
     /// The bare repository's path.
     pub fn git_dir(&self) -> &Path {
         &self.git_dir
+    }
+
+    pub(crate) fn queue(&self) -> &merge::MergeQueue {
+        &self.queue
     }
 
     /// A git runner for the bare repository.

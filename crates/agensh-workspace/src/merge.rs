@@ -13,8 +13,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::Workspace;
 
-/// How often a merge is redone because another merge moved `main` first.
+/// How often a batch of merges is redone because something outside the merge queue (an
+/// admin's push, another process) moved `main` first.
 const MAX_ATTEMPTS: u32 = 64;
+/// Most merges folded into one move of `main`: a batch answers nobody before it ends, so
+/// a bound keeps the first answers coming while a thousand merges wait.
+const MAX_BATCH: usize = 128;
 /// How much of a failing gate's output is kept.
 const GATE_TAIL_LINES: usize = 40;
 const GATE_TAIL_BYTES: usize = 4_000;
@@ -98,6 +102,55 @@ pub struct BranchSummary {
     pub mergeability: Mergeability,
 }
 
+/// One merge waiting in the queue: what to merge, the commit it merges, and where its
+/// caller waits for the outcome.
+pub(crate) struct Waiting {
+    req: MergeRequest,
+    head: String,
+    answer: tokio::sync::oneshot::Sender<Result<MergeOutcome>>,
+}
+
+/// The merge queue of one workspace (shared by its clones): the merges waiting, and the
+/// turn a batch holds while it runs. Merges that arrive while a batch runs wait together
+/// and become the next batch.
+#[derive(Default)]
+pub(crate) struct MergeQueue {
+    waiting: std::sync::Mutex<Vec<Waiting>>,
+    turn: std::sync::Arc<tokio::sync::Mutex<()>>,
+    main_moves: std::sync::atomic::AtomicU64,
+}
+
+impl MergeQueue {
+    fn waiting(&self) -> std::sync::MutexGuard<'_, Vec<Waiting>> {
+        // A panic while holding it cannot leave the list half-changed (push and take).
+        self.waiting.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl std::fmt::Debug for MergeQueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MergeQueue")
+            .field("waiting", &self.waiting().len())
+            .field("main_moves", &self.main_moves)
+            .finish()
+    }
+}
+
+/// Answers every caller of `batch` with `f` of its merge.
+fn answer_all(batch: Vec<Waiting>, f: impl Fn(&Waiting) -> Result<MergeOutcome>) {
+    for w in batch {
+        let outcome = f(&w);
+        let _ = w.answer.send(outcome);
+    }
+}
+
+/// Answers each caller of `batch` with its own outcome (same order).
+fn answer_each(batch: Vec<Waiting>, outcomes: Vec<Result<MergeOutcome>>) {
+    for (w, outcome) in batch.into_iter().zip(outcomes) {
+        let _ = w.answer.send(outcome);
+    }
+}
+
 enum TreeMerge {
     Clean(String),
     Conflict(Vec<String>),
@@ -172,67 +225,261 @@ impl Workspace {
         }
     }
 
-    /// Merges `req.branch` into `main` (see the module documentation).
+    /// Merges `req.branch` into `main` (see the module documentation): through the merge
+    /// queue, together with every other merge waiting at the moment.
     pub async fn merge(&self, req: &MergeRequest) -> Result<MergeOutcome> {
-        let head = match &req.head {
-            Some(h) => h.clone(),
-            None => self.branch_head(&req.branch).await?,
-        };
-        let git = self.git();
-        for attempt in 1..=MAX_ATTEMPTS {
-            let base = self.main_head().await?;
-            if self.is_ancestor(&head, &base).await? {
-                return Ok(MergeOutcome::UpToDate { head });
-            }
-            let tree = match self.merge_trees(&base, &head).await? {
-                TreeMerge::Clean(tree) => tree,
-                TreeMerge::Conflict(files) => return Ok(MergeOutcome::Conflict { files }),
+        self.merge_together(std::slice::from_ref(req))
+            .await
+            .pop()
+            .expect("one answer per request")
+    }
+
+    /// Merges every request of `reqs` in one batch of the merge queue (with whatever else
+    /// waits): in this order, each its own `merge-tree` check and merge commit, `main`
+    /// moved once for the ungated ones (a gated one goes alone). One outcome per request,
+    /// in order; a request that fails (a conflict, an unknown branch) fails alone.
+    pub async fn merge_together(&self, reqs: &[MergeRequest]) -> Vec<Result<MergeOutcome>> {
+        let mut answers = Vec::with_capacity(reqs.len());
+        let mut waiting = Vec::with_capacity(reqs.len());
+        for req in reqs {
+            let head = match &req.head {
+                Some(h) => Ok(h.clone()),
+                None => self.branch_head(&req.branch).await,
             };
-            let commit = git
-                .run([
-                    "commit-tree",
-                    &tree,
-                    "-p",
-                    &base,
-                    "-p",
-                    &head,
-                    "-m",
-                    &req.message,
-                ])
-                .await?;
-            if let Some(gate) = &req.gate {
-                if let Some(failed) = self.run_gate(gate, &commit).await? {
-                    return Ok(failed);
+            let (answer, answered) = tokio::sync::oneshot::channel();
+            match head {
+                Ok(head) => waiting.push(Waiting {
+                    req: req.clone(),
+                    head,
+                    answer,
+                }),
+                Err(e) => {
+                    let _ = answer.send(Err(e));
                 }
             }
+            answers.push(answered);
+        }
+        let queue = self.queue();
+        queue.waiting().append(&mut waiting);
+        let mut outcomes = Vec::with_capacity(answers.len());
+        {
+            let collect = async {
+                for answered in answers {
+                    outcomes.push(answered.await.unwrap_or_else(|_| {
+                        Err(Error::internal(
+                            "the merge queue stopped before answering — try the merge again",
+                        ))
+                    }));
+                }
+            };
+            tokio::pin!(collect);
+            // Either a running batch takes these merges and answers them, or this caller
+            // gets the turn and runs the batch of everything waiting. One batch at a time;
+            // the turn is held by the batch's own task, so a caller that goes away
+            // mid-batch neither abandons the others nor lets a second batch start.
+            tokio::select! {
+                biased;
+                () = &mut collect => {}
+                turn = queue.turn.clone().lock_owned() => {
+                    let batch = std::mem::take(&mut *queue.waiting());
+                    if batch.is_empty() {
+                        // An earlier batch took these merges and answered: it held the turn.
+                        drop(turn);
+                    } else {
+                        let ws = self.clone();
+                        tokio::spawn(async move {
+                            ws.run_queue(batch).await;
+                            drop(turn);
+                        });
+                    }
+                    collect.await;
+                }
+            }
+        }
+        outcomes
+    }
+
+    /// Merges `batch` (the merges that were waiting): the ungated ones together, at most
+    /// [`MAX_BATCH`] per move of `main`; each gated one alone, so its gate runs on its own
+    /// merge commit whose first parent is `main` before it.
+    async fn run_queue(&self, batch: Vec<Waiting>) {
+        let (gated, mut ungated): (Vec<Waiting>, Vec<Waiting>) =
+            batch.into_iter().partition(|w| w.req.gate.is_some());
+        while !ungated.is_empty() {
+            let rest = ungated.split_off(ungated.len().min(MAX_BATCH));
+            self.merge_batch(std::mem::replace(&mut ungated, rest))
+                .await;
+        }
+        for one in gated {
+            self.merge_batch(vec![one]).await;
+        }
+    }
+
+    /// Folds each merge of `batch` onto what `main` becomes — its own `merge-tree` check
+    /// and merge commit, a conflicting one left out alone — and moves `main` once, by
+    /// compare-and-swap; when something outside the queue moved `main` meanwhile, the whole
+    /// batch is redone on the new `main`. Answers every caller.
+    async fn merge_batch(&self, mut batch: Vec<Waiting>) {
+        // A caller that has gone away (its request dropped) is not merged for nobody.
+        batch.retain(|w| !w.answer.is_closed());
+        if batch.is_empty() {
+            return;
+        }
+        let git = self.git();
+        for attempt in 1..=MAX_ATTEMPTS {
+            let base = match self.main_head().await {
+                Ok(b) => b,
+                Err(e) => return answer_all(batch, |_| Err(e.clone())),
+            };
+            let base_tree = match git.run(["rev-parse", &format!("{base}^{{tree}}")]).await {
+                Ok(t) => t,
+                Err(e) => return answer_all(batch, |_| Err(e.clone())),
+            };
+            let (mut tip, mut tip_tree) = (base.clone(), base_tree);
+            let mut outcomes: Vec<Result<MergeOutcome>> = Vec::with_capacity(batch.len());
+            for w in &batch {
+                let folded = self.fold(&tip, &tip_tree, w, attempt).await;
+                if let Ok((MergeOutcome::Merged { commit, .. }, tree)) = &folded {
+                    tip = commit.clone();
+                    tip_tree = tree.clone();
+                }
+                outcomes.push(folded.map(|(o, _)| o));
+            }
+            if tip == base {
+                // Nothing to move: every merge was up to date, conflicting or failed.
+                return answer_each(batch, outcomes);
+            }
+            if let [one] = batch.as_slice() {
+                if let Some(gate) = &one.req.gate {
+                    match self.run_gate(gate, &tip).await {
+                        Ok(None) => {}
+                        Ok(Some(failed)) => return answer_each(batch, vec![Ok(failed)]),
+                        Err(e) => return answer_each(batch, vec![Err(e)]),
+                    }
+                }
+            }
+            let message = if batch.len() == 1 {
+                batch[0].req.message.clone()
+            } else {
+                format!("merge queue: {} merges", batch.len())
+            };
             let moved = git
                 .output([
                     "update-ref",
                     "-m",
-                    &req.message,
+                    &message,
                     &format!("refs/heads/{BASE}"),
-                    &commit,
+                    &tip,
                     &base,
                 ])
-                .await?;
-            if moved.success() {
-                return Ok(MergeOutcome::Merged {
-                    commit,
-                    head,
-                    attempts: attempt,
-                });
+                .await;
+            match moved {
+                Ok(out) if out.success() => {
+                    self.queue()
+                        .main_moves
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    answer_each(batch, outcomes);
+                    self.extend_commit_graph(&tip).await;
+                    return;
+                }
+                Ok(_) => {}
+                Err(e) => return answer_all(batch, |_| Err(e.clone())),
             }
-            tracing::debug!(branch = %req.branch, attempt, "main moved during the merge; merging again");
-            // Spread retries so racing merges do not collide again in lockstep.
-            let jitter = (u64::from(attempt) * 7 + head.len() as u64) % 13;
+            tracing::debug!(
+                merges = batch.len(),
+                attempt,
+                "main moved outside the merge queue during a batch; merging it again"
+            );
+            let jitter = (u64::from(attempt) * 7 + batch.len() as u64) % 13;
             tokio::time::sleep(Duration::from_millis(1 + jitter)).await;
         }
-        Err(Error::conflict(
-            "merge_contended",
-            format!(
-                "main kept moving: {MAX_ATTEMPTS} merge attempts lost the race — try the merge again"
-            ),
+        answer_all(batch, |_| {
+            Err(Error::conflict(
+                "merge_contended",
+                format!(
+                    "main kept moving: {MAX_ATTEMPTS} merge attempts lost the race — try the merge again"
+                ),
+            ))
+        })
+    }
+
+    /// Adds the commits of `main` up to `tip` to the repository's commit-graph (a new
+    /// layer of it). Every merge-tree and merge-base walks from `main` back to where a
+    /// branch left it; without the graph each commit on that walk is a loose object to
+    /// open and inflate, so with many merges since the last pack each merge got slower
+    /// (55 ms a merge-tree after 1,000 merges, 12 ms with the graph). Best effort: git
+    /// works the same without it.
+    async fn extend_commit_graph(&self, tip: &str) {
+        let out = self
+            .git()
+            .output_with_input(
+                [
+                    "commit-graph",
+                    "write",
+                    "--no-progress",
+                    "--split",
+                    "--stdin-commits",
+                ],
+                Some(format!("{tip}\n").as_bytes()),
+            )
+            .await;
+        match out {
+            Ok(o) if o.success() => {}
+            Ok(o) => tracing::warn!(stderr = %o.stderr.trim(), "git commit-graph write failed"),
+            Err(e) => tracing::warn!(error = %e, "git commit-graph write failed"),
+        }
+    }
+
+    /// Merges `w` onto `tip` (whose tree is `tip_tree`): its outcome, and the merged tree
+    /// when it made a merge commit.
+    async fn fold(
+        &self,
+        tip: &str,
+        tip_tree: &str,
+        w: &Waiting,
+        attempt: u32,
+    ) -> Result<(MergeOutcome, String)> {
+        let head = &w.head;
+        let tree = match self.merge_trees(tip, head).await? {
+            TreeMerge::Clean(tree) => tree,
+            TreeMerge::Conflict(files) => {
+                return Ok((MergeOutcome::Conflict { files }, String::new()))
+            }
+        };
+        // A branch `tip` already contains merges to `tip`'s own tree; only then is it
+        // worth asking git whether it does.
+        if tree == tip_tree && self.is_ancestor(head, tip).await? {
+            return Ok((MergeOutcome::UpToDate { head: head.clone() }, String::new()));
+        }
+        let commit = self
+            .git()
+            .run([
+                "commit-tree",
+                &tree,
+                "-p",
+                tip,
+                "-p",
+                head,
+                "-m",
+                &w.req.message,
+            ])
+            .await?;
+        Ok((
+            MergeOutcome::Merged {
+                commit,
+                head: head.clone(),
+                attempts: attempt,
+            },
+            tree,
         ))
+    }
+
+    /// How often merges moved `main` since this workspace was opened (a batch moves it
+    /// once for all its merges).
+    pub fn main_moves(&self) -> u64 {
+        self.queue()
+            .main_moves
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Runs the gate on `commit`; `Some(outcome)` when it fails.

@@ -66,6 +66,7 @@ pub async fn create(git_dir: &Path, source: Source<'_>, goal: &str) -> Result<Wo
         .await?;
     let ws = Workspace {
         git_dir: git_dir.to_path_buf(),
+        queue: Default::default(),
     };
     let git = ws.git();
     for (k, v) in [

@@ -400,3 +400,266 @@ async fn thirty_two_disjoint_merges_racing_for_main_all_land() {
     assert!(attempts >= 32);
     assert_fsck_clean(&org.ws).await;
 }
+
+/// Moves of `main` recorded in its reflog (the seed's first commit included).
+async fn reflog_moves(ws: &Workspace) -> usize {
+    let out = ws
+        .git()
+        .run(["reflog", "show", "--format=%H", "refs/heads/main"])
+        .await
+        .unwrap();
+    out.lines().count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_merges_at_once_all_land_with_fewer_moves_of_main_than_merges() {
+    let org = org().await;
+    let count = 48;
+    let mut branches = Vec::new();
+    for i in 0..count {
+        let worker = format!("w{:02}", i + 1);
+        let branch = format!("{worker}/part");
+        push_branch(
+            &org,
+            &worker,
+            &branch,
+            &[(&format!("parts/{i}.txt"), "done\n")],
+        )
+        .await;
+        branches.push(branch);
+    }
+    let moves_before = reflog_moves(&org.ws).await;
+    let mut merges = Vec::new();
+    for b in &branches {
+        let ws = org.ws.clone();
+        let req = request(b);
+        merges.push(tokio::spawn(async move { ws.merge(&req).await }));
+    }
+    let mut commits = std::collections::HashSet::new();
+    for (m, b) in merges.into_iter().zip(&branches) {
+        match m.await.unwrap().unwrap() {
+            MergeOutcome::Merged { commit, head, .. } => {
+                let second = org
+                    .ws
+                    .git()
+                    .run(["rev-parse", &format!("{commit}^2")])
+                    .await
+                    .unwrap();
+                assert_eq!(second, head, "{b}'s merge commit merges its own head");
+                commits.insert(commit);
+            }
+            other => panic!("{b} not merged: {other:?}"),
+        }
+    }
+    assert_eq!(commits.len(), count, "each PR has its own merge commit");
+    let files = main_files(&org.ws).await;
+    for i in 0..count {
+        assert!(
+            files.contains(&format!("parts/{i}.txt")),
+            "part {i} missing"
+        );
+    }
+    let merges_on_main = org
+        .ws
+        .git()
+        .run(["rev-list", "--merges", "--count", "main"])
+        .await
+        .unwrap();
+    assert_eq!(merges_on_main, count.to_string());
+    let moves = reflog_moves(&org.ws).await - moves_before;
+    assert_eq!(moves as u64, org.ws.main_moves());
+    assert!(
+        moves < count,
+        "{moves} moves of main for {count} merges: no batching"
+    );
+    assert_fsck_clean(&org.ws).await;
+}
+
+#[tokio::test]
+async fn a_conflicting_merge_in_a_batch_fails_alone_with_its_files() {
+    let org = org().await;
+    push_branch(&org, "w01", "w01/a", &[("a.txt", "a\n")]).await;
+    push_branch(
+        &org,
+        "w02",
+        "w02/edit",
+        &[("shared.txt", "one\nTWO by w02\nthree\n")],
+    )
+    .await;
+    push_branch(
+        &org,
+        "w03",
+        "w03/edit",
+        &[("shared.txt", "one\nTWO by w03\nthree\n")],
+    )
+    .await;
+    push_branch(&org, "w04", "w04/b", &[("b.txt", "b\n")]).await;
+    let before = main_head(&org.ws).await;
+    let reqs: Vec<MergeRequest> = ["w01/a", "w02/edit", "w03/edit", "w04/b"]
+        .into_iter()
+        .map(request)
+        .collect();
+    let out = org.ws.merge_together(&reqs).await;
+    let out: Vec<MergeOutcome> = out.into_iter().map(Result::unwrap).collect();
+    assert!(matches!(out[0], MergeOutcome::Merged { .. }), "{out:?}");
+    assert!(matches!(out[1], MergeOutcome::Merged { .. }), "{out:?}");
+    assert_eq!(
+        out[2],
+        MergeOutcome::Conflict {
+            files: vec!["shared.txt".into()]
+        }
+    );
+    let MergeOutcome::Merged { commit: last, .. } = &out[3] else {
+        panic!("{out:?}")
+    };
+    assert_eq!(
+        &main_head(&org.ws).await,
+        last,
+        "main is the batch's last merge"
+    );
+    assert_eq!(org.ws.main_moves(), 1, "one move of main for the batch");
+    // History stays per merge: each merge commit's first parent is the previous one.
+    let chain = org
+        .ws
+        .git()
+        .run(["rev-list", "--first-parent", &format!("{before}..main")])
+        .await
+        .unwrap();
+    assert_eq!(chain.lines().count(), 3);
+    let files = main_files(&org.ws).await;
+    assert!(files.contains(&"a.txt".into()) && files.contains(&"b.txt".into()));
+    let shared = org.ws.git().run(["show", "main:shared.txt"]).await.unwrap();
+    assert_eq!(shared, "one\nTWO by w02\nthree");
+    assert_fsck_clean(&org.ws).await;
+}
+
+#[tokio::test]
+async fn a_branch_merged_earlier_in_the_same_batch_is_up_to_date() {
+    let org = org().await;
+    push_branch(&org, "w01", "w01/a", &[("a.txt", "a\n")]).await;
+    let out = org
+        .ws
+        .merge_together(&[request("w01/a"), request("w01/a")])
+        .await;
+    assert!(matches!(out[0], Ok(MergeOutcome::Merged { .. })), "{out:?}");
+    assert!(
+        matches!(out[1], Ok(MergeOutcome::UpToDate { .. })),
+        "{out:?}"
+    );
+}
+
+#[tokio::test]
+async fn an_unknown_branch_in_a_batch_fails_alone() {
+    let org = org().await;
+    push_branch(&org, "w01", "w01/a", &[("a.txt", "a\n")]).await;
+    let out = org
+        .ws
+        .merge_together(&[request("w01/nothing"), request("w01/a")])
+        .await;
+    assert_eq!(out[0].as_ref().unwrap_err().code, "unknown_branch");
+    assert!(matches!(out[1], Ok(MergeOutcome::Merged { .. })), "{out:?}");
+}
+
+/// A `reference-transaction` hook that, the first time something moves `main`, refuses
+/// that move and — once its locks are released — moves `main` itself to a commit adding
+/// `outside.txt`: as if an admin's push won the race for `main`.
+const OUTSIDE_MOVE_HOOK: &str = r#"#!/bin/sh
+input=$(cat)
+case "$input" in *" refs/heads/main"*) ;; *) exit 0 ;; esac
+if [ "$1" = prepared ] && [ ! -e "$GIT_DIR/refused-once" ]; then
+    touch "$GIT_DIR/refused-once"
+    exit 1
+fi
+if [ "$1" = aborted ] && [ ! -e "$GIT_DIR/moved-outside" ]; then
+    touch "$GIT_DIR/moved-outside"
+    old=$(git rev-parse refs/heads/main)
+    blob=$(echo outside | git hash-object -w --stdin)
+    tree=$( (git ls-tree "$old"; printf '100644 blob %s\toutside.txt\n' "$blob") | git mktree)
+    commit=$(git commit-tree "$tree" -p "$old" -m "pushed from outside the queue")
+    git update-ref refs/heads/main "$commit" "$old"
+fi
+exit 0
+"#;
+
+#[tokio::test]
+async fn a_batch_that_loses_main_to_an_outside_move_is_merged_again_on_the_new_main() {
+    let org = org().await;
+    push_branch(&org, "w01", "w01/a", &[("a.txt", "a\n")]).await;
+    push_branch(&org, "w02", "w02/b", &[("b.txt", "b\n")]).await;
+    let hook = org.ws.git_dir().join("hooks/reference-transaction");
+    std::fs::create_dir_all(hook.parent().unwrap()).unwrap();
+    std::fs::write(&hook, OUTSIDE_MOVE_HOOK).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+
+    let out = org
+        .ws
+        .merge_together(&[request("w01/a"), request("w02/b")])
+        .await;
+    assert!(
+        org.ws.git_dir().join("moved-outside").exists(),
+        "the hook moved main"
+    );
+    let mut commits = Vec::new();
+    for o in out {
+        match o.unwrap() {
+            MergeOutcome::Merged {
+                commit, attempts, ..
+            } => {
+                assert_eq!(attempts, 2, "the batch was merged a second time");
+                commits.push(commit);
+            }
+            other => panic!("not merged: {other:?}"),
+        }
+    }
+    assert_eq!(main_head(&org.ws).await, commits[1]);
+    let files = main_files(&org.ws).await;
+    for f in ["outside.txt", "a.txt", "b.txt"] {
+        assert!(
+            files.contains(&f.to_string()),
+            "{f} missing from main: {files:?}"
+        );
+    }
+    // The outside commit is kept under the batch, not overwritten.
+    let outside = org
+        .ws
+        .git()
+        .run(["log", "--format=%H", "--grep=pushed from outside", "main"])
+        .await
+        .unwrap();
+    assert_eq!(outside.lines().count(), 1);
+    let first = org
+        .ws
+        .git()
+        .run(["rev-parse", &format!("{}^1", commits[0])])
+        .await
+        .unwrap();
+    assert_eq!(first, outside, "the batch was redone on the moved main");
+    assert_eq!(org.ws.main_moves(), 1);
+    assert_fsck_clean(&org.ws).await;
+}
+
+#[tokio::test]
+async fn gated_merges_waiting_together_each_go_alone_through_the_gate() {
+    let org = org().await;
+    push_branch(&org, "w01", "w01/a", &[("a.txt", "a\n")]).await;
+    push_branch(&org, "w02", "w02/b", &[("b.txt", "b\n")]).await;
+    let gated = |branch: &str| {
+        let mut req = request(branch);
+        // Passes only on a merge commit made directly on main as it is now.
+        req.gate = Some(Gate {
+            command: "test \"$(git rev-parse HEAD^1)\" = \"$(git rev-parse refs/heads/main)\""
+                .into(),
+            timeout: Duration::from_secs(30),
+        });
+        req
+    };
+    let out = org
+        .ws
+        .merge_together(&[gated("w01/a"), gated("w02/b")])
+        .await;
+    for o in &out {
+        assert!(matches!(o, Ok(MergeOutcome::Merged { .. })), "{out:?}");
+    }
+    assert_eq!(org.ws.main_moves(), 2, "one move of main per gated merge");
+}

@@ -23,8 +23,15 @@ pub async fn run(g: &Global, a: HubArgs) -> Result<()> {
     raise_open_file_limit();
     refuse_if_running(&dir)?;
     let listen = config.hub.listen.clone();
+    let pack = crate::cmd::run::read_pack(&config, &dir)?;
+    let hours = config.run.hours;
     let (store, workspace) = open_state(&dir, &config.hub.store).await?;
     let hub = agensh_hub::start_with_workspace(store, workspace, config, &listen).await?;
+    // What nodes on other hosts are given when they register: the task pack, and the
+    // run's end — `run.hours` from now (a hub started again starts the clock again, as
+    // `agensh run` does).
+    hub.set_pack(pack);
+    hub.set_run_clock(crate::cmd::run::run_clock_from_now(hours));
     let info = HubInfo {
         url: hub.url.clone(),
         admin_token: hub.admin_token.clone(),
@@ -79,6 +86,7 @@ pub async fn open_store(state: &Path, configured: &str) -> Result<Arc<dyn Store>
     } else {
         let store = agensh_store::open_store(configured)
             .await
+            .map_err(too_new_is_local)
             .context("cannot open the store hub.store names")?;
         tracing::info!(
             "store: PostgreSQL, {}",

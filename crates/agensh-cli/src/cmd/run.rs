@@ -444,8 +444,21 @@ fn plan(
     })
 }
 
+/// The run's clock of a run that starts now and lasts `hours` (0: no limit).
+pub(crate) fn run_clock_from_now(hours: f64) -> agensh_protocol::dashboard::RunClock {
+    let ms = |t: SystemTime| {
+        t.duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64)
+    };
+    let now = SystemTime::now();
+    agensh_protocol::dashboard::RunClock {
+        started_at: ms(now),
+        ends_at: (hours > 0.0).then(|| ms(now + Duration::from_secs_f64(hours * 3600.0))),
+    }
+}
+
 /// The task pack's fragments (`organization.pack`, relative to the organization directory).
-fn read_pack(config: &Config, dir: &Path) -> Result<Vec<String>> {
+pub(crate) fn read_pack(config: &Config, dir: &Path) -> Result<Vec<String>> {
     config
         .organization
         .pack
@@ -609,6 +622,9 @@ pub async fn run_with(g: &Global, a: RunArgs, sidecar: Option<Sidecar>, print: b
         workers.push((w.id.clone(), admin.worker_token(&w.id).await?.token));
     }
     let plan = plan(&config, &dir, &hub.url, workers, n, agent, groups)?;
+    // Nodes on other hosts joining this run get its task pack (and its end, from the clock
+    // told below) when they register.
+    hub.set_pack(plan.pack.clone());
     let clock = RunClock {
         started,
         ends_at: plan.ends_at,
@@ -802,7 +818,18 @@ async fn remote_node(g: &Global, a: NodeArgs, token: String) -> Result<()> {
     raise_open_file_limit();
     let node = Client::new(&hub_url, &token);
     let registered = read_at_start(|| node.register_node(a.workers)).await?;
-    let config = remote_config(&dir, &registered.goal, &a.values())?;
+    let resolved = remote_config(&dir, &registered.goal, &a.values())?;
+    // The node's own `run.hours`, when someone set it (a flag, AGENSH_RUN_HOURS, its
+    // agensh.toml), may end its workers before the run does; never after.
+    let own_hours = resolved
+        .settings
+        .iter()
+        .any(|s| s.key == "run.hours" && s.source != Source::Default);
+    let mut config = resolved.config;
+    if !config.organization.pack.is_empty() {
+        eprintln!("organization.pack in the node's agensh.toml is not used: the task pack is the organization's, given by the hub");
+        config.organization.pack.clear();
+    }
     let Prepared {
         agent,
         groups,
@@ -824,7 +851,24 @@ async fn remote_node(g: &Global, a: NodeArgs, token: String) -> Result<()> {
         agent,
         groups,
     )?;
+    // The organization's terms, as a node on the hub's host takes them from its
+    // agensh.toml and its run: the goal, the task pack, the run's end (the same after a
+    // restart: the hub's clock, not this node's start) and the notice times.
     plan.goal = registered.goal;
+    plan.pack = registered.pack;
+    plan.notices_before_end = registered
+        .notices_minutes
+        .iter()
+        .filter(|m| m.is_finite() && **m > 0.0)
+        .map(|m| Duration::from_secs_f64(m * 60.0))
+        .collect();
+    let run_end = registered
+        .ends_at
+        .map(|ms| std::time::UNIX_EPOCH + Duration::from_millis(ms.max(0) as u64));
+    plan.ends_at = match (run_end, plan.ends_at.filter(|_| own_hours)) {
+        (Some(run), Some(own)) => Some(run.min(own)),
+        (run, own) => run.or(own),
+    };
     plan.remote = Some(agensh_workspace::remote::Remote::new(
         &hub_url,
         dir.join(".agensh").join("credentials"),
@@ -841,15 +885,15 @@ async fn remote_node(g: &Global, a: NodeArgs, token: String) -> Result<()> {
 }
 
 /// A remote node's configuration: its directory's `agensh.toml` when it has one (its
-/// `[run]` and `[model]`), else the defaults; flags and `AGENSH_*` over either. The goal
-/// comes from the hub.
+/// `[run]` and `[model]`), else the defaults; flags and `AGENSH_*` over either. The goal,
+/// the task pack, the run's end and the notice times come from the hub.
 fn remote_config(
     dir: &Path,
     goal: &str,
     flags: &[agensh_domain::config::FlagValue],
-) -> Result<Config> {
+) -> Result<agensh_domain::config::Resolved> {
     if dir.join(crate::cmd::config::CONFIG_FILE).exists() {
-        return load(dir, flags);
+        return resolve(dir, flags);
     }
     // A JSON string is a TOML basic string, but for DEL, which TOML wants escaped.
     let goal = serde_json::to_string(goal)?.replace('\u{7f}', "\\u007F");
@@ -857,9 +901,7 @@ fn remote_config(
         .filter(|(k, _)| k.starts_with("AGENSH_"))
         .collect();
     let text = format!("[organization]\ngoal = {goal}\n");
-    Ok(Config::resolve(&text, &env, flags)
-        .map_err(crate::output::Local)?
-        .config)
+    Ok(Config::resolve(&text, &env, flags).map_err(crate::output::Local)?)
 }
 
 /// Most recent changes the live view keeps for its compact form.

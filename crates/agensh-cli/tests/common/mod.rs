@@ -17,6 +17,7 @@ pub fn agensh() -> Command {
         .env_remove("AGENSH_DIR")
         .env_remove("AGENSH_LISTEN")
         .env_remove("AGENSH_NODE_TOKEN")
+        .env_remove("AGENSH_STORE")
         .stdin(Stdio::null());
     c
 }
@@ -68,9 +69,31 @@ impl HubProcess {
         Self::start_with(dir, listen, Stdio::null(), "info")
     }
 
+    /// Starts the hub on the store `store` (`--store URL`: a PostgreSQL database).
+    pub fn start_on_store(dir: &Path, store: &str) -> HubProcess {
+        Self::start_args(
+            dir,
+            "127.0.0.1:0",
+            Stdio::null(),
+            "info",
+            &["--store", store],
+        )
+    }
+
     fn start_with(dir: &Path, listen: &str, log: impl Into<Stdio>, level: &str) -> HubProcess {
+        Self::start_args(dir, listen, log, level, &[])
+    }
+
+    fn start_args(
+        dir: &Path,
+        listen: &str,
+        log: impl Into<Stdio>,
+        level: &str,
+        more: &[&str],
+    ) -> HubProcess {
         let mut child = agensh()
             .args(["hub", dir.to_str().unwrap(), "--listen", listen])
+            .args(more)
             .env("AGENSH_LOG", level)
             .stdout(Stdio::null())
             .stderr(log)

@@ -2,6 +2,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Duration;
 
 use agensh_domain::event::{
@@ -75,12 +76,12 @@ async fn wait_for_events(
     worker: &str,
     after: i64,
     limit: usize,
-    bus: &mut tokio::sync::broadcast::Receiver<std::sync::Arc<Event>>,
+    bus: &mut tokio::sync::broadcast::Receiver<Arc<Event>>,
     wait: Duration,
 ) -> ApiResult<Vec<Event>> {
     let mut found = Found::new(limit);
     wait_for_many(s, &[(worker.to_string(), after)], &mut found, bus, wait).await?;
-    Ok(found.events.into_values().collect())
+    Ok(found.into_events())
 }
 
 /// A node's one long-poll for many of its workers: acknowledges each worker's `ack`
@@ -163,15 +164,16 @@ pub async fn poll_many(
             .filter_map(|seq| created.get(seq).copied()),
         s.now(),
     );
-    answer.events = found.events.into_values().collect();
-    answer.workers = found.workers;
+    answer.workers = std::mem::take(&mut found.workers);
+    answer.events = found.into_events();
     Ok(Json(answer))
 }
 
 /// The events found for many workers: each event once, and each worker's list.
 struct Found {
     limit: usize,
-    events: BTreeMap<i64, Event>,
+    /// Each event once, shared with the reads and the commit bus it came from.
+    events: BTreeMap<i64, Arc<Event>>,
     workers: BTreeMap<String, Vec<i64>>,
     delivered: usize,
 }
@@ -190,8 +192,16 @@ impl Found {
         self.delivered == 0
     }
 
+    /// The events found, oldest first, each once.
+    fn into_events(self) -> Vec<Event> {
+        self.events
+            .into_values()
+            .map(Arc::unwrap_or_clone)
+            .collect()
+    }
+
     /// Adds `event` for `worker` unless it has `limit` events already; whether it did.
-    fn add(&mut self, worker: &str, event: &Event) -> bool {
+    fn add(&mut self, worker: &str, event: &Arc<Event>) -> bool {
         let seqs = self.workers.entry(worker.to_string()).or_default();
         if seqs.len() >= self.limit {
             return false;
@@ -200,11 +210,11 @@ impl Found {
         self.delivered += 1;
         self.events
             .entry(event.seq)
-            .or_insert_with(|| event.clone());
+            .or_insert_with(|| Arc::clone(event));
         true
     }
 
-    fn add_pending(&mut self, waiting: &[(String, i64)], pending: Vec<Vec<Event>>) {
+    fn add_pending(&mut self, waiting: &[(String, i64)], pending: Vec<Vec<Arc<Event>>>) {
         for ((worker, _), events) in waiting.iter().zip(pending) {
             for e in &events {
                 self.add(worker, e);
@@ -213,7 +223,7 @@ impl Found {
     }
 
     /// Adds a newly committed event for every waiting worker it is for.
-    fn add_committed(&mut self, waiting: &[(String, i64)], e: &Event) -> bool {
+    fn add_committed(&mut self, waiting: &[(String, i64)], e: &Arc<Event>) -> bool {
         let mut any = false;
         for (worker, after) in waiting {
             if e.seq > *after && e.is_for(worker) {
@@ -228,7 +238,7 @@ async fn wait_for_many(
     s: &AppState,
     waiting: &[(String, i64)],
     found: &mut Found,
-    bus: &mut tokio::sync::broadcast::Receiver<std::sync::Arc<Event>>,
+    bus: &mut tokio::sync::broadcast::Receiver<Arc<Event>>,
     wait: Duration,
 ) -> ApiResult<()> {
     let shutdown = s.shutdown.wait_owned();

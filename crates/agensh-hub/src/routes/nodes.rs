@@ -55,7 +55,9 @@ pub async fn revoke(
 }
 
 /// `POST /nodes/register` (node token): the node's workers with their tokens — the same
-/// ones on every registration, never more than it may run.
+/// ones on every registration, never more than it may run — and what a node on the hub's
+/// host would take from the organization: the goal, the task pack, the run's end (the run
+/// clock) and the notice times.
 pub async fn register(
     State(s): State<AppState>,
     NodeCaller(node): NodeCaller,
@@ -69,10 +71,20 @@ pub async fn register(
         }
     }
     let organization_size = s.tokens.read().expect("tokens lock").len();
+    let ends_at = s
+        .dashboard
+        .run
+        .lock()
+        .expect("run lock")
+        .as_ref()
+        .and_then(|c| c.ends_at);
     Ok(Json(Registered {
         node,
         workers,
         goal: s.config.organization.goal.clone(),
         organization_size,
+        pack: s.pack.read().expect("pack lock").clone(),
+        ends_at,
+        notices_minutes: s.config.run.notices_minutes.clone(),
     }))
 }

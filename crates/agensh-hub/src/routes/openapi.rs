@@ -413,12 +413,22 @@ fn schemas() -> Value {
         (
             "Registered",
             object(
-                &["node", "workers", "goal", "organization_size"],
+                &[
+                    "node",
+                    "workers",
+                    "goal",
+                    "organization_size",
+                    "pack",
+                    "notices_minutes",
+                ],
                 json!({
                     "node": string("the node's name"),
                     "workers": json!({ "type": "array", "items": schema("NewWorker"), "description": "its workers with their tokens: the same ones on every registration" }),
                     "goal": string("the organization's goal, for the workers' prompt"),
                     "organization_size": count(),
+                    "pack": json!({ "type": "array", "items": { "type": "string" }, "description": "the task pack's fragments (`organization.pack`), appended to every worker's prompt in order" }),
+                    "ends_at": ms("the run's end (the run clock); left out when the run has no deadline"),
+                    "notices_minutes": json!({ "type": "array", "items": { "type": "number", "exclusiveMinimum": 0 }, "description": "minutes before the end at which each worker gets a deadline notice (`run.notices_minutes`)" }),
                 }),
             ),
         ),
@@ -1299,7 +1309,7 @@ fn operations() -> Vec<Op> {
         op("post", "/nodes/register", "registerNode", "nodes", "Register a node and receive its workers (node token)")
             .doc("A node token only; every other token gets `node_only`, and a node token gets `node_token` from every other operation. The node's workers with their tokens: the same ones on every registration — those it was given before, then workers no node has, then new ones — never more than it may run (`too_many_workers`). The node acts for each worker with that worker's token.")
             .body("RegisterNode", json!({ "workers": 2 }))
-            .answers(200, "the node's workers, the goal and the organization's size", schema("Registered")),
+            .answers(200, "the node's workers, the goal, the organization's size, the task pack and the run's end", schema("Registered")),
         op("post", "/nodes/{name}/revoke", "revokeNode", "nodes", "Revoke a node (admin)")
             .doc("Admin only. The node token stops working, and so do the worker tokens the node was given: its workers get new tokens and belong to no node.")
             .param(json!({ "name": "name", "in": "path", "required": true, "schema": { "type": "string", "maxLength": node::NAME_MAX }, "example": "gpu-host-1" }))

@@ -331,12 +331,9 @@ pub async fn merge_pr(s: &AppState, caller: &Caller, n: &str) -> ApiResult<Merge
         ),
         gate,
     };
-    // Gated merges take turns (a merge queue): each gate runs once on what main becomes,
-    // instead of every racing merge re-running its gate after each lost race.
-    let _turn = match req.gate {
-        Some(_) => Some(s.gate_queue.lock().await),
-        None => None,
-    };
+    // The workspace's merge queue: merges waiting together move main once (each still its
+    // own merge-tree check and merge commit); a gated merge goes alone, its gate run once
+    // on its own merge commit.
     let outcome = ws.merge(&req).await?;
     let now = s.now();
     let refused = match &outcome {

@@ -2,6 +2,7 @@
 //! broadcast once), and per worker a cursor plus the acknowledgements above it.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use agensh_domain::event::{Event, NewEvent, Priority};
 use agensh_domain::{Error, Result};
@@ -17,18 +18,23 @@ const EVENT_COLUMNS: &str =
     "seq, kind, priority, payload, dedup_key, source, target, except_worker, created_at";
 
 fn row_to_event(row: &Row) -> Event {
-    let priority: String = row.get(2);
-    let payload: String = row.get(3);
+    event_at(row, 0)
+}
+
+/// The event whose [`EVENT_COLUMNS`] start at column `at` of `row`.
+fn event_at(row: &Row, at: usize) -> Event {
+    let priority: String = row.get(at + 2);
+    let payload: String = row.get(at + 3);
     Event {
-        seq: row.get(0),
-        kind: row.get(1),
+        seq: row.get(at),
+        kind: row.get(at + 1),
         priority: Priority::parse(&priority).unwrap_or(Priority::Normal),
         payload: serde_json::from_str(&payload).unwrap_or(serde_json::Value::Null),
-        dedup_key: row.get(4),
-        source: row.get(5),
-        target: row.get(6),
-        except: row.get(7),
-        created_at: row.get(8),
+        dedup_key: row.get(at + 4),
+        source: row.get(at + 5),
+        target: row.get(at + 6),
+        except: row.get(at + 7),
+        created_at: row.get(at + 8),
     }
 }
 
@@ -146,12 +152,241 @@ pub async fn pending(
     }
 }
 
+/// [`pending`] for many workers, `(worker, after)` each, in one statement: per worker
+/// (a lateral join) its events above its cursor and `after` that it has not
+/// acknowledged, oldest first, at most `limit`. Answers in the order asked; an unknown
+/// worker fails the call, as [`pending`] does. An event in several answers (a broadcast)
+/// is made once and shared.
+pub async fn pending_many(
+    conn: &mut Conn,
+    queries: &[(String, i64)],
+    limit: usize,
+) -> Result<Vec<Vec<Arc<Event>>>> {
+    if queries.is_empty() {
+        return Ok(Vec::new());
+    }
+    let workers: Vec<&str> = queries.iter().map(|q| q.0.as_str()).collect();
+    let afters: Vec<i64> = queries.iter().map(|q| q.1).collect();
+    let unacked =
+        "NOT EXISTS (SELECT 1 FROM event_acks a WHERE a.worker = q.worker AND a.seq = e.seq)";
+    let rows = conn
+        .query(
+            &format!(
+                "SELECT q.ord, w.id IS NOT NULL, p.* \
+                 FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS q(worker, after, ord) \
+                 LEFT JOIN workers w ON w.id = q.worker \
+                 LEFT JOIN LATERAL ( \
+                   SELECT * FROM ( \
+                     (SELECT {EVENT_COLUMNS} FROM events e WHERE target IS NULL \
+                        AND seq > greatest(w.event_cursor, q.after) \
+                        AND coalesce(source, '') != q.worker AND coalesce(except_worker, '') != q.worker \
+                        AND {unacked} ORDER BY seq LIMIT $3) \
+                     UNION ALL \
+                     (SELECT {EVENT_COLUMNS} FROM events e WHERE target = q.worker \
+                        AND seq > greatest(w.event_cursor, q.after) AND {unacked} ORDER BY seq LIMIT $3) \
+                   ) mine ORDER BY seq LIMIT $3 \
+                 ) p ON true \
+                 ORDER BY q.ord, p.seq"
+            ),
+            &[&workers, &afters, &(limit as i64)],
+        )
+        .await?;
+    let mut out: Vec<Vec<Arc<Event>>> = vec![Vec::new(); queries.len()];
+    let mut made: HashMap<i64, Arc<Event>> = HashMap::new();
+    for row in &rows {
+        let i = row.get::<_, i64>(0) as usize - 1;
+        if !row.get::<_, bool>(1) {
+            return Err(agensh_domain::worker::unknown_worker(&queries[i].0));
+        }
+        if let Some(seq) = row.get::<_, Option<i64>>(2) {
+            let e = made
+                .entry(seq)
+                .or_insert_with(|| Arc::new(event_at(row, 2)));
+            out[i].push(e.clone());
+        }
+    }
+    Ok(out)
+}
+
+/// [`ack`] for many workers in five statements in all, rather than several per worker:
+/// their rows locked (in id order) with their cursors, the events named, their stored
+/// acks, the sequence numbers each cursor could pass, and one statement that stores the
+/// acks, moves the cursors and forgets the acks they passed. Each worker's acks are
+/// applied all or nothing, and one worker's refusal leaves the others' in place. One
+/// result per worker, in order; a worker named twice is served one entry after the other.
+pub async fn ack_many(conn: &mut Conn, acks: &[(String, Vec<i64>)]) -> Result<Vec<Result<usize>>> {
+    if acks.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut seen = HashSet::new();
+    if !acks.iter().all(|a| seen.insert(a.0.as_str())) {
+        let mut out = Vec::with_capacity(acks.len());
+        for (worker, seqs) in acks {
+            out.push(ack_alone(conn, worker, seqs).await?);
+        }
+        return Ok(out);
+    }
+    let ids: Vec<&str> = acks.iter().map(|a| a.0.as_str()).collect();
+    let cursors: HashMap<String, i64> = conn
+        .query(
+            "SELECT id, event_cursor FROM workers WHERE id = ANY($1) ORDER BY id FOR UPDATE",
+            &[&ids],
+        )
+        .await?
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    let all_named: Vec<i64> = acks
+        .iter()
+        .filter(|a| a.1.len() <= ACK_LIMIT)
+        .flat_map(|a| a.1.iter().copied())
+        .collect();
+    let named = events_named(conn, &all_named).await?;
+    let mut stored: HashMap<String, HashSet<i64>> = HashMap::new();
+    for r in conn
+        .query(
+            "SELECT worker, seq FROM event_acks WHERE worker = ANY($1)",
+            &[&ids],
+        )
+        .await?
+    {
+        stored.entry(r.get(0)).or_default().insert(r.get(1));
+    }
+    // Per worker: its cursor, the acks it will hold above it (stored and fresh), and how
+    // many new ones; or its refusal.
+    let mut plans: Vec<Result<(i64, HashSet<i64>, usize)>> = Vec::with_capacity(acks.len());
+    for (worker, seqs) in acks {
+        let plan = match cursors.get(worker) {
+            _ if seqs.len() > ACK_LIMIT => Err(too_many_acks(seqs.len())),
+            None => Err(agensh_domain::worker::unknown_worker(worker)),
+            Some(&c) => check_acks(worker, seqs, c, &named).map(|()| {
+                let mut acked = stored.remove(worker).unwrap_or_default();
+                acked.retain(|s| *s > c);
+                let before = acked.len();
+                acked.extend(seqs.iter().copied().filter(|s| *s > c));
+                let fresh = acked.len() - before;
+                (c, acked, fresh)
+            }),
+        };
+        plans.push(plan);
+    }
+    // The first (acks + 1) sequence numbers above each cursor: as far as it can move.
+    let (mut who, mut from, mut take) = (Vec::new(), Vec::new(), Vec::new());
+    for ((worker, _), plan) in acks.iter().zip(&plans) {
+        if let Ok((c, acked, _)) = plan {
+            if !acked.is_empty() {
+                who.push(worker.as_str());
+                from.push(*c);
+                take.push(acked.len() as i64 + 1);
+            }
+        }
+    }
+    let mut passable: HashMap<String, Vec<i64>> = HashMap::new();
+    if !who.is_empty() {
+        for r in conn
+            .query(
+                "SELECT q.worker, s.seq \
+                 FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS q(worker, c, n) \
+                 CROSS JOIN LATERAL ( \
+                   SELECT seq FROM ( \
+                     (SELECT seq FROM events WHERE target IS NULL AND seq > q.c \
+                        AND coalesce(source, '') != q.worker AND coalesce(except_worker, '') != q.worker \
+                        ORDER BY seq LIMIT q.n) \
+                     UNION ALL \
+                     (SELECT seq FROM events WHERE target = q.worker AND seq > q.c ORDER BY seq LIMIT q.n) \
+                   ) mine ORDER BY seq LIMIT q.n \
+                 ) s \
+                 ORDER BY q.worker, s.seq",
+                &[&who, &from, &take],
+            )
+            .await?
+        {
+            passable.entry(r.get(0)).or_default().push(r.get(1));
+        }
+    }
+    let (mut ack_worker, mut ack_seq) = (Vec::new(), Vec::new());
+    let (mut moved_worker, mut moved_to) = (Vec::new(), Vec::new());
+    let mut out = Vec::with_capacity(acks.len());
+    for ((worker, _), plan) in acks.iter().zip(plans) {
+        let (c, acked, fresh) = match plan {
+            Ok(p) => p,
+            Err(e) => {
+                out.push(Err(e));
+                continue;
+            }
+        };
+        let mut moved = c;
+        for seq in passable.get(worker).into_iter().flatten() {
+            if !acked.contains(seq) {
+                break;
+            }
+            moved = *seq;
+        }
+        for seq in acked.into_iter().filter(|s| *s > moved) {
+            ack_worker.push(worker.as_str());
+            ack_seq.push(seq);
+        }
+        if moved > c {
+            moved_worker.push(worker.as_str());
+            moved_to.push(moved);
+        }
+        out.push(Ok(fresh));
+    }
+    if ack_worker.is_empty() && moved_worker.is_empty() {
+        return Ok(out);
+    }
+    conn.execute(
+        "WITH stored AS ( \
+           INSERT INTO event_acks(worker, seq) SELECT * FROM unnest($1::text[], $2::bigint[]) \
+           ON CONFLICT DO NOTHING), \
+         moved AS ( \
+           UPDATE workers SET event_cursor = m.c FROM unnest($3::text[], $4::bigint[]) AS m(id, c) \
+           WHERE workers.id = m.id) \
+         DELETE FROM event_acks a USING unnest($3::text[], $4::bigint[]) AS m(id, c) \
+         WHERE a.worker = m.id AND a.seq <= m.c",
+        &[&ack_worker, &ack_seq, &moved_worker, &moved_to],
+    )
+    .await?;
+    Ok(out)
+}
+
+/// [`ack`] in a savepoint of its own: its refusal (the inner error) undoes only its own
+/// writes.
+async fn ack_alone(conn: &mut Conn, worker: &str, seqs: &[i64]) -> Result<Result<usize>> {
+    conn.batch("SAVEPOINT ack_one").await?;
+    let r = ack(conn, worker, seqs).await;
+    let end = if r.is_ok() {
+        "RELEASE SAVEPOINT ack_one"
+    } else {
+        "ROLLBACK TO SAVEPOINT ack_one; RELEASE SAVEPOINT ack_one"
+    };
+    conn.batch(end).await?;
+    Ok(r)
+}
+
+/// The checks of [`ack`]: at most [`ACK_LIMIT`], and every number above the cursor `c` an
+/// event in `worker`'s queue.
+fn check_acks(worker: &str, seqs: &[i64], c: i64, named: &HashMap<i64, Event>) -> Result<()> {
+    if seqs.len() > ACK_LIMIT {
+        return Err(too_many_acks(seqs.len()));
+    }
+    match seqs
+        .iter()
+        .find(|&&s| s > c && !named.get(&s).is_some_and(|e| e.is_for(worker)))
+    {
+        Some(&seq) => Err(not_your_event(worker, seq)),
+        None => Ok(()),
+    }
+}
+
 /// The events with the sequence numbers `seqs` (those that exist), by number.
 async fn events_named(conn: &mut Conn, seqs: &[i64]) -> Result<HashMap<i64, Event>> {
     let list: Vec<i64> = seqs.to_vec();
+    // Whose an event is needs no payload: an ack names hundreds of events at times.
     let rows = conn
         .query(
-            &format!("SELECT {EVENT_COLUMNS} FROM events WHERE seq = ANY($1)"),
+            "SELECT seq, kind, priority, 'null', dedup_key, source, target, except_worker, created_at \
+             FROM events WHERE seq = ANY($1)",
             &[&list],
         )
         .await?;
@@ -179,13 +414,7 @@ pub async fn ack(conn: &mut Conn, worker: &str, seqs: &[i64]) -> Result<usize> {
         return Err(too_many_acks(seqs.len()));
     }
     let c = cursor(conn, worker, true).await?;
-    let named = events_named(conn, seqs).await?;
-    if let Some(&seq) = seqs
-        .iter()
-        .find(|&&s| s > c && !named.get(&s).is_some_and(|e| e.is_for(worker)))
-    {
-        return Err(not_your_event(worker, seq));
-    }
+    check_acks(worker, seqs, c, &events_named(conn, seqs).await?)?;
     let mut fresh: Vec<i64> = seqs.iter().copied().filter(|s| *s > c).collect();
     fresh.sort_unstable();
     fresh.dedup();

@@ -433,7 +433,7 @@ pub async fn close(
     now: i64,
 ) -> Result<Issue> {
     ctx.lock().await?;
-    let issue = load(&mut ctx.conn, number).await?;
+    let issue = load(ctx.conn, number).await?;
     check_close(&issue, by, admin_rights, "close")?;
     set_state(ctx, issue, IssueState::Closed, by, None, now).await
 }
@@ -446,7 +446,7 @@ pub async fn reopen(
     now: i64,
 ) -> Result<Issue> {
     ctx.lock().await?;
-    let issue = load(&mut ctx.conn, number).await?;
+    let issue = load(ctx.conn, number).await?;
     check_close(&issue, by, admin_rights, "reopen")?;
     set_state(ctx, issue, IssueState::Open, by, None, now).await
 }
@@ -462,7 +462,7 @@ pub async fn close_by_pr(
     let by = closed_by_pr(pr);
     let mut closed = Vec::new();
     for n in issue::closes_refs(text) {
-        let issue = match load(&mut ctx.conn, n).await {
+        let issue = match load(ctx.conn, n).await {
             Ok(i) => i,
             Err(e) if e.code == "unknown_issue" => {
                 tracing::info!("PR #{pr} says it closes issue #{n}, which does not exist: ignored");

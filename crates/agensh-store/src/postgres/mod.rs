@@ -1,9 +1,10 @@
 //! The PostgreSQL store: the same [`Store`] as `sqlite/`, on a server that several hubs
 //! can share (`agensh hub DIR --store postgres://…`).
 //!
-//! `db.rs` has the connections (a small pool of our own), write transactions, the write
-//! lock that keeps numbers in commit order, and the commit broadcast across processes
-//! (LISTEN/NOTIFY); `search.rs` the grep language's translation; the other files one
+//! `db.rs` has the connections (a small pool of our own), the write lock that keeps
+//! numbers in commit order, and the commit broadcast across processes (LISTEN/NOTIFY);
+//! `writer.rs` the writer that commits numbered writes in groups (savepoints, one commit,
+//! answers after it); `search.rs` the grep language's translation; the other files one
 //! concept each, as in `sqlite/`.
 
 mod board;
@@ -11,12 +12,14 @@ mod db;
 mod events;
 mod issues;
 mod messages;
+pub mod migrate;
 mod nodes;
 mod prs;
 pub mod search;
 mod turns;
 mod usage;
 mod workers;
+mod writer;
 
 use std::sync::Arc;
 
@@ -35,7 +38,13 @@ use tokio::sync::broadcast;
 use crate::{IssueQuery, MessageQuery, QueueState, Store, Unfolded};
 use db::Db;
 
-pub use db::redact;
+pub(crate) use db::describe as describe_error;
+pub use db::{redact, WRITE_LOCK};
+
+/// One connection to `url`, outside any store (`agensh store migrate`).
+pub(crate) async fn connect_one(url: &str) -> Result<tokio_postgres::Client> {
+    db::connect(url, None).await
+}
 
 /// How many committed events a slow subscriber may fall behind before it must re-read.
 const BUS_CAPACITY: usize = 8_192;
@@ -55,13 +64,25 @@ impl Drop for PostgresStore {
     }
 }
 
-/// Runs `$body` with `$ctx` a write transaction, committed (or rolled back) after it.
+/// Runs `$body` with `$c` a pooled connection inside a transaction, committed (or rolled
+/// back) after it: the writes that number nothing, which run side by side.
 macro_rules! in_tx {
-    ($self:ident, |$ctx:ident| $body:expr) => {{
-        let mut $ctx = $self.db.begin().await?;
+    ($self:ident, |$c:ident| $body:expr) => {{
+        let mut $c = $self.db.begin().await?;
         let result = $body;
-        $self.db.finish($ctx, result).await
+        $self.db.finish($c, result).await
     }};
+}
+
+/// Runs `$body` with `$ctx` a write of the writer's next group (`writer.rs`): the writes
+/// that number rows or create events. `$body` owns what it uses.
+macro_rules! in_group {
+    ($self:ident, |$ctx:ident| $body:expr) => {
+        $self
+            .db
+            .write(move |$ctx| Box::pin(async move { $body }))
+            .await
+    };
 }
 
 /// Runs `$body` with `$c` a pooled connection.
@@ -78,7 +99,7 @@ impl PostgresStore {
     /// commit listener are tasks on it.
     pub async fn connect(url: &str) -> Result<Self> {
         let (bus, _) = broadcast::channel(BUS_CAPACITY);
-        let db = Db::open(url, include_str!("schema.sql"), POOL_SIZE, bus.clone()).await?;
+        let db = Db::open(url, POOL_SIZE, bus.clone()).await?;
         let listener = db.listen();
         Ok(PostgresStore { db, bus, listener })
     }
@@ -87,11 +108,11 @@ impl PostgresStore {
 #[async_trait::async_trait]
 impl Store for PostgresStore {
     async fn admin_token(&self) -> Result<String> {
-        in_tx!(self, |ctx| workers::admin_token(&mut ctx).await)
+        in_group!(self, |ctx| workers::admin_token(ctx).await)
     }
 
     async fn add_workers(&self, count: usize, now: i64) -> Result<Vec<NewWorker>> {
-        in_tx!(self, |ctx| workers::add(&mut ctx, count, now).await)
+        in_group!(self, |ctx| workers::add(ctx, count, now).await)
     }
 
     async fn worker_tokens(&self) -> Result<Vec<(String, String)>> {
@@ -99,7 +120,8 @@ impl Store for PostgresStore {
     }
 
     async fn add_node(&self, name: &str, workers: usize, now: i64) -> Result<NewNode> {
-        in_tx!(self, |ctx| nodes::add(&mut ctx, name, workers, now).await)
+        let name = name.to_string();
+        in_group!(self, |ctx| nodes::add(ctx, &name, workers, now).await)
     }
 
     async fn list_nodes(&self) -> Result<Vec<NodeInfo>> {
@@ -111,12 +133,13 @@ impl Store for PostgresStore {
     }
 
     async fn register_node(&self, name: &str, workers: usize, now: i64) -> Result<Vec<NewWorker>> {
-        in_tx!(self, |ctx| nodes::register(&mut ctx, name, workers, now)
-            .await)
+        let name = name.to_string();
+        in_group!(self, |ctx| nodes::register(ctx, &name, workers, now).await)
     }
 
     async fn revoke_node(&self, name: &str) -> Result<Vec<NewWorker>> {
-        in_tx!(self, |ctx| nodes::revoke(&mut ctx, name).await)
+        let name = name.to_string();
+        in_group!(self, |ctx| nodes::revoke(ctx, &name).await)
     }
 
     async fn list_workers(&self, now: i64) -> Result<Vec<WorkerInfo>> {
@@ -125,16 +148,15 @@ impl Store for PostgresStore {
 
     async fn set_worker_status(&self, id: &str, status: WorkerStatus) -> Result<()> {
         let one = [(id.to_string(), status)];
-        in_tx!(self, |ctx| workers::set_statuses(&mut ctx.conn, &one).await)
+        in_tx!(self, |c| workers::set_statuses(&mut c, &one).await)
     }
 
     async fn set_worker_statuses(&self, statuses: Vec<(String, WorkerStatus)>) -> Result<()> {
-        in_tx!(self, |ctx| workers::set_statuses(&mut ctx.conn, &statuses)
-            .await)
+        in_tx!(self, |c| workers::set_statuses(&mut c, &statuses).await)
     }
 
     async fn touch_workers(&self, activity: Vec<(String, i64)>) -> Result<()> {
-        in_tx!(self, |ctx| workers::touch(&mut ctx.conn, &activity).await)
+        in_tx!(self, |c| workers::touch(&mut c, &activity).await)
     }
 
     async fn append_record(
@@ -144,14 +166,16 @@ impl Store for PostgresStore {
         now: i64,
         default_lease_secs: u64,
     ) -> Result<Appended> {
-        in_tx!(self, |ctx| board::append(
-            &mut ctx,
-            author,
-            record,
-            now,
-            default_lease_secs
-        )
-        .await)
+        let tokens = board::tokens_for(author, &record);
+        self.db
+            .append(board::Append {
+                author: author.to_string(),
+                new: record,
+                tokens,
+                now,
+                default_lease_secs,
+            })
+            .await
     }
 
     async fn recent_view(&self, now: i64, cap: usize) -> Result<Vec<ViewEntry>> {
@@ -170,12 +194,7 @@ impl Store for PostgresStore {
         let entries = on_conn!(self, |c| {
             board::recent_view(&mut c, now, cap, (cursor, top), Some(worker)).await
         })?;
-        in_tx!(self, |ctx| board::set_board_cursor(
-            &mut ctx.conn,
-            worker,
-            top
-        )
-        .await)?;
+        in_tx!(self, |c| board::set_board_cursor(&mut c, worker, top).await)?;
         Ok(entries)
     }
 
@@ -194,32 +213,31 @@ impl Store for PostgresStore {
         lease_secs: u64,
         now: i64,
     ) -> Result<Record> {
-        in_tx!(self, |ctx| board::renew(
-            &mut ctx, worker, seq, lease_secs, now
-        )
-        .await)
+        let worker = worker.to_string();
+        in_group!(self, |ctx| board::renew(ctx, &worker, seq, lease_secs, now)
+            .await)
     }
 
     async fn release_claim(&self, worker: &str, seq: i64, now: i64) -> Result<Record> {
-        in_tx!(self, |ctx| board::release(&mut ctx, worker, seq, now).await)
+        let worker = worker.to_string();
+        in_group!(self, |ctx| board::release(ctx, &worker, seq, now).await)
     }
 
     async fn post_message(&self, from: &str, message: NewMessage, now: i64) -> Result<Message> {
-        in_tx!(self, |ctx| messages::post(&mut ctx, from, message, now)
-            .await)
+        let from = from.to_string();
+        in_group!(self, |ctx| messages::post(ctx, &from, message, now).await)
     }
 
     async fn read_messages(&self, reader: &str, query: MessageQuery) -> Result<Vec<Message>> {
         if query.unread {
-            in_tx!(self, |ctx| messages::read(&mut ctx.conn, reader, &query)
-                .await)
+            in_tx!(self, |c| messages::read(&mut c, reader, &query).await)
         } else {
             on_conn!(self, |c| messages::read(&mut c, reader, &query).await)
         }
     }
 
     async fn enqueue(&self, event: NewEvent, now: i64) -> Result<Option<Event>> {
-        in_tx!(self, |ctx| ctx.emit(&event, now).await)
+        in_group!(self, |ctx| ctx.emit(&event, now).await)
     }
 
     async fn pending_events(&self, worker: &str, after: i64, limit: usize) -> Result<Vec<Event>> {
@@ -227,8 +245,21 @@ impl Store for PostgresStore {
             .await)
     }
 
+    async fn pending_events_many(
+        &self,
+        queries: Vec<(String, i64)>,
+        limit: usize,
+    ) -> Result<Vec<Vec<Arc<Event>>>> {
+        on_conn!(self, |c| events::pending_many(&mut c, &queries, limit)
+            .await)
+    }
+
+    async fn ack_events_many(&self, acks: Vec<(String, Vec<i64>)>) -> Result<Vec<Result<usize>>> {
+        in_tx!(self, |c| events::ack_many(&mut c, &acks).await)
+    }
+
     async fn ack_events(&self, worker: &str, seqs: Vec<i64>) -> Result<usize> {
-        in_tx!(self, |ctx| events::ack(&mut ctx.conn, worker, &seqs).await)
+        in_tx!(self, |c| events::ack(&mut c, worker, &seqs).await)
     }
 
     async fn events_after(&self, after: i64, limit: usize) -> Result<Vec<Event>> {
@@ -240,7 +271,8 @@ impl Store for PostgresStore {
     }
 
     async fn open_pr(&self, author: &str, pr: NewPr, now: i64) -> Result<PullRequest> {
-        in_tx!(self, |ctx| prs::open(&mut ctx, author, pr, now).await)
+        let author = author.to_string();
+        in_group!(self, |ctx| prs::open(ctx, &author, pr, now).await)
     }
 
     async fn list_prs(
@@ -254,9 +286,9 @@ impl Store for PostgresStore {
     }
 
     async fn get_pr(&self, number: i64) -> Result<PullRequest> {
-        let mut ctx = self.db.begin_snapshot().await?;
-        let r = prs::get(&mut ctx.conn, number).await;
-        self.db.finish(ctx, r).await
+        let mut conn = self.db.begin_snapshot().await?;
+        let r = prs::get(&mut conn, number).await;
+        self.db.finish(conn, r).await
     }
 
     async fn review_pr(
@@ -268,21 +300,29 @@ impl Store for PostgresStore {
         commit: Option<&str>,
         now: i64,
     ) -> Result<Review> {
-        in_tx!(self, |ctx| prs::review(
-            &mut ctx, number, reviewer, verdict, text, commit, now
+        let (reviewer, text) = (reviewer.to_string(), text.to_string());
+        let commit = commit.map(str::to_string);
+        in_group!(self, |ctx| prs::review(
+            ctx,
+            number,
+            &reviewer,
+            verdict,
+            &text,
+            commit.as_deref(),
+            now
         )
         .await)
     }
 
     async fn comment_pr(&self, number: i64, author: &str, text: &str, now: i64) -> Result<Comment> {
-        in_tx!(self, |ctx| prs::comment(
-            &mut ctx, number, author, text, now
-        )
-        .await)
+        let (author, text) = (author.to_string(), text.to_string());
+        in_group!(self, |ctx| prs::comment(ctx, number, &author, &text, now)
+            .await)
     }
 
     async fn close_pr(&self, number: i64, by: &str, now: i64) -> Result<PullRequest> {
-        in_tx!(self, |ctx| prs::close(&mut ctx, number, by, now).await)
+        let by = by.to_string();
+        in_group!(self, |ctx| prs::close(ctx, number, &by, now).await)
     }
 
     async fn mark_merged(
@@ -293,11 +333,12 @@ impl Store for PostgresStore {
         main_moved: bool,
         now: i64,
     ) -> Result<PullRequest> {
-        in_tx!(self, |ctx| prs::mark_merged(
-            &mut ctx,
+        let (by, merge_commit) = (by.to_string(), merge_commit.to_string());
+        in_group!(self, |ctx| prs::mark_merged(
+            ctx,
             number,
-            by,
-            merge_commit,
+            &by,
+            &merge_commit,
             main_moved,
             now
         )
@@ -311,24 +352,24 @@ impl Store for PostgresStore {
         reason: serde_json::Value,
         now: i64,
     ) -> Result<()> {
-        in_tx!(self, |ctx| prs::merge_failed(
-            &mut ctx, number, by, reason, now
-        )
-        .await)
+        let by = by.to_string();
+        in_group!(self, |ctx| prs::merge_failed(ctx, number, &by, reason, now)
+            .await)
     }
 
     async fn main_updated(&self, by: &str, commit: &str, now: i64) -> Result<()> {
-        in_tx!(self, |ctx| prs::main_updated(&mut ctx, by, commit, now)
-            .await)
+        let (by, commit) = (by.to_string(), commit.to_string());
+        in_group!(self, |ctx| prs::main_updated(ctx, &by, &commit, now).await)
     }
 
     async fn open_issue(&self, author: &str, issue: NewIssue, now: i64) -> Result<Issue> {
-        in_tx!(self, |ctx| issues::open(&mut ctx, author, issue, now).await)
+        let author = author.to_string();
+        in_group!(self, |ctx| issues::open(ctx, &author, issue, now).await)
     }
 
     async fn open_issues(&self, author: &str, all: Vec<NewIssue>, now: i64) -> Result<Vec<Issue>> {
-        in_tx!(self, |ctx| issues::open_many(&mut ctx, author, all, now)
-            .await)
+        let author = author.to_string();
+        in_group!(self, |ctx| issues::open_many(ctx, &author, all, now).await)
     }
 
     async fn list_issues(&self, query: IssueQuery) -> Result<Vec<Issue>> {
@@ -336,9 +377,9 @@ impl Store for PostgresStore {
     }
 
     async fn get_issue(&self, number: i64) -> Result<Issue> {
-        let mut ctx = self.db.begin_snapshot().await?;
-        let r = issues::get(&mut ctx.conn, number).await;
-        self.db.finish(ctx, r).await
+        let mut conn = self.db.begin_snapshot().await?;
+        let r = issues::get(&mut conn, number).await;
+        self.db.finish(conn, r).await
     }
 
     async fn comment_issue(
@@ -348,8 +389,9 @@ impl Store for PostgresStore {
         text: &str,
         now: i64,
     ) -> Result<IssueComment> {
-        in_tx!(self, |ctx| issues::comment(
-            &mut ctx, number, author, text, now
+        let (author, text) = (author.to_string(), text.to_string());
+        in_group!(self, |ctx| issues::comment(
+            ctx, number, &author, &text, now
         )
         .await)
     }
@@ -361,10 +403,8 @@ impl Store for PostgresStore {
         remove: Vec<String>,
         now: i64,
     ) -> Result<Issue> {
-        in_tx!(self, |ctx| issues::label(
-            &mut ctx, number, &add, &remove, now
-        )
-        .await)
+        in_group!(self, |ctx| issues::label(ctx, number, &add, &remove, now)
+            .await)
     }
 
     async fn assign_issue(
@@ -375,10 +415,11 @@ impl Store for PostgresStore {
         assignee: Option<String>,
         now: i64,
     ) -> Result<Issue> {
-        in_tx!(self, |ctx| issues::assign(
-            &mut ctx,
+        let by = by.to_string();
+        in_group!(self, |ctx| issues::assign(
+            ctx,
             number,
-            by,
+            &by,
             admin_rights,
             assignee.as_deref(),
             now
@@ -393,10 +434,11 @@ impl Store for PostgresStore {
         admin_rights: bool,
         now: i64,
     ) -> Result<Issue> {
-        in_tx!(self, |ctx| issues::close(
-            &mut ctx,
+        let by = by.to_string();
+        in_group!(self, |ctx| issues::close(
+            ctx,
             number,
-            by,
+            &by,
             admin_rights,
             now
         )
@@ -410,10 +452,11 @@ impl Store for PostgresStore {
         admin_rights: bool,
         now: i64,
     ) -> Result<Issue> {
-        in_tx!(self, |ctx| issues::reopen(
-            &mut ctx,
+        let by = by.to_string();
+        in_group!(self, |ctx| issues::reopen(
+            ctx,
             number,
-            by,
+            &by,
             admin_rights,
             now
         )
@@ -446,7 +489,7 @@ impl Store for PostgresStore {
     }
 
     async fn record_model_request(&self, r: crate::ModelRequest) -> Result<()> {
-        in_tx!(self, |ctx| usage::record(&mut ctx.conn, &r).await)
+        in_tx!(self, |c| usage::record(&mut c, &r).await)
     }
 
     async fn model_usage(&self, worker: Option<&str>) -> Result<Vec<crate::ModelUsage>> {
@@ -454,8 +497,7 @@ impl Store for PostgresStore {
     }
 
     async fn set_budget(&self, scope: &str, limits: agensh_domain::budget::Limits) -> Result<()> {
-        in_tx!(self, |ctx| usage::set_budget(&mut ctx.conn, scope, &limits)
-            .await)
+        in_tx!(self, |c| usage::set_budget(&mut c, scope, &limits).await)
     }
 
     async fn budgets(&self) -> Result<Vec<(String, agensh_domain::budget::Limits)>> {
@@ -467,8 +509,7 @@ impl Store for PostgresStore {
         worker: &str,
         report: &agensh_protocol::dashboard::TurnReport,
     ) -> Result<()> {
-        in_tx!(self, |ctx| turns::record(&mut ctx.conn, worker, report)
-            .await)
+        in_tx!(self, |c| turns::record(&mut c, worker, report).await)
     }
 
     async fn turns(
@@ -482,5 +523,9 @@ impl Store for PostgresStore {
 
     fn subscribe(&self) -> broadcast::Receiver<Arc<Event>> {
         self.bus.subscribe()
+    }
+
+    fn write_stats(&self) -> Option<crate::write_stats::WriteStatsSnapshot> {
+        Some(self.db.write_stats())
     }
 }

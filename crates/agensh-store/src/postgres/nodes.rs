@@ -103,7 +103,7 @@ pub async fn register(
         .map(|r| r.get(0))
         .ok_or_else(|| node::unknown_node(name))?;
     node::check_register(name, asked, allowed as usize)?;
-    let mut have = assigned(&mut ctx.conn, name).await?;
+    let mut have = assigned(ctx.conn, name).await?;
     if have.len() < asked {
         let missing = asked - have.len();
         let rows = ctx
@@ -132,7 +132,7 @@ pub async fn register(
                 )
                 .await?;
         }
-        have = assigned(&mut ctx.conn, name).await?;
+        have = assigned(ctx.conn, name).await?;
     }
     ctx.conn
         .execute(

@@ -454,7 +454,7 @@ pub async fn merge_failed(
     reason: serde_json::Value,
     now: i64,
 ) -> Result<()> {
-    let pr = load(&mut ctx.conn, number).await?;
+    let pr = load(ctx.conn, number).await?;
     if by == pr.author {
         return Ok(());
     }

@@ -1,6 +1,9 @@
--- The PostgreSQL store's tables: the SQLite store's (sqlite/schema.sql), with the grep
--- index as token columns on `records` (postgres/search.rs) instead of an FTS5 table.
--- Applied on every open under an advisory lock; every statement is idempotent.
+-- The PostgreSQL store's schema as it is now, whole: for reading. The SQLite store's tables
+-- (sqlite/schema.sql), with the grep index as token columns on `records` (postgres/search.rs)
+-- instead of an FTS5 table. Databases get it from the migrations in migrations/ (migrate.rs
+-- applies those a database lacks when a store opens it), and tests/pg_migrations.rs fails
+-- when a new database differs from this file: a change to the schema is a new migration and
+-- its mirror here.
 
 CREATE TABLE IF NOT EXISTS meta (
     key   TEXT PRIMARY KEY,
@@ -222,3 +225,35 @@ CREATE TABLE IF NOT EXISTS node_workers (
     node   TEXT NOT NULL REFERENCES nodes(name)
 );
 CREATE INDEX IF NOT EXISTS node_workers_by_node ON node_workers(node, worker);
+
+-- ============================================================================================
+-- Prefix grep (`pars*`, postgres/search.rs): every distinct word of every record, under a
+-- byte-order btree (COLLATE "C", its primary key), so the words starting with a prefix are
+-- one range scan; the records holding any of them are then found through `records_words`
+-- (GIN, `&&`). Kept by a trigger on `records`, whoever inserts them, once per statement
+-- (every word of the records it inserted, from its transition table: the writer stores a
+-- group's board records with one statement); words are never removed (a word no record
+-- holds matches nothing). When the table is new, the trigger is made first — its lock on
+-- `records` waits for writes in flight and holds off new ones — and then every stored
+-- record's words are copied, all in this block's transaction.
+-- (Migration 2: migrations/0002_record_words.sql, a trigger for each row; migration 3:
+-- migrations/0003_record_words_per_statement.sql, the trigger for each statement.)
+CREATE OR REPLACE FUNCTION agensh_record_words() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO record_words(word) SELECT DISTINCT unnest(words) FROM new_records
+        ON CONFLICT DO NOTHING;
+    RETURN NULL;
+END
+$$;
+DO $$
+BEGIN
+    IF to_regclass('record_words') IS NULL THEN
+        CREATE TABLE record_words (word TEXT COLLATE "C" PRIMARY KEY);
+        CREATE TRIGGER records_words_kept AFTER INSERT ON records
+            REFERENCING NEW TABLE AS new_records
+            FOR EACH STATEMENT EXECUTE FUNCTION agensh_record_words();
+        INSERT INTO record_words(word) SELECT DISTINCT unnest(words) FROM records;
+    END IF;
+END
+$$;
+-- ============================================================================================

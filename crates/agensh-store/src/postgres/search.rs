@@ -22,10 +22,13 @@
 //!
 //! Each node becomes a boolean SQL expression over those columns; every piece of user
 //! text becomes a bind parameter (its tokens as a `text[]`), never SQL. A word of one token
-//! is `words @> $n`; a phrase (or a word that tokenizes to several tokens, like
-//! `http://x`) is `agensh_phrase(text_tokens, $n, prefix) OR agensh_phrase(detail_tokens,
-//! …)`, a schema function that finds the tokens side by side, the last one as a prefix for
-//! `pars*`. A word or phrase with no token matches nothing (as an empty FTS5 phrase does).
+//! is `words @> $n`; a prefix of one token (`pars*`) is `words && $n`, the words of the
+//! vocabulary table `record_words` that start with it (read first: a range scan of its
+//! byte-order btree; the overlap then uses the GIN index, or the newest records first when
+//! the planner finds those words common); a phrase (or a word that tokenizes to
+//! several tokens, like `http://x`) is `agensh_phrase(text_tokens, $n, prefix) OR
+//! agensh_phrase(detail_tokens, …)`, a schema function that finds the tokens side by side,
+//! the last one as a prefix for `pars*`. A word or phrase with no token matches nothing (as an empty FTS5 phrase does).
 //! `NOT`, `AND` and `OR` are SQL's own: every column is `NOT NULL`, so there is no third
 //! truth value to make `NOT` differ from FTS5's subtraction.
 
@@ -110,21 +113,61 @@ impl RecordTokens {
     }
 }
 
+/// Most words a prefix is expanded to; a prefix that starts more words (a letter or two)
+/// is matched by reading each record's words instead, which finds a page of such common
+/// records as fast.
+pub const EXPANSION_LIMIT: usize = 10_000;
+
+/// The one-token prefixes of `query` (`pars*`): [`prefix_range`] of each is read from the
+/// `record_words` vocabulary before the search, and the words found become a parameter.
+pub fn prefixes(query: &Query) -> Vec<String> {
+    let mut out = Vec::new();
+    collect_prefixes(query, &mut out);
+    out.sort();
+    out.dedup();
+    out
+}
+
+fn collect_prefixes(q: &Query, out: &mut Vec<String>) {
+    match q {
+        Query::Word { text, prefix: true } => {
+            let t = tokens(text);
+            if t.len() == 1 {
+                out.extend(t);
+            }
+        }
+        Query::Not(inner) => collect_prefixes(inner, out),
+        Query::And(children) | Query::Or(children) => {
+            for c in children {
+                collect_prefixes(c, out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// What each prefix of [`prefixes`] was expanded to: the vocabulary's words that start
+/// with it, or `None` when there are more than [`EXPANSION_LIMIT`].
+pub type Expansions = std::collections::HashMap<String, Option<Vec<String>>>;
+
 /// A SQL condition over the record columns (`r.`) and its bind parameters, numbered from
 /// `first` on.
-pub struct Condition {
+pub struct Condition<'a> {
     pub sql: String,
     pub params: Vec<Box<dyn ToSql + Sync + Send>>,
     first: usize,
+    expansions: &'a Expansions,
 }
 
-impl Condition {
-    /// The condition for `query`; its parameters are `$first`, `$first+1`, …
-    pub fn of(query: &Query, first: usize) -> Self {
+impl<'a> Condition<'a> {
+    /// The condition for `query`; its parameters are `$first`, `$first+1`, … A prefix
+    /// missing from `expansions` reads each record's words.
+    pub fn of(query: &Query, first: usize, expansions: &'a Expansions) -> Self {
         let mut c = Condition {
             sql: String::new(),
             params: Vec::new(),
             first,
+            expansions,
         };
         c.sql = c.node(query);
         c
@@ -180,10 +223,19 @@ impl Condition {
                 let p = self.param(t);
                 format!("r.words @> {p}")
             }
-            (1, true) => {
-                let p = self.param(t[0].clone());
-                format!("EXISTS (SELECT 1 FROM unnest(r.words) w WHERE starts_with(w, {p}))")
-            }
+            (1, true) => match self.expansions.get(&t[0]) {
+                // The records holding any word that starts with it (the GIN index); a
+                // parameter, so the planner weighs how common those words are.
+                Some(Some(words)) if words.is_empty() => "FALSE".into(),
+                Some(Some(words)) => {
+                    let p = self.param(words.clone());
+                    format!("r.words && {p}")
+                }
+                _ => {
+                    let p = self.param(t[0].clone());
+                    format!("EXISTS (SELECT 1 FROM unnest(r.words) w WHERE starts_with(w, {p}))")
+                }
+            },
             (n, _) => {
                 // Every whole token must be among the words (the index), then side by side.
                 let whole: Vec<String> = if prefix {
@@ -199,6 +251,22 @@ impl Condition {
             }
         }
     }
+}
+
+/// The strings that start with `prefix`, in code point order (which is UTF-8's byte order,
+/// `COLLATE "C"`): from `prefix` itself to below the first string that is greater than
+/// all of them — `prefix` with its last character incremented (a last U+10FFFF dropped
+/// first) — or to the end when there is none.
+pub fn prefix_range(prefix: &str) -> (String, Option<String>) {
+    let mut chars: Vec<char> = prefix.chars().collect();
+    while let Some(last) = chars.pop() {
+        let next = (last as u32 + 1..=char::MAX as u32).find_map(char::from_u32);
+        if let Some(next) = next {
+            chars.push(next);
+            return (prefix.to_string(), Some(chars.into_iter().collect()));
+        }
+    }
+    (prefix.to_string(), None)
 }
 
 #[cfg(test)]
@@ -220,9 +288,11 @@ mod tests {
 
     #[test]
     fn user_text_is_only_in_parameters() {
+        let none = Expansions::new();
         let c = Condition::of(
             &parse("\"x'; DROP TABLE records; --\" label:ab").unwrap(),
             3,
+            &none,
         );
         assert!(!c.sql.contains("DROP"), "{}", c.sql);
         assert!(c.sql.contains("$3") && c.sql.contains("$5"), "{}", c.sql);
@@ -230,9 +300,50 @@ mod tests {
     }
 
     #[test]
+    fn a_prefix_range_holds_exactly_the_strings_that_start_with_it() {
+        assert_eq!(prefix_range("par"), ("par".into(), Some("pas".into())));
+        assert_eq!(prefix_range("az"), ("az".into(), Some("a{".into())));
+        // Past the surrogates, and past the last code point.
+        assert_eq!(
+            prefix_range("a\u{d7ff}"),
+            ("a\u{d7ff}".into(), Some("a\u{e000}".into()))
+        );
+        assert_eq!(
+            prefix_range("b\u{10ffff}"),
+            ("b\u{10ffff}".into(), Some("c".into()))
+        );
+        assert_eq!(prefix_range("\u{10ffff}").1, None);
+        let (from, below) = prefix_range("caf");
+        let below = below.unwrap();
+        for w in ["caf", "cafe", "caf\u{10ffff}x", "cafz"] {
+            assert!(w >= from.as_str() && w < below.as_str(), "{w}");
+        }
+        for w in ["cae", "cag", "ca", "cb"] {
+            assert!(!(w >= from.as_str() && w < below.as_str()), "{w}");
+        }
+    }
+
+    #[test]
     fn empty_vectors_are_total() {
-        assert_eq!(Condition::of(&Query::And(vec![]), 1).sql, "TRUE");
-        assert_eq!(Condition::of(&Query::Or(vec![]), 1).sql, "FALSE");
-        assert_eq!(Condition::of(&parse("...").unwrap(), 1).sql, "FALSE");
+        let none = Expansions::new();
+        assert_eq!(Condition::of(&Query::And(vec![]), 1, &none).sql, "TRUE");
+        assert_eq!(Condition::of(&Query::Or(vec![]), 1, &none).sql, "FALSE");
+        assert_eq!(Condition::of(&parse("...").unwrap(), 1, &none).sql, "FALSE");
+    }
+
+    #[test]
+    fn a_prefix_is_its_expansion_or_else_each_records_words() {
+        let q = parse("pars* (NOT zz*) \"a b*\" word").unwrap();
+        assert_eq!(prefixes(&q), ["pars", "zz"]);
+        let mut e = Expansions::new();
+        e.insert("pars".into(), Some(vec!["parse".into(), "parser".into()]));
+        e.insert("zz".into(), Some(Vec::new()));
+        let c = Condition::of(&q, 1, &e);
+        assert!(c.sql.contains("r.words && $1"), "{}", c.sql);
+        assert!(c.sql.contains("(NOT FALSE)"), "{}", c.sql);
+        let mut common = Expansions::new();
+        common.insert("pars".into(), None);
+        let c = Condition::of(&parse("pars*").unwrap(), 1, &common);
+        assert!(c.sql.contains("starts_with"), "{}", c.sql);
     }
 }

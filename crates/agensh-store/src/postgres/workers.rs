@@ -114,8 +114,26 @@ pub async fn ensure_exists(conn: &mut Conn, id: &str) -> Result<()> {
     }
 }
 
+/// Locks the rows of the workers `ids` (as an update of theirs would) in one order, by id.
+/// Transactions that update several workers' rows — status reports, activity — take this
+/// first (the batched ack locks them in the same order as it reads their cursors), so no
+/// two of them hold one row each while waiting for the other's (PostgreSQL would refuse
+/// one with a deadlock, 40P01). One row needs no order.
+pub async fn lock_rows(conn: &mut Conn, ids: &[&str]) -> Result<()> {
+    if ids.len() > 1 {
+        conn.execute(
+            "SELECT 1 FROM workers WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE",
+            &[&ids],
+        )
+        .await?;
+    }
+    Ok(())
+}
+
 /// Sets statuses; an unknown id fails the whole call (the transaction rolls back).
 pub async fn set_statuses(conn: &mut Conn, statuses: &[(String, WorkerStatus)]) -> Result<()> {
+    let ids: Vec<&str> = statuses.iter().map(|s| s.0.as_str()).collect();
+    lock_rows(conn, &ids).await?;
     for (id, status) in statuses {
         let n = conn
             .execute(
@@ -136,6 +154,7 @@ pub async fn touch(conn: &mut Conn, activity: &[(String, i64)]) -> Result<()> {
     }
     let ids: Vec<&str> = activity.iter().map(|a| a.0.as_str()).collect();
     let ats: Vec<i64> = activity.iter().map(|a| a.1).collect();
+    lock_rows(conn, &ids).await?;
     conn.execute(
         "UPDATE workers w SET last_activity = greatest(coalesce(w.last_activity, 0), a.at) \
          FROM (SELECT id, max(at) AS at FROM unnest($1::text[], $2::bigint[]) AS t(id, at) GROUP BY id) a \

@@ -73,7 +73,7 @@ pub(crate) fn sql_err(e: rusqlite::Error) -> Error {
     Error::internal(format!("store error: {e}"))
 }
 
-fn open_conn(path: &Path) -> Result<Connection> {
+pub(crate) fn open_conn(path: &Path) -> Result<Connection> {
     let conn = Connection::open(path).map_err(|e| {
         Error::internal(format!(
             "cannot open the store at {}: {e} — check the directory exists and is writable",

@@ -6,6 +6,7 @@
 //! normal ones. The cursor moves forward over the acknowledged prefix.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use agensh_domain::event::{Event, NewEvent, Priority};
 use agensh_domain::{Error, Result};
@@ -195,8 +196,8 @@ fn acks_of(conn: &Connection, ids: &str, above: i64) -> Result<HashMap<String, H
 /// The events above one sequence number for many workers, read in two capped queries: the
 /// broadcasts (stored once, filtered per worker) and the events targeted at them.
 struct EventsAbove {
-    broadcasts: Vec<Event>,
-    targeted: HashMap<String, Vec<Event>>,
+    broadcasts: Vec<Arc<Event>>,
+    targeted: HashMap<String, Vec<Arc<Event>>>,
     /// Every event up to this sequence number is here; past it the reads were cut.
     whole_up_to: i64,
 }
@@ -213,7 +214,7 @@ impl EventsAbove {
             &format!("SELECT {EVENT_COLUMNS} FROM events WHERE target IN (SELECT value FROM json_each(?1)) AND seq > ?2 ORDER BY seq LIMIT ?3"),
             params![ids, above, MANY_ROWS as i64],
         )?;
-        let mut by_target: HashMap<String, Vec<Event>> = HashMap::new();
+        let mut by_target: HashMap<String, Vec<Arc<Event>>> = HashMap::new();
         for e in targeted {
             by_target
                 .entry(e.target.clone().unwrap_or_default())
@@ -233,9 +234,9 @@ impl EventsAbove {
     }
 
     /// `worker`'s events above `from` that the reads hold whole, oldest first.
-    fn of(&self, worker: &str, from: i64) -> Vec<&Event> {
+    fn of(&self, worker: &str, from: i64) -> Vec<&Arc<Event>> {
         let mine = self.targeted.get(worker).map_or(&[][..], Vec::as_slice);
-        let mut events: Vec<&Event> = self
+        let mut events: Vec<&Arc<Event>> = self
             .broadcasts
             .iter()
             .filter(|e| e.is_for(worker))
@@ -253,10 +254,10 @@ fn capped(
     conn: &Connection,
     sql: &str,
     params: impl rusqlite::Params,
-) -> Result<(Vec<Event>, i64)> {
+) -> Result<(Vec<Arc<Event>>, i64)> {
     let mut stmt = conn.prepare_cached(sql).map_err(sql_err)?;
     let events = stmt
-        .query_map(params, row_to_event)
+        .query_map(params, |r| row_to_event(r).map(Arc::new))
         .map_err(sql_err)?
         .collect::<rusqlite::Result<Vec<_>>>()
         .map_err(sql_err)?;
@@ -275,7 +276,7 @@ pub fn pending_many(
     conn: &Connection,
     queries: &[(String, i64)],
     limit: usize,
-) -> Result<Vec<Vec<Event>>> {
+) -> Result<Vec<Vec<Arc<Event>>>> {
     if queries.is_empty() {
         return Ok(Vec::new());
     }
@@ -295,7 +296,7 @@ pub fn pending_many(
     let mut out = Vec::with_capacity(queries.len());
     for ((w, after), &from) in queries.iter().zip(&from) {
         let acked = acked.get(w).unwrap_or(&none);
-        let mut events: Vec<Event> = above
+        let mut events: Vec<Arc<Event>> = above
             .of(w, from)
             .into_iter()
             .filter(|e| !acked.contains(&e.seq))
@@ -304,7 +305,10 @@ pub fn pending_many(
             .collect();
         if events.len() < limit && !above.whole() {
             // The capped reads may have cut this worker's events short.
-            events = pending(conn, w, *after, limit)?;
+            events = pending(conn, w, *after, limit)?
+                .into_iter()
+                .map(Arc::new)
+                .collect();
         }
         out.push(events);
     }
@@ -331,7 +335,7 @@ pub fn ack_many(conn: &Connection, acks: &[(String, Vec<i64>)]) -> Result<Vec<Re
     let ids = ids_json(acks.iter().map(|a| a.0.as_str()));
     let cursors = cursors_of(conn, &ids)?;
     let lowest = cursors.values().copied().min().unwrap_or(0);
-    let named = events_named(conn, acks.iter().flat_map(|a| &a.1))?;
+    let named = owners_named(conn, acks.iter().flat_map(|a| &a.1))?;
     let stored = acks_of(conn, &ids, lowest)?;
     let above = EventsAbove::read(conn, &ids, lowest)?;
     let none = HashSet::new();
@@ -391,32 +395,56 @@ fn ack_alone(conn: &Connection, worker: &str, seqs: &[i64]) -> Result<Result<usi
     Ok(r)
 }
 
-/// The events with the sequence numbers `seqs` (those that exist), by number.
-fn events_named<'a>(
+/// Who each of the events numbered `seqs` is for (those that exist), by number.
+fn owners_named<'a>(
     conn: &Connection,
     seqs: impl Iterator<Item = &'a i64>,
-) -> Result<HashMap<i64, Event>> {
+) -> Result<HashMap<i64, Owner>> {
     let list = serde_json::to_string(&seqs.collect::<Vec<_>>()).expect("json serializes");
-    // Whose an event is needs no payload: an ack names hundreds of events at times, and
-    // parsing each payload in the one writer thread held up every write.
+    // Whose an event is needs neither its payload nor its other columns: an ack names
+    // hundreds of events at times, in the one writer thread every write waits for.
     let mut stmt = conn
         .prepare_cached(
-            "SELECT seq, kind, priority, 'null', dedup_key, source, target, except_worker, created_at \
+            "SELECT seq, target, source, except_worker \
              FROM events WHERE seq IN (SELECT value FROM json_each(?1))",
         )
         .map_err(sql_err)?;
-    let rows = stmt.query_map([list], row_to_event).map_err(sql_err)?;
-    let mut out = HashMap::new();
-    for r in rows {
-        let e = r.map_err(sql_err)?;
-        out.insert(e.seq, e);
-    }
-    Ok(out)
+    let rows = stmt
+        .query_map([list], |r| {
+            Ok((
+                r.get(0)?,
+                Owner {
+                    target: r.get(1)?,
+                    source: r.get(2)?,
+                    except: r.get(3)?,
+                },
+            ))
+        })
+        .map_err(sql_err)?;
+    rows.collect::<rusqlite::Result<_>>().map_err(sql_err)
 }
 
-/// The checks of [`ack`]: at most [`ACK_LIMIT`], and every number above the cursor `c` an
-/// event in `worker`'s queue.
-fn check_acks(worker: &str, seqs: &[i64], c: i64, named: &HashMap<i64, Event>) -> Result<()> {
+/// The columns that say whose queue an event is in ([`Event::is_for`]).
+struct Owner {
+    target: Option<String>,
+    source: Option<String>,
+    except: Option<String>,
+}
+
+impl Owner {
+    fn is_for(&self, worker: &str) -> bool {
+        match &self.target {
+            Some(t) => t == worker,
+            None => {
+                self.source.as_deref() != Some(worker) && self.except.as_deref() != Some(worker)
+            }
+        }
+    }
+}
+
+/// The checks of [`ack_many`]: at most [`ACK_LIMIT`], and every number above the cursor `c`
+/// an event in `worker`'s queue.
+fn check_acks(worker: &str, seqs: &[i64], c: i64, named: &HashMap<i64, Owner>) -> Result<()> {
     if seqs.len() > ACK_LIMIT {
         return Err(too_many_acks(seqs.len()));
     }
@@ -443,22 +471,44 @@ fn not_your_event(worker: &str, seq: i64) -> Error {
     )
 }
 
+/// Acknowledges `seqs` for `worker`: every number above its cursor must be an event in its
+/// queue (else nothing changes); the cursor moves over the acknowledged prefix of its
+/// events and only acks above it are stored. Returns how many were newly acknowledged.
 pub fn ack(conn: &Connection, worker: &str, seqs: &[i64]) -> Result<usize> {
     if seqs.len() > ACK_LIMIT {
         return Err(too_many_acks(seqs.len()));
     }
     let c = cursor(conn, worker)?;
-    check_acks(worker, seqs, c, &events_named(conn, seqs.iter())?)?;
     let stored = acked_above(conn, worker, c)?;
     let fresh: HashSet<i64> = seqs
         .iter()
         .copied()
         .filter(|s| *s > c && !stored.contains(s))
         .collect();
-    // Where the cursor goes with these acks, before storing them: an ack of the oldest
-    // events (the usual case) moves the cursor and stores nothing.
+    if fresh.is_empty() {
+        // Nothing new above the cursor: those above it were checked when first stored.
+        return Ok(0);
+    }
     let acked: HashSet<i64> = stored.union(&fresh).copied().collect();
-    let moved = prefix_end(conn, worker, c, &acked)?;
+    // The worker's own events above the cursor, as many as the acks could pass and one
+    // more: where the cursor lands, and — in the usual ack of the oldest events — the
+    // proof that every acknowledged number is the worker's, from sequence numbers alone.
+    let theirs = seqs_for_worker(conn, worker, c, acked.len() + 1)?;
+    let unseen: Vec<i64> = fresh
+        .iter()
+        .copied()
+        .filter(|s| theirs.binary_search(s).is_err())
+        .collect();
+    if !unseen.is_empty() {
+        let named = owners_named(conn, unseen.iter())?;
+        if let Some(&seq) = seqs
+            .iter()
+            .find(|s| unseen.contains(s) && !named.get(*s).is_some_and(|o| o.is_for(worker)))
+        {
+            return Err(not_your_event(worker, seq));
+        }
+    }
+    let moved = prefix_in(&theirs, c, &acked);
     let mut insert = conn
         .prepare_cached("INSERT OR IGNORE INTO event_acks(worker, seq) VALUES (?1, ?2)")
         .map_err(sql_err)?;
@@ -470,19 +520,24 @@ pub fn ack(conn: &Connection, worker: &str, seqs: &[i64]) -> Result<usize> {
     Ok(fresh.len())
 }
 
+/// The last of `theirs` (a worker's events above the cursor `c`, oldest first) that, with
+/// every one before it, is in `acked`; `c` itself when the first is not.
+fn prefix_in(theirs: &[i64], c: i64, acked: &HashSet<i64>) -> i64 {
+    theirs
+        .iter()
+        .take_while(|s| acked.contains(s))
+        .last()
+        .copied()
+        .unwrap_or(c)
+}
+
 /// The last of `worker`'s events above the cursor `c` that, with every one before it, is
 /// acknowledged (`c` itself when the first is not); `acked` holds every acknowledged event
 /// above `c`. The cursor can pass at most those, so it reads that many sequence numbers and
 /// one more — never the events themselves.
 fn prefix_end(conn: &Connection, worker: &str, c: i64, acked: &HashSet<i64>) -> Result<i64> {
-    let mut moved = c;
-    for seq in seqs_for_worker(conn, worker, c, acked.len() + 1)? {
-        if !acked.contains(&seq) {
-            break;
-        }
-        moved = seq;
-    }
-    Ok(moved)
+    let theirs = seqs_for_worker(conn, worker, c, acked.len() + 1)?;
+    Ok(prefix_in(&theirs, c, acked))
 }
 
 /// Sets `worker`'s cursor from `c` to `moved` and, when `forget` (some stored acks are at
@@ -582,8 +637,9 @@ mod tests {
         assert_eq!(many.len(), queries.len());
         for ((w, after), got) in queries.iter().zip(many) {
             let one = pending(conn, w, *after, limit).unwrap();
-            let seqs = |v: &[Event]| v.iter().map(|e| e.seq).collect::<Vec<_>>();
-            assert_eq!(seqs(&got), seqs(&one), "{w} after {after}, limit {limit}");
+            let got: Vec<i64> = got.iter().map(|e| e.seq).collect();
+            let one: Vec<i64> = one.iter().map(|e| e.seq).collect();
+            assert_eq!(got, one, "{w} after {after}, limit {limit}");
         }
     }
 
@@ -733,6 +789,57 @@ mod tests {
             .map(|e| e.seq)
             .collect();
         assert_eq!(left, vec![mine[5]]);
+    }
+
+    #[test]
+    fn an_ack_naming_an_event_not_in_the_queue_changes_nothing() {
+        let conn = db(2);
+        let first = add(&conn, event(None, None, None));
+        let own_broadcast = add(&conn, event(None, Some("w01"), None));
+        let excepted = add(&conn, event(None, None, Some("w01")));
+        let to_w02 = add(&conn, event(Some("w02"), None, None));
+        let second = add(&conn, event(Some("w01"), None, None));
+        // Events of w01's far past the first: their ack is checked by number, not by the
+        // prefix the cursor could pass.
+        let mut later = Vec::new();
+        for _ in 0..20 {
+            later.push(add(&conn, event(None, None, None)));
+        }
+        let missing = later[19] + 100;
+        for bad in [own_broadcast, excepted, to_w02, missing] {
+            let err = ack(&conn, "w01", &[first, second, later[10], bad]).unwrap_err();
+            assert_eq!(err.code, "not_your_event", "event {bad}");
+            assert!(
+                err.message.contains(&format!("event {bad} ")),
+                "{}",
+                err.message
+            );
+            let q = queue_state(&conn, "w01").unwrap();
+            assert_eq!(
+                (q.cursor, q.acked_above_cursor),
+                (0, 0),
+                "after event {bad}"
+            );
+        }
+        // Past a gap (the third of later is not acknowledged) the acks are the worker's:
+        // stored above the cursor, which passes the prefix and stops at the gap.
+        assert_eq!(
+            ack(
+                &conn,
+                "w01",
+                &[first, second, later[0], later[1], later[10], later[19]]
+            )
+            .unwrap(),
+            6
+        );
+        let q = queue_state(&conn, "w01").unwrap();
+        assert_eq!((q.cursor, q.acked_above_cursor), (later[1], 2));
+        // Acknowledging them again is no new ack and changes nothing.
+        assert_eq!(
+            ack(&conn, "w01", &[later[10], later[19], first]).unwrap(),
+            0
+        );
+        assert_eq!(queue_state(&conn, "w01").unwrap().acked_above_cursor, 2);
     }
 
     #[test]

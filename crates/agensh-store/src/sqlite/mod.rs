@@ -31,6 +31,12 @@ use tokio::sync::broadcast;
 use crate::{IssueQuery, MessageQuery, QueueState, Store, Unfolded};
 use conn::Db;
 
+/// A connection to the store file at `path` as the store's own are set up (WAL, a busy
+/// timeout), for `agensh store migrate` to read it.
+pub(crate) fn conn_for_transfer(path: &Path) -> Result<rusqlite::Connection> {
+    conn::open_conn(path)
+}
+
 /// How many committed events a slow subscriber may fall behind before it must re-read.
 const BUS_CAPACITY: usize = 8_192;
 
@@ -219,7 +225,7 @@ impl Store for SqliteStore {
         &self,
         queries: Vec<(String, i64)>,
         limit: usize,
-    ) -> Result<Vec<Vec<Event>>> {
+    ) -> Result<Vec<Vec<Arc<Event>>>> {
         self.db
             .read(move |c| events::pending_many(c, &queries, limit))
             .await

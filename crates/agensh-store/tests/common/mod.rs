@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod pg;
+pub mod rows;
 
 use std::ops::Deref;
 use std::sync::Arc;
