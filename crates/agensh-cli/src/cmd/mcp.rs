@@ -54,10 +54,7 @@ pub async fn run(g: &Global, a: McpArgs) -> Result<()> {
         }
     };
     let bridge = Arc::new(Bridge {
-        http: reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(10))
-            .pool_idle_timeout(agensh_client::POOL_IDLE)
-            .build()?,
+        http: hub_http()?,
         endpoint: format!("{url}/mcp"),
         hub: url.clone(),
         token,
@@ -133,6 +130,21 @@ pub async fn run(g: &Global, a: McpArgs) -> Result<()> {
         .map_err(|e| anyhow!("stdout writer: {e}"))?
         .map_err(|e| anyhow!("cannot write to stdout: {e}"))?;
     Ok(())
+}
+
+/// The bridge's HTTP client: a new connection for every message, none kept idle.
+///
+/// A kept connection to a hub that was just killed may still look open when the next
+/// message goes out on it; that message then fails as one the hub *may* have processed,
+/// and is not sent again, so a tool call made while the hub restarts would end at once
+/// with an error instead of waiting for the hub ([`agensh_client::retry::send`]). On a new
+/// connection a dead hub is a refused connect, which is waited out. One agent's messages
+/// are few: a connect each costs nothing that matters.
+fn hub_http() -> reqwest::Result<reqwest::Client> {
+    reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(10))
+        .pool_max_idle_per_host(0)
+        .build()
 }
 
 impl Bridge {
@@ -331,5 +343,60 @@ impl Bridge {
         if let Err(e) = req.send().await {
             tracing::debug!("could not end the MCP session: {e}");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpListener;
+
+    const OK: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
+
+    /// A hub that answers one message, then dies (its listener gone) with the connection
+    /// that carried the answer still open: a message arriving on that connection is
+    /// dropped unanswered, as a killed process's would be. It comes back 300 ms later.
+    #[tokio::test]
+    async fn a_message_after_the_hub_died_waits_for_it_instead_of_failing_on_an_old_connection() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let (died_tx, died) = tokio::sync::oneshot::channel();
+        let server = tokio::spawn(async move {
+            let (mut first, _) = listener.accept().await.unwrap();
+            let mut buf = vec![0u8; 4096];
+            let _ = first.read(&mut buf).await.unwrap();
+            first.write_all(OK).await.unwrap();
+            drop(listener);
+            died_tx.send(()).unwrap();
+            // What reaches the old connection now is dropped unanswered.
+            let dropped = tokio::spawn(async move {
+                let n = first.read(&mut buf).await.unwrap_or(0);
+                drop(first);
+                n
+            });
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let back = TcpListener::bind(("127.0.0.1", port)).await.unwrap();
+            let (mut s, _) = back.accept().await.unwrap();
+            let mut buf = vec![0u8; 4096];
+            let _ = s.read(&mut buf).await.unwrap();
+            s.write_all(OK).await.unwrap();
+            dropped.await.unwrap()
+        });
+        let http = hub_http().unwrap();
+        let url = format!("http://127.0.0.1:{port}/mcp");
+        let first = http.post(&url).body("first").send().await.unwrap();
+        assert_eq!(first.text().await.unwrap(), "ok");
+        died.await.unwrap();
+        let second =
+            agensh_client::retry::send(http.post(&url).body("second"), Duration::from_secs(10))
+                .await
+                .expect("the message waits for the hub to come back");
+        assert_eq!(second.text().await.unwrap(), "ok");
+        let on_old_connection = server.await.unwrap();
+        assert_eq!(
+            on_old_connection, 0,
+            "nothing went out on the old connection"
+        );
     }
 }
