@@ -1006,6 +1006,12 @@ fn print_table(r: &Value) {
             w["commit_p99_ms"],
             w["publish_p99_ms"]
         );
+        if !w["writer_cpu_pct"].is_null() {
+            println!(
+                "    the writer thread  on a CPU {} % of the time, ready but waiting for one {} %",
+                w["writer_cpu_pct"], w["writer_run_queue_pct"]
+            );
+        }
     }
     println!(
         "cleanup        node exited {} after SIGTERM; processes left: {}",
@@ -1060,6 +1066,9 @@ struct StoreTimings {
     histograms: HashMap<String, Vec<(f64, u64)>>,
     writes: u64,
     groups: u64,
+    /// The writer thread's seconds on a CPU and waiting for one (SQLite's writer).
+    writer_cpu: Option<f64>,
+    writer_run_queue: Option<f64>,
 }
 
 async fn store_timings(hub: &str) -> StoreTimings {
@@ -1092,6 +1101,10 @@ async fn store_timings(hub: &str) -> StoreTimings {
             t.writes = v as u64;
         } else if key == "agensh_store_write_groups_total" {
             t.groups = v as u64;
+        } else if key == "agensh_store_writer_cpu_seconds_total" {
+            t.writer_cpu = Some(v);
+        } else if key == "agensh_store_writer_run_queue_seconds_total" {
+            t.writer_run_queue = Some(v);
         }
     }
     t
@@ -1134,7 +1147,14 @@ fn store_window(before: &StoreTimings, after: &StoreTimings, window: Duration) -
             }
         })
     };
+    // Shares of the window: the writer thread on a CPU, and ready but waiting for one.
+    let share = |b: Option<f64>, a: Option<f64>| match (b, a) {
+        (Some(b), Some(a)) => json!(((a - b) / secs * 1000.0).round() / 10.0),
+        _ => Value::Null,
+    };
     json!({
+        "writer_cpu_pct": share(before.writer_cpu, after.writer_cpu),
+        "writer_run_queue_pct": share(before.writer_run_queue, after.writer_run_queue),
         "writes_per_sec": ((after.writes - before.writes) as f64 / secs).round(),
         "groups_per_sec": ((after.groups - before.groups) as f64 / secs).round(),
         "wait_p50_ms": pct("agensh_store_write_wait_seconds", 50.0),

@@ -300,6 +300,18 @@ pub fn render_store(out: &mut String, w: &agensh_store::write_stats::WriteStatsS
         "# HELP agensh_store_writes_total Writes committed in groups.\n# TYPE agensh_store_writes_total counter\nagensh_store_writes_total {}",
         w.jobs
     );
+    if let Some(t) = &w.writer {
+        let _ = writeln!(
+            out,
+            "# HELP agensh_store_writer_cpu_seconds_total Time the store's writer thread ran on a CPU.\n# TYPE agensh_store_writer_cpu_seconds_total counter\nagensh_store_writer_cpu_seconds_total {}",
+            t.on_cpu.as_secs_f64()
+        );
+        let _ = writeln!(
+            out,
+            "# HELP agensh_store_writer_run_queue_seconds_total Time the store's writer thread was ready to run but waited for a CPU.\n# TYPE agensh_store_writer_run_queue_seconds_total counter\nagensh_store_writer_run_queue_seconds_total {}",
+            t.run_queue.as_secs_f64()
+        );
+    }
 }
 
 /// This process's resident memory, from /proc (Linux only).

@@ -163,3 +163,22 @@ async fn a_hub_on_loopback_refuses_other_hosts_and_web_origins_on_every_route() 
         200
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_show_the_store_writer_threads_time_on_a_cpu_and_waiting_for_one() {
+    let hub = TestHub::start().await;
+    let w = hub.workers(1).await.remove(0);
+    w.post_record(&rec(RecordKind::Fact, "scheduled"))
+        .await
+        .unwrap();
+    let (_, body) = hub.raw(Method::GET, "/metrics", None, None).await;
+    let text = body.as_str().unwrap_or_default().to_string();
+    let value = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.trim().parse::<f64>().ok())
+            .unwrap_or_else(|| panic!("no {name} in {text}"))
+    };
+    // The writer thread ran (migrations, the record): some CPU time, never negative.
+    assert!(value("agensh_store_writer_cpu_seconds_total ") > 0.0);
+    assert!(value("agensh_store_writer_run_queue_seconds_total ") >= 0.0);
+}

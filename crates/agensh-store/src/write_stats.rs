@@ -4,6 +4,7 @@
 //! other writes, the work itself, or the disk.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 /// Upper bounds of the histograms' buckets, in milliseconds (one more bucket holds the
@@ -100,6 +101,39 @@ pub struct WriteStats {
     /// Of those jobs, the ones stored by a statement shared with others (the PostgreSQL
     /// store's batched board appends; none in SQLite).
     pub batched: AtomicU64,
+    /// The writer thread's scheduler statistics file (`/proc/self/task/TID/schedstat`),
+    /// when the writer is one thread (SQLite's) on Linux.
+    pub writer_thread: OnceLock<std::path::PathBuf>,
+}
+
+/// Time a thread spent on a CPU and time it was ready to run but waited for one.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ThreadTimes {
+    pub on_cpu: Duration,
+    pub run_queue: Duration,
+}
+
+impl ThreadTimes {
+    /// The calling thread's scheduler statistics file, for [`ThreadTimes::read`].
+    pub fn own_file() -> Option<std::path::PathBuf> {
+        // `/proc/thread-self` links to `PID/task/TID`: the path stays valid from any thread.
+        let link = std::fs::read_link("/proc/thread-self").ok()?;
+        Some(std::path::Path::new("/proc").join(link).join("schedstat"))
+    }
+
+    /// Reads a `schedstat` file: nanoseconds on a CPU, nanoseconds waiting on a run queue,
+    /// time slices (Linux; `None` elsewhere, or when the kernel keeps no such statistics).
+    pub fn read(file: &std::path::Path) -> Option<ThreadTimes> {
+        Self::parse(&std::fs::read_to_string(file).ok()?)
+    }
+
+    fn parse(text: &str) -> Option<ThreadTimes> {
+        let mut fields = text.split_whitespace().map(|f| f.parse::<u64>().ok());
+        Some(ThreadTimes {
+            on_cpu: Duration::from_nanos(fields.next()??),
+            run_queue: Duration::from_nanos(fields.next()??),
+        })
+    }
 }
 
 /// [`WriteStats`] at one moment.
@@ -113,6 +147,9 @@ pub struct WriteStatsSnapshot {
     pub groups: u64,
     pub jobs: u64,
     pub batched: u64,
+    /// The writer thread's time on a CPU and waiting for one, since it started (SQLite's
+    /// writer on Linux; `None` otherwise).
+    pub writer: Option<ThreadTimes>,
 }
 
 impl WriteStats {
@@ -127,6 +164,7 @@ impl WriteStats {
             groups: self.groups.load(Ordering::Relaxed),
             jobs: self.jobs.load(Ordering::Relaxed),
             batched: self.batched.load(Ordering::Relaxed),
+            writer: self.writer_thread.get().and_then(|f| ThreadTimes::read(f)),
         }
     }
 }
@@ -134,6 +172,32 @@ impl WriteStats {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_schedstat_line_gives_time_on_a_cpu_and_time_waiting_for_one() {
+        let t = ThreadTimes::parse("1500000000 250000 42\n").expect("parsed");
+        assert_eq!(t.on_cpu, Duration::from_millis(1500));
+        assert_eq!(t.run_queue, Duration::from_micros(250));
+        assert_eq!(ThreadTimes::parse("garbage"), None);
+    }
+
+    #[test]
+    fn a_thread_reads_its_own_time_on_a_cpu() {
+        let Some(file) = ThreadTimes::own_file() else {
+            return; // not Linux: nothing to read
+        };
+        let before = ThreadTimes::read(&file).expect("schedstat readable");
+        let spin = std::time::Instant::now();
+        let mut x = 0u64;
+        while spin.elapsed() < Duration::from_millis(30) {
+            x = std::hint::black_box(x.wrapping_add(1));
+        }
+        let after = ThreadTimes::read(&file).expect("schedstat readable");
+        assert!(
+            after.on_cpu >= before.on_cpu + Duration::from_millis(10),
+            "{before:?} → {after:?}"
+        );
+    }
 
     #[test]
     fn durations_land_in_the_bucket_of_their_upper_bound() {

@@ -27,6 +27,9 @@ const WRITER_CHECKPOINT_PAGES: u32 = 16_384;
 
 /// Most jobs committed in one transaction.
 const MAX_GROUP: usize = 512;
+/// A group that takes longer is logged with its slowest jobs: every write queued meanwhile
+/// waited that long.
+const SLOW_GROUP: std::time::Duration = std::time::Duration::from_millis(250);
 /// Most reads running at once, and so most reader connections (each has its own page
 /// cache): more would not run faster on a few cores, only use more memory.
 const MAX_READERS: usize = 8;
@@ -55,8 +58,8 @@ impl WriteCtx<'_> {
 
 type Completion = Box<dyn FnOnce(Result<()>, &broadcast::Sender<Arc<Event>>) + Send>;
 type Job = Box<dyn FnOnce(&Connection) -> Completion + Send>;
-/// A job and when it was handed to the writer.
-type Queued = (Instant, Job);
+/// A job, when it was handed to the writer, and what made it (for the slow-group log).
+type Queued = (Instant, &'static str, Job);
 
 /// The writer thread's queue and the reader pool.
 pub struct Db {
@@ -180,7 +183,7 @@ impl Db {
         self.jobs
             .lock()
             .expect("writer queue lock")
-            .send((Instant::now(), job))
+            .send((Instant::now(), job_name::<F>(), job))
             .map_err(|_| Error::internal("the store writer has stopped"))?;
         rx.await
             .map_err(|_| Error::internal("the store writer stopped before answering"))?
@@ -218,12 +221,44 @@ impl Db {
     }
 }
 
+/// What made a write job: the type of its closure, which names the function it is in.
+fn job_name<F>() -> &'static str {
+    std::any::type_name::<F>()
+}
+
+/// A job's name as a log shows it: `sqlite::SqliteStore::append` for the closure in
+/// `<agensh_store::sqlite::SqliteStore as agensh_store::Store>::append`.
+fn short_name(full: &str) -> String {
+    let mut name = full;
+    while let Some(outer) = name.strip_suffix("::{{closure}}") {
+        name = outer;
+    }
+    let name = match name
+        .strip_prefix('<')
+        .and_then(|n| n.split_once(" as "))
+        .and_then(|(ty, rest)| Some((ty, rest.split_once(">::")?.1)))
+    {
+        Some((ty, method)) => format!("{ty}::{method}"),
+        None => name.to_string(),
+    };
+    name.strip_prefix("agensh_store::")
+        .map_or(name.clone(), str::to_string)
+}
+
 fn writer_loop(
     mut conn: Connection,
     rx: mpsc::Receiver<Queued>,
     bus: broadcast::Sender<Arc<Event>>,
     stats: &WriteStats,
 ) {
+    let own = crate::write_stats::ThreadTimes::own_file();
+    if let Some(file) = &own {
+        let _ = stats.writer_thread.set(file.clone());
+    }
+    let times = || {
+        own.as_deref()
+            .and_then(crate::write_stats::ThreadTimes::read)
+    };
     while let Ok(first) = rx.recv() {
         let mut group = vec![first];
         while group.len() < MAX_GROUP {
@@ -233,7 +268,8 @@ fn writer_loop(
             }
         }
         let began = Instant::now();
-        for (queued, _) in &group {
+        let times_before = times();
+        for (queued, _, _) in &group {
             stats.wait.observe(began.saturating_duration_since(*queued));
         }
         let tx = match conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate) {
@@ -248,10 +284,28 @@ fn writer_loop(
             }
         };
         let jobs = group.len() as u64;
-        let completions: Vec<Completion> = group.into_iter().map(|(_, job)| job(&tx)).collect();
+        let mut took = Vec::with_capacity(group.len());
+        let completions: Vec<Completion> = group
+            .into_iter()
+            .map(|(_, name, job)| {
+                let started = Instant::now();
+                let c = job(&tx);
+                took.push((started.elapsed(), name));
+                c
+            })
+            .collect();
         let committing = Instant::now();
         let commit = tx.commit().map_err(sql_err);
         let done = Instant::now();
+        if done - began > SLOW_GROUP {
+            let scheduled = times_before.zip(times()).map(|(b, a)| {
+                (
+                    a.on_cpu.saturating_sub(b.on_cpu),
+                    a.run_queue.saturating_sub(b.run_queue),
+                )
+            });
+            log_slow_group(done - began, done - committing, scheduled, &mut took);
+        }
         stats.commit.observe(done - committing);
         stats.group.observe(done - began);
         stats.groups.fetch_add(1, Ordering::Relaxed);
@@ -264,6 +318,39 @@ fn writer_loop(
         }
         stats.publish.observe(done.elapsed());
     }
+}
+
+/// Logs a group that took `total`, naming its slowest jobs and, where the kernel tells,
+/// how much of it the writer thread spent on a CPU and waiting for one (`scheduled`).
+fn log_slow_group(
+    total: std::time::Duration,
+    commit: std::time::Duration,
+    scheduled: Option<(std::time::Duration, std::time::Duration)>,
+    took: &mut [(std::time::Duration, &'static str)],
+) {
+    let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
+    took.sort_by_key(|t| std::cmp::Reverse(t.0));
+    let jobs: std::time::Duration = took.iter().map(|(d, _)| *d).sum();
+    let slowest: Vec<String> = took
+        .iter()
+        .take(3)
+        .map(|(d, name)| format!("{} {:.1} ms", short_name(name), ms(*d)))
+        .collect();
+    let thread = scheduled.map_or(String::new(), |(cpu, queue)| {
+        format!(
+            "; the writer thread on a CPU {:.0} ms, waiting for one {:.0} ms",
+            ms(cpu),
+            ms(queue)
+        )
+    });
+    tracing::warn!(
+        "store: a group of {} writes took {:.0} ms (its jobs {:.0} ms, the commit {:.0} ms{thread}); slowest: {}",
+        took.len(),
+        ms(total),
+        ms(jobs),
+        ms(commit),
+        slowest.join(", ")
+    );
 }
 
 /// Every [`CHECKPOINT_EVERY`] copies the WAL's committed pages into the database file
@@ -287,5 +374,25 @@ fn checkpoint_loop(conn: Connection, stop: mpsc::Receiver<()>, stats: &WriteStat
         if last {
             return;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_job_is_named_by_the_function_its_closure_is_in() {
+        fn name_of<F: FnOnce()>(_: F) -> &'static str {
+            job_name::<F>()
+        }
+        assert_eq!(
+            short_name(name_of(|| ())),
+            "sqlite::conn::tests::a_job_is_named_by_the_function_its_closure_is_in"
+        );
+        assert_eq!(
+            short_name("<agensh_store::sqlite::SqliteStore as agensh_store::Store>::append::{{closure}}::{{closure}}"),
+            "sqlite::SqliteStore::append"
+        );
     }
 }
