@@ -69,54 +69,69 @@ pub fn install_hint(names: &[&str]) -> String {
 /// Installs `preset` under `data` with `npm` (which must be on PATH); nothing when it is
 /// installed already. Its output goes to `log`.
 pub async fn install(data: &Path, preset: &Preset, log: &Path) -> Result<Installed> {
+    install_with(std::ffi::OsStr::new("npm"), data, preset, log).await
+}
+
+/// How many times npm is run when it fails in a way that may pass (see [`transient`]).
+const NPM_ATTEMPTS: u32 = 3;
+/// The wait before the second attempt; it triples for each one after.
+const NPM_RETRY_WAIT: Duration = if cfg!(test) {
+    Duration::from_millis(10)
+} else {
+    Duration::from_secs(5)
+};
+
+/// Whether npm's output says the failure may pass on its own: the registry's listing of a
+/// package lagging behind a package that depends on it (`ETARGET`, seen on a registry
+/// mirror), a broken or slow connection, or a server error.
+fn transient(npm_output: &str) -> bool {
+    const SIGNS: [&str; 10] = [
+        "code ETARGET",
+        "code ECONNRESET",
+        "code ETIMEDOUT",
+        "code EAI_AGAIN",
+        "code ESOCKETTIMEDOUT",
+        "code E500",
+        "code E502",
+        "code E503",
+        "code E504",
+        "code EINTEGRITY",
+    ];
+    SIGNS.iter().any(|s| npm_output.contains(s))
+}
+
+async fn install_with(
+    npm: &std::ffi::OsStr,
+    data: &Path,
+    preset: &Preset,
+    log: &Path,
+) -> Result<Installed> {
     if let Some(i) = installed(data, preset) {
         return Ok(i);
     }
     let target = prefix(data, preset);
     let partial = target.with_extension("partial");
-    let _ = std::fs::remove_dir_all(&partial);
-    std::fs::create_dir_all(&partial)
-        .map_err(|e| Error::internal(format!("cannot create {}: {e}", partial.display())))?;
-    let out = std::fs::File::create(log)
-        .map_err(|e| Error::internal(format!("cannot create {}: {e}", log.display())))?;
-    let err = out
-        .try_clone()
-        .map_err(|e| Error::internal(format!("cannot write {}: {e}", log.display())))?;
     let spec = format!("{}@{}", preset.package, preset.version);
-    let mut cmd = tokio::process::Command::new("npm");
-    cmd.arg("install")
-        .arg("--prefix")
-        .arg(&partial)
-        .args([
-            "--no-audit",
-            "--no-fund",
-            "--no-update-notifier",
-            "--loglevel=error",
-        ])
-        .arg(&spec)
-        .stdin(Stdio::null())
-        .stdout(Stdio::from(out))
-        .stderr(Stdio::from(err))
-        .kill_on_drop(true);
-    let mut child = cmd.spawn().map_err(|e| {
-        Error::new(
-            ErrorKind::Invalid,
-            "npm_missing",
-            format!(
-                "cannot run npm ({e}) — install Node.js 20 or newer with npm (e.g. apt-get install nodejs npm), then run this again"
-            ),
-        )
-    })?;
-    let status = match tokio::time::timeout(NPM_TIMEOUT, child.wait()).await {
-        Ok(s) => s.map_err(|e| Error::internal(format!("npm: {e}")))?,
-        Err(_) => {
-            let _ = child.kill().await;
-            return Err(Error::internal(format!(
-                "npm install {spec} took longer than {} min — see {}",
-                NPM_TIMEOUT.as_secs() / 60,
-                log.display()
-            )));
+    let mut attempt = 1;
+    let mut wait = NPM_RETRY_WAIT;
+    let status = loop {
+        let status = npm_install(npm, &partial, &spec, log, attempt > 1).await?;
+        if status.success() || attempt >= NPM_ATTEMPTS {
+            break status;
         }
+        let output = std::fs::read_to_string(log).unwrap_or_default();
+        if !transient(&output) {
+            break status;
+        }
+        tracing::warn!(
+            "npm install {spec} failed in a way that may pass ({status}); trying again in {} s (attempt {} of {NPM_ATTEMPTS}) — see {}",
+            wait.as_secs(),
+            attempt + 1,
+            log.display()
+        );
+        tokio::time::sleep(wait).await;
+        wait *= 3;
+        attempt += 1;
     };
     let tail = || {
         let text = std::fs::read_to_string(log).unwrap_or_default();
@@ -124,8 +139,13 @@ pub async fn install(data: &Path, preset: &Preset, log: &Path) -> Result<Install
         lines[lines.len().saturating_sub(8)..].join("\n")
     };
     if !status.success() {
+        let tries = if attempt > 1 {
+            format!(", {attempt} attempts")
+        } else {
+            String::new()
+        };
         return Err(Error::internal(format!(
-            "npm install {spec} failed ({status}); its last lines ({}):\n{}",
+            "npm install {spec} failed ({status}{tries}); its last lines ({}):\n{}",
             log.display(),
             tail()
         )));
@@ -152,6 +172,60 @@ pub async fn install(data: &Path, preset: &Preset, log: &Path) -> Result<Install
     })
 }
 
+/// One `npm install` of `spec` into a new `partial` prefix, its output in `log`;
+/// `revalidate` makes npm ask the registry again for what it has cached.
+async fn npm_install(
+    npm: &std::ffi::OsStr,
+    partial: &Path,
+    spec: &str,
+    log: &Path,
+    revalidate: bool,
+) -> Result<std::process::ExitStatus> {
+    let _ = std::fs::remove_dir_all(partial);
+    std::fs::create_dir_all(partial)
+        .map_err(|e| Error::internal(format!("cannot create {}: {e}", partial.display())))?;
+    let out = std::fs::File::create(log)
+        .map_err(|e| Error::internal(format!("cannot create {}: {e}", log.display())))?;
+    let err = out
+        .try_clone()
+        .map_err(|e| Error::internal(format!("cannot write {}: {e}", log.display())))?;
+    let mut cmd = tokio::process::Command::new(npm);
+    cmd.arg("install").arg("--prefix").arg(partial).args([
+        "--no-audit",
+        "--no-fund",
+        "--no-update-notifier",
+        "--loglevel=error",
+    ]);
+    if revalidate {
+        cmd.arg("--prefer-online");
+    }
+    cmd.arg(spec)
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(out))
+        .stderr(Stdio::from(err))
+        .kill_on_drop(true);
+    let mut child = cmd.spawn().map_err(|e| {
+        Error::new(
+            ErrorKind::Invalid,
+            "npm_missing",
+            format!(
+                "cannot run npm ({e}) — install Node.js 20 or newer with npm (e.g. apt-get install nodejs npm), then run this again"
+            ),
+        )
+    })?;
+    match tokio::time::timeout(NPM_TIMEOUT, child.wait()).await {
+        Ok(s) => s.map_err(|e| Error::internal(format!("npm: {e}"))),
+        Err(_) => {
+            let _ = child.kill().await;
+            Err(Error::internal(format!(
+                "npm install {spec} took longer than {} min — see {}",
+                NPM_TIMEOUT.as_secs() / 60,
+                log.display()
+            )))
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -173,5 +247,102 @@ mod tests {
         assert!(i
             .program
             .ends_with("agents/gemini/0.61.0/node_modules/.bin/gemini"));
+    }
+
+    #[test]
+    fn a_lagging_registry_or_a_broken_connection_may_pass_a_missing_package_does_not() {
+        assert!(transient(
+            "npm error code ETARGET\nnpm error notarget No matching version found for @aws-sdk/token-providers@3.1178.0."
+        ));
+        assert!(transient(
+            "npm error code ECONNRESET\nnpm error network aborted"
+        ));
+        assert!(transient(
+            "npm error code E503\nnpm error 503 Service Unavailable"
+        ));
+        assert!(!transient(
+            "npm error code E404\nnpm error 404 Not Found - GET …/nothing"
+        ));
+        assert!(!transient("npm error code EACCES"));
+    }
+
+    /// A stand-in for npm (the registry's lag cannot be had on demand): fails as a lagging
+    /// registry does `fails` times, then installs gemini's program and manifest. Each run
+    /// appends its arguments to `calls`.
+    fn fake_npm(dir: &Path, fails: u32, code: &str) -> PathBuf {
+        let npm = dir.join("npm");
+        let calls = dir.join("calls");
+        std::fs::write(
+            &npm,
+            format!(
+                r#"#!/bin/sh
+echo "$*" >> {calls}
+n=$(wc -l < {calls})
+if [ "$n" -le {fails} ]; then echo "npm error code {code}"; exit 1; fi
+prefix=$3
+mkdir -p "$prefix/node_modules/.bin" "$prefix/node_modules/@google/gemini-cli"
+: > "$prefix/node_modules/.bin/gemini"
+echo '{{"version":"0.61.0"}}' > "$prefix/node_modules/@google/gemini-cli/package.json"
+"#,
+                calls = calls.display()
+            ),
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&npm, std::fs::Permissions::from_mode(0o755)).unwrap();
+        npm
+    }
+
+    #[tokio::test]
+    async fn an_install_that_failed_in_a_way_that_may_pass_is_tried_again_revalidating() {
+        let tmp = tempfile::tempdir().unwrap();
+        let npm = fake_npm(tmp.path(), 2, "ETARGET");
+        let p = agensh_domain::agents::preset("gemini").unwrap();
+        let data = tmp.path().join("data");
+        let i = install_with(npm.as_os_str(), &data, p, &tmp.path().join("log"))
+            .await
+            .expect("installed at the third attempt");
+        assert_eq!(i.version, "0.61.0");
+        let calls = std::fs::read_to_string(tmp.path().join("calls")).unwrap();
+        let calls: Vec<&str> = calls.lines().collect();
+        assert_eq!(calls.len(), 3, "{calls:?}");
+        assert!(!calls[0].contains("--prefer-online"));
+        assert!(calls[1].contains("--prefer-online") && calls[2].contains("--prefer-online"));
+        assert!(!prefix(&data, p).with_extension("partial").exists());
+    }
+
+    #[tokio::test]
+    async fn an_install_that_failed_for_good_is_not_tried_again() {
+        let tmp = tempfile::tempdir().unwrap();
+        let npm = fake_npm(tmp.path(), 5, "E404");
+        let p = agensh_domain::agents::preset("gemini").unwrap();
+        let e = install_with(
+            npm.as_os_str(),
+            &tmp.path().join("data"),
+            p,
+            &tmp.path().join("log"),
+        )
+        .await
+        .unwrap_err();
+        assert!(e.message.contains("failed"), "{}", e.message);
+        let calls = std::fs::read_to_string(tmp.path().join("calls")).unwrap();
+        assert_eq!(calls.lines().count(), 1);
+    }
+
+    #[tokio::test]
+    async fn an_install_still_failing_after_its_attempts_says_how_many() {
+        let tmp = tempfile::tempdir().unwrap();
+        let npm = fake_npm(tmp.path(), 5, "ETARGET");
+        let p = agensh_domain::agents::preset("gemini").unwrap();
+        let e = install_with(
+            npm.as_os_str(),
+            &tmp.path().join("data"),
+            p,
+            &tmp.path().join("log"),
+        )
+        .await
+        .unwrap_err();
+        assert!(e.message.contains("3 attempts"), "{}", e.message);
+        assert!(e.message.contains("code ETARGET"), "{}", e.message);
     }
 }
