@@ -311,37 +311,31 @@ echo '{{"version":"0.61.0"}}' > "$prefix/node_modules/@google/gemini-cli/package
         assert!(!prefix(&data, p).with_extension("partial").exists());
     }
 
+    /// Installs gemini with an npm that fails `fails` times with `code`: the error, and how
+    /// many times npm ran.
+    async fn failing_install(fails: u32, code: &str) -> (Error, usize) {
+        let tmp = tempfile::tempdir().unwrap();
+        let npm = fake_npm(tmp.path(), fails, code);
+        let p = agensh_domain::agents::preset("gemini").unwrap();
+        let data = tmp.path().join("data");
+        let e = install_with(npm.as_os_str(), &data, p, &tmp.path().join("log"))
+            .await
+            .unwrap_err();
+        let calls = std::fs::read_to_string(tmp.path().join("calls")).unwrap();
+        (e, calls.lines().count())
+    }
+
     #[tokio::test]
     async fn an_install_that_failed_for_good_is_not_tried_again() {
-        let tmp = tempfile::tempdir().unwrap();
-        let npm = fake_npm(tmp.path(), 5, "E404");
-        let p = agensh_domain::agents::preset("gemini").unwrap();
-        let e = install_with(
-            npm.as_os_str(),
-            &tmp.path().join("data"),
-            p,
-            &tmp.path().join("log"),
-        )
-        .await
-        .unwrap_err();
+        let (e, runs) = failing_install(5, "E404").await;
         assert!(e.message.contains("failed"), "{}", e.message);
-        let calls = std::fs::read_to_string(tmp.path().join("calls")).unwrap();
-        assert_eq!(calls.lines().count(), 1);
+        assert_eq!(runs, 1);
     }
 
     #[tokio::test]
     async fn an_install_still_failing_after_its_attempts_says_how_many() {
-        let tmp = tempfile::tempdir().unwrap();
-        let npm = fake_npm(tmp.path(), 5, "ETARGET");
-        let p = agensh_domain::agents::preset("gemini").unwrap();
-        let e = install_with(
-            npm.as_os_str(),
-            &tmp.path().join("data"),
-            p,
-            &tmp.path().join("log"),
-        )
-        .await
-        .unwrap_err();
+        let (e, runs) = failing_install(5, "ETARGET").await;
+        assert_eq!(runs, 3);
         assert!(e.message.contains("3 attempts"), "{}", e.message);
         assert!(e.message.contains("code ETARGET"), "{}", e.message);
     }
