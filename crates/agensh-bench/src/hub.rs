@@ -253,13 +253,18 @@ pub(crate) fn memory_of(pid: u32) -> (u64, u64) {
     (field("VmRSS:"), field("VmHWM:"))
 }
 
-async fn waiting_polls(http: &reqwest::Client, url: &str) -> Result<u64> {
-    let text = http
+/// The hub's `/metrics` page.
+async fn metrics_text(http: &reqwest::Client, url: &str) -> Result<String> {
+    Ok(http
         .get(format!("{url}/metrics"))
         .send()
         .await?
         .text()
-        .await?;
+        .await?)
+}
+
+async fn waiting_polls(http: &reqwest::Client, url: &str) -> Result<u64> {
+    let text = metrics_text(http, url).await?;
     text.lines()
         .find(|l| l.starts_with("agensh_long_polls_waiting "))
         .and_then(|l| l.split_whitespace().nth(1))
@@ -270,12 +275,7 @@ async fn waiting_polls(http: &reqwest::Client, url: &str) -> Result<u64> {
 /// The store's writer over the append benchmark, from the hub's `/metrics`: writes per
 /// group, and the mean group and commit times in ms (when the store measures them).
 async fn writer_figures(http: &reqwest::Client, url: &str) -> Result<serde_json::Value> {
-    let text = http
-        .get(format!("{url}/metrics"))
-        .send()
-        .await?
-        .text()
-        .await?;
+    let text = metrics_text(http, url).await?;
     let value = |name: &str| -> Option<f64> {
         text.lines()
             .find(|l| l.split_whitespace().next() == Some(name))

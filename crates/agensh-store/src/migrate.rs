@@ -118,6 +118,29 @@ pub fn check_list(list: &[Migration]) -> std::result::Result<(), String> {
     Ok(())
 }
 
+/// Checks that the files of `dir` are exactly `list`'s, one `NNNN_name.sql` per entry,
+/// each holding that entry's SQL: an engine's tests call it on its migrations directory.
+#[cfg(test)]
+pub(crate) fn check_files(dir: &std::path::Path, list: &[Migration]) {
+    let file = |m: &Migration| format!("{:04}_{}.sql", m.version, m.name);
+    let mut files: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    files.sort();
+    let listed: Vec<String> = list.iter().map(file).collect();
+    assert_eq!(
+        files,
+        listed,
+        "each file of {} is one entry of MIGRATIONS",
+        dir.display()
+    );
+    for m in list {
+        let text = std::fs::read_to_string(dir.join(file(m))).unwrap();
+        assert_eq!(text, m.sql, "migration {} includes its own file", m.version);
+    }
+}
+
 /// The migrations of `list` a store at `version` still needs, in order; an error when a
 /// newer agensh wrote it.
 pub fn pending(list: &[Migration], version: u32) -> Result<&[Migration]> {

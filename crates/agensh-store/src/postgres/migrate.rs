@@ -216,26 +216,6 @@ mod tests {
     #[test]
     fn every_file_in_migrations_is_listed_under_its_number_and_name() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/postgres/migrations");
-        let mut files: Vec<String> = std::fs::read_dir(&dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        files.sort();
-        let listed: Vec<String> = MIGRATIONS
-            .iter()
-            .map(|m| format!("{:04}_{}.sql", m.version, m.name))
-            .collect();
-        assert_eq!(
-            files,
-            listed,
-            "each file of {} is one entry of MIGRATIONS",
-            dir.display()
-        );
-        for m in MIGRATIONS {
-            let text =
-                std::fs::read_to_string(dir.join(format!("{:04}_{}.sql", m.version, m.name)))
-                    .unwrap();
-            assert_eq!(text, m.sql, "migration {} includes its own file", m.version);
-        }
+        migrate::check_files(&dir, MIGRATIONS);
     }
 }
