@@ -315,18 +315,5 @@ fn a_new_store_has_exactly_the_schema_of_schema_sql() {
     reference.execute_batch(CREATE_VERSION_TABLE).unwrap();
     let want = describe(&reference);
     let got = new_store_schema();
-    let only = |a: &BTreeMap<String, String>, b: &BTreeMap<String, String>| -> Vec<String> {
-        a.iter()
-            .filter(|(k, v)| b.get(*k) != Some(v))
-            .map(|(k, v)| format!("{k}: {v}"))
-            .collect()
-    };
-    assert!(
-        got == want,
-        "the migrations and src/sqlite/schema.sql differ — a schema change is a new file in \
-         src/sqlite/migrations/ (listed in MIGRATIONS) and the same change in schema.sql.\n\
-         only from the migrations: {:#?}\nonly in schema.sql: {:#?}",
-        only(&got, &want),
-        only(&want, &got)
-    );
+    common::assert_schema_sql_matches("sqlite", &got, &want);
 }

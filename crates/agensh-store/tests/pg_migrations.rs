@@ -354,18 +354,5 @@ async fn a_new_database_has_exactly_the_schema_of_schema_sql() {
     c.batch_execute(CREATE_VERSION_TABLE).await.unwrap();
     let want = describe(&reference).await;
     let got = new_database_schema().await;
-    let only = |a: &BTreeMap<String, String>, b: &BTreeMap<String, String>| -> Vec<String> {
-        a.iter()
-            .filter(|(k, v)| b.get(*k) != Some(v))
-            .map(|(k, v)| format!("{k}: {v}"))
-            .collect()
-    };
-    assert!(
-        got == want,
-        "the migrations and src/postgres/schema.sql differ — a schema change is a new file in \
-         src/postgres/migrations/ (listed in MIGRATIONS) and the same change in schema.sql.\n\
-         only from the migrations: {:#?}\nonly in schema.sql: {:#?}",
-        only(&got, &want),
-        only(&want, &got)
-    );
+    common::assert_schema_sql_matches("postgres", &got, &want);
 }

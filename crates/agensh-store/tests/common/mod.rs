@@ -97,3 +97,28 @@ macro_rules! stores {
         )*
     };
 }
+
+/// Fails, listing what differs, unless the schema the migrations made (`got`) is the one
+/// `src/ENGINE/schema.sql` describes (`want`); both as `describe` maps (object → its SQL).
+pub fn assert_schema_sql_matches(
+    engine: &str,
+    got: &std::collections::BTreeMap<String, String>,
+    want: &std::collections::BTreeMap<String, String>,
+) {
+    let only = |a: &std::collections::BTreeMap<String, String>,
+                b: &std::collections::BTreeMap<String, String>|
+     -> Vec<String> {
+        a.iter()
+            .filter(|(k, v)| b.get(*k) != Some(v))
+            .map(|(k, v)| format!("{k}: {v}"))
+            .collect()
+    };
+    assert!(
+        got == want,
+        "the migrations and src/{engine}/schema.sql differ — a schema change is a new file in \
+         src/{engine}/migrations/ (listed in MIGRATIONS) and the same change in schema.sql.\n\
+         only from the migrations: {:#?}\nonly in schema.sql: {:#?}",
+        only(got, want),
+        only(want, got)
+    );
+}
