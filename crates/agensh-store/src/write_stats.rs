@@ -127,6 +127,15 @@ impl ThreadTimes {
         Self::parse(&std::fs::read_to_string(file).ok()?)
     }
 
+    /// Reads an open `schedstat` file again from its start (one `pread`: for a thread that
+    /// reads its own times often).
+    pub fn read_open(file: &std::fs::File) -> Option<ThreadTimes> {
+        use std::os::unix::fs::FileExt;
+        let mut buf = [0u8; 128];
+        let n = file.read_at(&mut buf, 0).ok()?;
+        Self::parse(std::str::from_utf8(&buf[..n]).ok()?)
+    }
+
     fn parse(text: &str) -> Option<ThreadTimes> {
         let mut fields = text.split_whitespace().map(|f| f.parse::<u64>().ok());
         Some(ThreadTimes {
@@ -187,12 +196,20 @@ mod tests {
             return; // not Linux: nothing to read
         };
         let before = ThreadTimes::read(&file).expect("schedstat readable");
+        let kept = std::fs::File::open(&file).unwrap();
+        let kept_before = ThreadTimes::read_open(&kept).expect("an open schedstat readable");
         let spin = std::time::Instant::now();
         let mut x = 0u64;
         while spin.elapsed() < Duration::from_millis(30) {
             x = std::hint::black_box(x.wrapping_add(1));
         }
         let after = ThreadTimes::read(&file).expect("schedstat readable");
+        // Read again through the file kept open: the new figures, not the first ones.
+        let kept_after = ThreadTimes::read_open(&kept).expect("an open schedstat readable");
+        assert!(
+            kept_after.on_cpu >= kept_before.on_cpu + Duration::from_millis(10),
+            "{kept_before:?} → {kept_after:?}"
+        );
         assert!(
             after.on_cpu >= before.on_cpu + Duration::from_millis(10),
             "{before:?} → {after:?}"

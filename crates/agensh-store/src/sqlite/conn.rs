@@ -261,9 +261,12 @@ fn writer_loop(
     if let Some(file) = &own {
         let _ = stats.writer_thread.set(file.clone());
     }
+    // Kept open: the times are read at every group's start, one `pread` each.
+    let schedstat = own.as_deref().and_then(|f| std::fs::File::open(f).ok());
     let times = || {
-        own.as_deref()
-            .and_then(crate::write_stats::ThreadTimes::read)
+        schedstat
+            .as_ref()
+            .and_then(crate::write_stats::ThreadTimes::read_open)
     };
     while let Ok(first) = rx.recv() {
         let mut group = vec![first];
