@@ -13,7 +13,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
 
 fn open(test: &str) -> NodeCgroups {
-    NodeCgroups::open(
+    let node = NodeCgroups::open(
         &format!("test-{test}-{}", std::process::id()),
         CpuShare::EQUAL,
     )
@@ -21,7 +21,25 @@ fn open(test: &str) -> NodeCgroups {
         panic!(
             "this test needs cgroups it may create (run it as root or in a delegated cgroup): {e}"
         )
-    })
+    });
+    assert_version(node.version());
+    node
+}
+
+/// Where the run says which cgroup version the machine has (`AGENSH_TEST_CGROUP_VERSION`,
+/// `v1` or `v2`: scripts/test on this machine, scripts/cgroup-v2-vm in its guest), the node
+/// must have used that one, not fallen back to the other.
+fn assert_version(got: Version) {
+    let want = match std::env::var("AGENSH_TEST_CGROUP_VERSION").as_deref() {
+        Ok("v1") => Version::V1,
+        Ok("v2") => Version::V2,
+        Ok(other) => panic!("AGENSH_TEST_CGROUP_VERSION is v1 or v2, not {other:?}"),
+        Err(_) => return,
+    };
+    assert_eq!(
+        got, want,
+        "the node's cgroups are not the version this machine has"
+    );
 }
 
 /// A child that allocates `mib` MiB, writes to every page, says so, then waits for its
@@ -68,6 +86,20 @@ async fn a_child_over_its_memory_limit_is_killed_by_it_and_one_under_it_is_not()
     } else {
         panic!("no cpu controller for {}: {}", file, cpu_dir.display());
     }
+
+    // The limit is written: memory.max on v2, memory.limit_in_bytes on v1.
+    let mem_dir = &over.dirs()[0];
+    let file = match node.version() {
+        Version::V2 => "memory.max",
+        Version::V1 => "memory.limit_in_bytes",
+    };
+    let got = std::fs::read_to_string(mem_dir.join(file)).unwrap();
+    assert_eq!(
+        got.trim(),
+        (64u64 << 20).to_string(),
+        "{}",
+        mem_dir.display()
+    );
 
     // Over: 256 MiB touched under a 64 MiB limit (and no swap) ends in SIGKILL.
     assert_eq!(over.oom_kills(), 0);
