@@ -64,6 +64,11 @@ pub struct Args {
     /// port, fsync on), stopped and removed at the end.
     #[arg(long)]
     postgres: bool,
+    /// A setting for the throwaway server of --postgres, NAME=VALUE (repeatable; e.g.
+    /// max_wal_size=8GB): its defaults are PostgreSQL's but for fsync and synchronous_commit,
+    /// which stay on.
+    #[arg(long = "pg-setting", value_name = "NAME=VALUE", requires = "postgres")]
+    pg_settings: Vec<String>,
 }
 
 /// A deterministic generator, so every run searches the same history.
@@ -301,7 +306,7 @@ pub async fn run(a: Args) -> Result<()> {
 
     let server = if a.postgres {
         eprintln!("starting a throwaway PostgreSQL server");
-        Some(crate::pg::PgServer::start()?)
+        Some(crate::pg::PgServer::start(&a.pg_settings)?)
     } else {
         None
     };

@@ -1,166 +1,121 @@
 //! A throwaway PostgreSQL server for the benchmarks (`--postgres`): `initdb` in a
-//! temporary directory, started with `pg_ctl` on a free 127.0.0.1 port with fsync and
+//! temporary directory, started on a free 127.0.0.1 port with fsync and
 //! `synchronous_commit` on (a benchmark of durable writes must not skip the flush), and
-//! stopped and removed when dropped. The steps of the store tests' `tests/common/pg.rs`,
-//! without what only tests need (a watchdog, one server per test binary).
-//!
-//! The programs are found through `AGENSH_PG_BIN`, then Debian's
-//! `/usr/lib/postgresql/*/bin/` (newest first). PostgreSQL refuses to run as root: as root
-//! the directory is given to the `postgres` user and the programs run through `runuser`.
+//! stopped and removed when dropped. The programs and their steps are
+//! `agensh_netns::pg::Programs`, as for the store tests' servers.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::PathBuf;
 
+use agensh_netns::pg::{self, Programs, USER};
 use anyhow::{anyhow, bail, Context, Result};
-
-/// The user the benchmark connects as (trust authentication, 127.0.0.1 only).
-const USER: &str = "agensh";
 
 pub struct PgServer {
     dir: PathBuf,
-    bin: PathBuf,
-    run_as: Option<String>,
+    programs: Programs,
     pub port: u16,
 }
 
-fn find_bin() -> Result<PathBuf> {
-    let has = |d: &Path| d.join("initdb").is_file() && d.join("pg_ctl").is_file();
-    if let Ok(d) = std::env::var("AGENSH_PG_BIN") {
-        let d = PathBuf::from(d);
-        return if has(&d) {
-            Ok(d)
-        } else {
-            bail!("AGENSH_PG_BIN={} holds no initdb and pg_ctl", d.display())
-        };
+/// Checks `--pg-setting`s: `NAME=VALUE`, no spaces, and not the two that make writes
+/// durable.
+fn check_settings(settings: &[String]) -> Result<()> {
+    for s in settings {
+        let ok = s.split_once('=').is_some_and(|(name, value)| {
+            !name.is_empty()
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
+                && !value.is_empty()
+                && !value.contains(char::is_whitespace)
+        });
+        if !ok {
+            bail!(
+                "--pg-setting takes NAME=VALUE with no spaces (max_wal_size=8GB, say), not {s:?}"
+            );
+        }
+        let name = s.split('=').next().unwrap_or_default().to_ascii_lowercase();
+        if name == "fsync" || name == "synchronous_commit" {
+            bail!("--pg-setting {s}: fsync and synchronous_commit stay on in a benchmark of durable writes");
+        }
     }
-    let mut found: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| {
-            let v: u32 = e.file_name().to_str()?.parse().ok()?;
-            let d = e.path().join("bin");
-            has(&d).then_some((v, d))
-        })
-        .collect();
-    found.sort();
-    found.pop().map(|(_, d)| d).ok_or_else(|| {
-        anyhow!("--postgres needs PostgreSQL's server programs (initdb, pg_ctl) and found none in /usr/lib/postgresql/*/bin — install them (Debian/Ubuntu: apt-get install postgresql) or set AGENSH_PG_BIN, or pass --store postgres://… to a server you run")
-    })
-}
-
-fn output_of(c: &mut Command, what: &str) -> Result<String> {
-    let out = c
-        .stdin(Stdio::null())
-        .output()
-        .with_context(|| format!("cannot run {what}"))?;
-    if !out.status.success() {
-        bail!(
-            "{what} failed: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
-}
-
-fn free_port() -> Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
+    Ok(())
 }
 
 impl PgServer {
-    fn command(&self, program: &str) -> Command {
-        let exe = self.bin.join(program);
-        match &self.run_as {
-            Some(user) => {
-                let mut c = Command::new("runuser");
-                c.args(["-u", user, "--"]).arg(exe);
-                c
-            }
-            None => Command::new(exe),
-        }
-    }
-
-    /// Initializes and starts a new server.
-    pub fn start() -> Result<PgServer> {
-        let bin = find_bin()?;
-        let root = output_of(Command::new("id").arg("-u"), "id -u")? == "0";
-        let run_as = root.then(|| "postgres".to_string());
+    /// Initializes and starts a new server; `settings`: more server settings, `NAME=VALUE`
+    /// each (given to the server as `-c`, after the benchmark's own).
+    pub fn start(settings: &[String]) -> Result<PgServer> {
+        check_settings(settings)?;
+        let programs = Programs::find().map_err(|e| {
+            anyhow!("--postgres: {e}; or pass --store postgres://… to a server you run")
+        })?;
         let dir = tempfile::Builder::new()
             .prefix("agensh-bench-pg-")
             .tempdir()?
             .keep();
         let mut server = PgServer {
             dir,
-            bin,
-            run_as,
+            programs,
             port: 0,
         };
-        if let Some(user) = &server.run_as {
-            output_of(
-                Command::new("chown").arg(user).arg(&server.dir),
-                &format!("chown {user} (PostgreSQL refuses to run as root; Debian's postgresql package creates the user)"),
-            )?;
-        }
-        output_of(
-            server
-                .command("initdb")
-                .arg("-D")
-                .arg(server.dir.join("data"))
-                .args(["--auth=trust", "-U", USER, "--encoding=UTF8", "--locale=C"]),
-            "initdb",
-        )?;
-        let mut last = None;
+        server.programs.give(&server.dir).map_err(|e| anyhow!(e))?;
+        server
+            .programs
+            .initdb(&server.dir)
+            .map_err(|e| anyhow!(e))?;
+        let mut last = String::new();
         for _ in 0..5 {
-            server.port = free_port()?;
-            let options = format!(
-                "-c listen_addresses=127.0.0.1 -c port={} -k {} -c max_connections=100 -c fsync=on -c synchronous_commit=on",
-                server.port,
-                server.dir.display()
-            );
-            let started = output_of(
-                server
-                    .command("pg_ctl")
-                    .arg("-D")
-                    .arg(server.dir.join("data"))
-                    .arg("-l")
-                    .arg(server.dir.join("log"))
-                    .args(["-w", "-t", "60", "-o", &options, "start"]),
-                "pg_ctl start",
-            );
-            match started {
-                Ok(_) => return Ok(server),
-                Err(e) => last = Some(e),
+            server.port = pg::free_port().map_err(|e| anyhow!(e))?;
+            let options = pg::options(server.port, &server.dir, 100, true, settings);
+            match server.programs.start(None, &server.dir, &options) {
+                Ok(()) => return Ok(server),
+                Err(e) => last = e,
             }
         }
-        Err(last.expect("tried"))
+        Err(anyhow!(last))
     }
 
     /// Creates database `name` and returns its URL.
     pub fn database(&self, name: &str) -> Result<String> {
-        output_of(
-            self.command("createdb")
-                .args(["-h", "127.0.0.1", "-p", &self.port.to_string(), "-U", USER])
-                .arg(name),
-            "createdb",
-        )?;
+        let out = self
+            .programs
+            .command(None, "createdb")
+            .args(["-h", "127.0.0.1", "-p", &self.port.to_string(), "-U", USER])
+            .arg(name)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .context("cannot run createdb")?;
+        if !out.status.success() {
+            bail!("createdb failed: {}", String::from_utf8_lossy(&out.stderr));
+        }
         Ok(format!("postgres://{USER}@127.0.0.1:{}/{name}", self.port))
     }
 }
 
 impl Drop for PgServer {
     fn drop(&mut self) {
-        let _ = self
-            .command("pg_ctl")
-            .arg("-D")
-            .arg(self.dir.join("data"))
-            .args(["-w", "-m", "fast", "stop"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
+        self.programs.stop(&self.dir, "fast");
         let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_are_name_value_and_leave_durability_alone() {
+        assert!(check_settings(&["max_wal_size=8GB".into(), "wal_compression=lz4".into()]).is_ok());
+        for bad in ["max_wal_size", "=1", "a b=1", "x=1 -c fsync=off"] {
+            let e = check_settings(&[bad.into()]).unwrap_err().to_string();
+            assert!(e.contains("NAME=VALUE"), "{bad}: {e}");
+        }
+        let e = check_settings(&["fsync=off".into()])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("stay on"), "{e}");
+        let e = check_settings(&["Synchronous_Commit=off".into()])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("stay on"), "{e}");
     }
 }

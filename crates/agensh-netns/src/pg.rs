@@ -1,32 +1,27 @@
-//! A throwaway PostgreSQL server inside one host of a [`Testnet`]: a new data directory
-//! (`initdb`, trust authentication, user `agensh`), listening on 127.0.0.1:5432 *inside the
-//! host's namespace* only, so just the processes of that host reach it — the hub beside it.
-//! It is stopped (`pg_ctl stop -m immediate`) and its directory removed by the testnet's
-//! teardown, the watchdog's included.
+//! Throwaway PostgreSQL servers for tests and benchmarks, in one place.
 //!
-//! The programs are found through `AGENSH_PG_BIN`, then `PATH` (`initdb`), then Debian's
-//! `/usr/lib/postgresql/*/bin/` (newest first). PostgreSQL refuses to run as root: the data
-//! directory is given to the `postgres` user (Debian's package creates it) and the
-//! programs run as that user through `runuser`.
+//! [`Programs`] finds the server's programs — `AGENSH_PG_BIN`, then `PATH` (`initdb`), then
+//! Debian's `/usr/lib/postgresql/*/bin/` (newest first) — and runs them as `postgres`
+//! through `runuser` when this process is root (PostgreSQL refuses to run as root; Debian's
+//! package creates the user): `initdb` of a new data directory with trust authentication for
+//! [`USER`], `pg_ctl start` with the options of [`options`], a stop.
+//!
+//! [`Postgres`] is a server inside one host of a [`Testnet`], listening on 127.0.0.1:5432
+//! *inside the host's namespace* only, so just the processes of that host reach it — the hub
+//! beside it; it is stopped (`pg_ctl stop -m immediate`) and its directory removed by the
+//! testnet's teardown, the watchdog's included. The store's tests
+//! (`agensh-store/tests/common/pg.rs`) and `agensh-bench --postgres` start theirs on a free
+//! 127.0.0.1 port of this machine with the same [`Programs`].
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use crate::{quote, Testnet};
+use crate::{is_root, quote, Testnet};
 
-/// The user clients connect as (trust authentication, loopback of the host only).
+/// The user clients connect as (trust authentication, loopback only).
 pub const USER: &str = "agensh";
-/// The port inside the host's namespace (nothing else listens there).
+/// The port inside a host's namespace (nothing else listens there).
 pub const PORT: u16 = 5432;
-
-/// A server running inside a host; stopped by the testnet's teardown.
-#[derive(Debug, Clone)]
-pub struct Postgres {
-    /// The temporary directory: `data/`, the socket and `log`.
-    pub dir: PathBuf,
-    bin: PathBuf,
-    netns: String,
-}
 
 fn install_hint() -> String {
     "PostgreSQL's server programs (initdb, pg_ctl, postgres) were not found — install them (Debian/Ubuntu: apt-get install postgresql; scripts/test does so as root) or set AGENSH_PG_BIN to the directory that holds them".into()
@@ -51,6 +46,7 @@ pub fn find_bin() -> Result<PathBuf, String> {
     if let Some(path) = std::env::var_os("PATH") {
         for d in std::env::split_paths(&path) {
             if has(&d) {
+                // Follow a link (Debian's are under /usr/lib/postgresql/N/bin).
                 let real = std::fs::canonicalize(d.join("initdb")).ok();
                 return Ok(real
                     .and_then(|p| p.parent().map(Path::to_path_buf))
@@ -72,48 +68,111 @@ pub fn find_bin() -> Result<PathBuf, String> {
     found.pop().map(|(_, d)| d).ok_or_else(install_hint)
 }
 
-/// `postgres`'s uid and gid.
-fn postgres_ids() -> Result<(u32, u32), String> {
+/// The uid and gid of `user`.
+fn ids_of(user: &str) -> Result<(u32, u32), String> {
     let id = |flag: &str| -> Result<u32, String> {
         let out = Command::new("id")
-            .args([flag, "postgres"])
+            .args([flag, user])
             .output()
             .map_err(|e| format!("cannot run id: {e}"))?;
         String::from_utf8_lossy(&out.stdout).trim().parse().map_err(|_| {
-            "there is no user postgres to run PostgreSQL as (it refuses root) — install Debian's postgresql package, which creates it".to_string()
+            format!("there is no user {user} to run PostgreSQL as (it refuses root) — install Debian's postgresql package, which creates it, or run this as another user")
         })
     };
     Ok((id("-u")?, id("-g")?))
 }
 
-impl Postgres {
-    /// Initializes a server and starts it inside host `host` of `net`. `fsync` off makes
-    /// a faster server for runs that never crash it; a benchmark of durable writes wants it
-    /// on.
-    pub fn start_in(net: &mut Testnet, host: &str, fsync: bool) -> Result<Postgres, String> {
-        let bin = find_bin()?;
-        let netns = net.host(host).netns.clone();
-        let dir = std::env::temp_dir().join(format!("{}-pg", netns));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir)
-            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-        let (uid, gid) = postgres_ids()?;
-        std::os::unix::fs::chown(&dir, Some(uid), Some(gid))
-            .map_err(|e| format!("cannot give {} to postgres: {e}", dir.display()))?;
-        let pg = Postgres { dir, bin, netns };
-        // Registered before it starts: the teardown stops it and removes its directory
-        // whatever happens next.
-        net.at_teardown(&format!(
-            "ip netns exec {} runuser -u postgres -- {} -D {} -w -m immediate stop",
-            quote(&pg.netns),
-            quote(&pg.bin.join("pg_ctl").to_string_lossy()),
-            quote(&pg.dir.join("data").to_string_lossy())
-        ))?;
-        net.remove_at_teardown(&pg.dir)?;
-        let out = pg
-            .as_postgres("initdb")
+/// A free TCP port on 127.0.0.1 (free when asked; [`Programs::start`]'s callers try again
+/// on another when the server could not take it).
+pub fn free_port() -> Result<u16, String> {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .map_err(|e| format!("no free port on 127.0.0.1: {e}"))
+}
+
+/// The server options for `pg_ctl -o`: listening on 127.0.0.1:`port` only, its socket in
+/// `socket_dir`, `synchronous_commit` on, `fsync` as asked (off makes a faster server for
+/// runs that never crash it; a benchmark of durable writes wants it on), then `more`
+/// (`NAME=VALUE` each, given as `-c`; they come last, so they win).
+pub fn options(
+    port: u16,
+    socket_dir: &Path,
+    max_connections: u32,
+    fsync: bool,
+    more: &[String],
+) -> String {
+    let mut o = format!(
+        "-c listen_addresses=127.0.0.1 -c port={port} -k {} -c max_connections={max_connections} -c fsync={} -c synchronous_commit=on",
+        socket_dir.display(),
+        if fsync { "on" } else { "off" }
+    );
+    for m in more {
+        o.push_str(" -c ");
+        o.push_str(m);
+    }
+    o
+}
+
+/// PostgreSQL's server programs, and the user to run them as.
+#[derive(Debug, Clone)]
+pub struct Programs {
+    bin: PathBuf,
+    run_as: Option<String>,
+}
+
+impl Programs {
+    /// Finds the programs; as root they will run as `postgres`.
+    pub fn find() -> Result<Programs, String> {
+        Ok(Programs {
+            bin: find_bin()?,
+            run_as: is_root().then(|| "postgres".to_string()),
+        })
+    }
+
+    /// `program` (`pg_ctl`, `createdb`, …), run as the server's user, inside network
+    /// namespace `netns` when one is given (`ip netns exec`).
+    pub fn command(&self, netns: Option<&str>, program: &str) -> Command {
+        let mut words: Vec<String> = Vec::new();
+        if let Some(ns) = netns {
+            words.extend(["ip", "netns", "exec", ns].map(String::from));
+        }
+        if let Some(user) = &self.run_as {
+            words.extend(["runuser", "-u", user, "--"].map(String::from));
+        }
+        words.push(self.bin.join(program).to_string_lossy().into_owned());
+        let mut c = Command::new(&words[0]);
+        c.args(&words[1..]);
+        c
+    }
+
+    /// The same as [`Programs::command`], as a line for `sh` (for teardown scripts that
+    /// run after this process is gone).
+    pub fn shell(&self, netns: Option<&str>, program: &str) -> String {
+        let c = self.command(netns, program);
+        std::iter::once(c.get_program())
+            .chain(c.get_args())
+            .map(|w| quote(&w.to_string_lossy()))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    /// Gives `dir` to the server's user (when it is not this process's).
+    pub fn give(&self, dir: &Path) -> Result<(), String> {
+        if let Some(user) = &self.run_as {
+            let (uid, gid) = ids_of(user)?;
+            std::os::unix::fs::chown(dir, Some(uid), Some(gid))
+                .map_err(|e| format!("cannot give {} to {user}: {e}", dir.display()))?;
+        }
+        Ok(())
+    }
+
+    /// A new data directory `dir/data`: trust authentication for [`USER`], UTF-8, locale C.
+    pub fn initdb(&self, dir: &Path) -> Result<(), String> {
+        let out = self
+            .command(None, "initdb")
             .arg("-D")
-            .arg(pg.dir.join("data"))
+            .arg(dir.join("data"))
             .args([
                 "--auth=trust",
                 "-U",
@@ -122,6 +181,7 @@ impl Postgres {
                 "--locale=C",
                 "--no-sync",
             ])
+            .stdin(Stdio::null())
             .output()
             .map_err(|e| format!("cannot run initdb: {e} — {}", install_hint()))?;
         if !out.status.success() {
@@ -131,44 +191,119 @@ impl Postgres {
                 String::from_utf8_lossy(&out.stderr)
             ));
         }
-        let options = format!(
-            "-c listen_addresses=127.0.0.1 -c port={PORT} -k {} -c max_connections=400 -c shared_buffers=64MB -c fsync={} -c synchronous_commit=on",
-            pg.dir.display(),
-            if fsync { "on" } else { "off" }
-        );
-        let out = Command::new("ip")
-            .args([
-                "netns", "exec", &pg.netns, "runuser", "-u", "postgres", "--",
-            ])
-            .arg(pg.bin.join("pg_ctl"))
+        Ok(())
+    }
+
+    /// Starts the server of `dir/data` with `options` (see [`options`]), its log in
+    /// `dir/log`, inside `netns` when given; waits until it takes connections (60 s at most).
+    pub fn start(&self, netns: Option<&str>, dir: &Path, options: &str) -> Result<(), String> {
+        let out = self
+            .command(netns, "pg_ctl")
             .arg("-D")
-            .arg(pg.dir.join("data"))
+            .arg(dir.join("data"))
             .arg("-l")
-            .arg(pg.dir.join("log"))
-            .args(["-w", "-t", "60", "-o", &options, "start"])
+            .arg(dir.join("log"))
+            .args(["-w", "-t", "60", "-o", options, "start"])
             .stdin(Stdio::null())
             .output()
             .map_err(|e| format!("cannot run pg_ctl: {e}"))?;
-        if !out.status.success() {
-            let log = std::fs::read_to_string(pg.dir.join("log")).unwrap_or_default();
-            return Err(format!(
-                "pg_ctl start failed: {}{}\nlog:\n{log}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            ));
+        if out.status.success() {
+            return Ok(());
         }
-        Ok(pg)
+        let log = std::fs::read_to_string(dir.join("log")).unwrap_or_default();
+        Err(format!(
+            "pg_ctl start failed: {}{}\nlog:\n{log}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ))
     }
 
-    /// A program of the server, run as `postgres` (outside any namespace: no network).
-    fn as_postgres(&self, program: &str) -> Command {
-        let mut c = Command::new("runuser");
-        c.args(["-u", "postgres", "--"]).arg(self.bin.join(program));
-        c
+    /// Stops the server of `dir/data` in `mode` (`fast`; `immediate`: as if the machine
+    /// lost power — no checkpoint, recovery from the WAL at the next start), quietly.
+    pub fn stop(&self, dir: &Path, mode: &str) {
+        let _ = self
+            .command(None, "pg_ctl")
+            .arg("-D")
+            .arg(dir.join("data"))
+            .args(["-w", "-m", mode, "stop"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+/// A server running inside a host; stopped by the testnet's teardown.
+#[derive(Debug, Clone)]
+pub struct Postgres {
+    /// The temporary directory: `data/`, the socket and `log`.
+    pub dir: PathBuf,
+}
+
+impl Postgres {
+    /// Initializes a server and starts it inside host `host` of `net`. `fsync` off makes
+    /// a faster server for runs that never crash it; a benchmark of durable writes wants it
+    /// on.
+    pub fn start_in(net: &mut Testnet, host: &str, fsync: bool) -> Result<Postgres, String> {
+        let programs = Programs::find()?;
+        let netns = net.host(host).netns.clone();
+        let dir = std::env::temp_dir().join(format!("{netns}-pg"));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        programs.give(&dir)?;
+        // Registered before it starts: the teardown stops it and removes its directory
+        // whatever happens next.
+        net.at_teardown(&format!(
+            "{} -D {} -w -m immediate stop",
+            programs.shell(Some(&netns), "pg_ctl"),
+            quote(&dir.join("data").to_string_lossy())
+        ))?;
+        net.remove_at_teardown(&dir)?;
+        programs.initdb(&dir)?;
+        let options = options(PORT, &dir, 400, fsync, &["shared_buffers=64MB".to_string()]);
+        programs.start(Some(&netns), &dir, &options)?;
+        Ok(Postgres { dir })
     }
 
     /// The URL of its `postgres` database, for processes of its host.
     pub fn url(&self) -> String {
         format!("postgres://{USER}@127.0.0.1:{PORT}/postgres")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_program_runs_in_the_namespace_then_as_the_servers_user() {
+        let p = Programs {
+            bin: PathBuf::from("/usr/lib/postgresql/15/bin"),
+            run_as: Some("postgres".into()),
+        };
+        assert_eq!(
+            p.shell(Some("agbc-hub"), "pg_ctl"),
+            "'ip' 'netns' 'exec' 'agbc-hub' 'runuser' '-u' 'postgres' '--' '/usr/lib/postgresql/15/bin/pg_ctl'"
+        );
+        let mine = Programs { run_as: None, ..p };
+        assert_eq!(
+            mine.shell(None, "initdb"),
+            "'/usr/lib/postgresql/15/bin/initdb'"
+        );
+    }
+
+    #[test]
+    fn settings_given_last_win_over_the_defaults() {
+        let o = options(
+            5433,
+            Path::new("/tmp/s"),
+            100,
+            true,
+            &["max_wal_size=8GB".into()],
+        );
+        assert!(o.starts_with("-c listen_addresses=127.0.0.1 -c port=5433 -k /tmp/s"));
+        assert!(o.contains("-c fsync=on -c synchronous_commit=on"));
+        assert!(o.ends_with(" -c max_wal_size=8GB"), "{o}");
     }
 }

@@ -4,23 +4,21 @@
 //! and by a watchdog process that stops it when the binary dies any other way (it waits
 //! for the end of a pipe only the binary holds).
 //!
-//! The server's programs are found through `AGENSH_PG_BIN`, then `PATH` (`initdb`), then
-//! Debian's `/usr/lib/postgresql/*/bin/` (newest first). PostgreSQL refuses to run as
-//! root: as root the data directory is given to the `postgres` user (Debian's package
-//! creates it) and the programs run as that user through `runuser`. A machine without
-//! PostgreSQL fails the tests with what to install; they are never skipped.
+//! The server's programs and their steps (finding them, running them as `postgres` when
+//! root, `initdb`, `pg_ctl`) are `agensh_netns::pg::Programs`, shared with the multi-host
+//! tests and the benchmarks. A machine without PostgreSQL fails the tests with what to
+//! install; they are never skipped.
 
 #![allow(dead_code)]
 
 use std::io::Write as _;
 use std::os::unix::process::CommandExt as _;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, OnceLock};
 
-/// The user the tests connect as (trust authentication on 127.0.0.1 only).
-const USER: &str = "agensh";
+use agensh_netns::pg::{self as server, Programs, USER};
 
 /// One running server.
 pub struct PgServer {
@@ -28,146 +26,36 @@ pub struct PgServer {
     pub port: u16,
     /// The temporary directory: `data/`, the socket and the log.
     pub dir: PathBuf,
-    bin: PathBuf,
-    run_as: Option<String>,
+    programs: Programs,
     /// The watchdog's stdin: closed when this process ends, however it ends.
     watchdog: Option<(Child, ChildStdin)>,
 }
 
-fn install_hint() -> String {
-    "PostgreSQL's server programs (initdb, pg_ctl, postgres) are needed by the PostgreSQL store's tests and were not found — install them (Debian/Ubuntu: apt-get install postgresql; scripts/test does so when run as root) or set AGENSH_PG_BIN to the directory that holds them".into()
-}
-
-/// The directory holding `initdb`, `pg_ctl` and `postgres`.
-fn find_bin() -> Result<PathBuf, String> {
-    let has = |d: &Path| {
-        d.join("initdb").is_file() && d.join("pg_ctl").is_file() && d.join("postgres").is_file()
-    };
-    if let Ok(d) = std::env::var("AGENSH_PG_BIN") {
-        let d = PathBuf::from(d);
-        return if has(&d) {
-            Ok(d)
-        } else {
-            Err(format!(
-                "AGENSH_PG_BIN={} holds no initdb, pg_ctl and postgres",
-                d.display()
-            ))
-        };
-    }
-    if let Some(path) = std::env::var_os("PATH") {
-        for d in std::env::split_paths(&path) {
-            if has(&d) {
-                // Follow a link (Debian's are under /usr/lib/postgresql/N/bin).
-                let real = std::fs::canonicalize(d.join("initdb")).ok();
-                return Ok(real
-                    .and_then(|p| p.parent().map(Path::to_path_buf))
-                    .unwrap_or(d));
-            }
-        }
-    }
-    let mut found: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| {
-            let v: u32 = e.file_name().to_str()?.parse().ok()?;
-            let d = e.path().join("bin");
-            has(&d).then_some((v, d))
-        })
-        .collect();
-    found.sort();
-    found.pop().map(|(_, d)| d).ok_or_else(install_hint)
-}
-
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
-
-/// The uid and gid of `user`.
-fn ids_of(user: &str) -> Result<(u32, u32), String> {
-    let id = |flag: &str| -> Result<u32, String> {
-        let out = Command::new("id")
-            .args([flag, user])
-            .output()
-            .map_err(|e| format!("cannot run id: {e}"))?;
-        String::from_utf8_lossy(&out.stdout)
-            .trim()
-            .parse()
-            .map_err(|_| format!("there is no user {user} to run PostgreSQL as (PostgreSQL refuses root) — install Debian's postgresql package, which creates it, or run the tests as another user"))
-    };
-    Ok((id("-u")?, id("-g")?))
-}
-
-fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
-    l.local_addr().expect("address").port()
-}
-
 impl PgServer {
-    /// A program of the server, run as the server's user.
-    fn command(&self, program: &str) -> Command {
-        let exe = self.bin.join(program);
-        match &self.run_as {
-            Some(user) => {
-                let mut c = Command::new("runuser");
-                c.args(["-u", user, "--"]).arg(exe);
-                c
-            }
-            None => Command::new(exe),
-        }
-    }
-
     /// Initializes and starts a new server; it stops when the value is dropped (and when
     /// this process ends). `fsync` off makes a server for tests that never crash it (the
     /// shared one: databases are created many times faster); the durability test's own
     /// server has it on.
     pub fn start(fsync: bool) -> Result<PgServer, String> {
-        let bin = find_bin()?;
-        let run_as = is_root().then(|| "postgres".to_string());
+        let programs = Programs::find()?;
         let dir = tempfile::Builder::new()
             .prefix("agensh-pg-")
             .tempdir()
             .map_err(|e| format!("no temporary directory: {e}"))?
             .keep();
-        if let Some(user) = &run_as {
-            let (uid, gid) = ids_of(user)?;
-            std::os::unix::fs::chown(&dir, Some(uid), Some(gid))
-                .map_err(|e| format!("cannot give {} to {user}: {e}", dir.display()))?;
-        }
+        programs.give(&dir)?;
         let mut server = PgServer {
             fsync,
             port: 0,
             dir,
-            bin,
-            run_as,
+            programs,
             watchdog: None,
         };
         server.watch()?;
-        let out = server
-            .command("initdb")
-            .arg("-D")
-            .arg(server.dir.join("data"))
-            .args([
-                "--auth=trust",
-                "-U",
-                USER,
-                "--encoding=UTF8",
-                "--locale=C",
-                "--no-sync",
-            ])
-            .output()
-            .map_err(|e| format!("cannot run initdb: {e} — {}", install_hint()))?;
-        if !out.status.success() {
-            return Err(format!(
-                "initdb failed: {}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            ));
-        }
+        server.programs.initdb(&server.dir)?;
         let mut last = String::new();
         for _ in 0..5 {
-            server.port = free_port();
+            server.port = server::free_port()?;
             match server.pg_ctl_start() {
                 Ok(()) => return Ok(server),
                 Err(e) => last = e,
@@ -177,32 +65,14 @@ impl PgServer {
     }
 
     fn pg_ctl_start(&self) -> Result<(), String> {
-        let options = format!(
-            "-c listen_addresses=127.0.0.1 -c port={} -k {} -c max_connections=300 -c shared_buffers=32MB -c fsync={} -c synchronous_commit=on",
+        let options = server::options(
             self.port,
-            self.dir.display(),
-            if self.fsync { "on" } else { "off" }
+            &self.dir,
+            300,
+            self.fsync,
+            &["shared_buffers=32MB".to_string()],
         );
-        let out = self
-            .command("pg_ctl")
-            .arg("-D")
-            .arg(self.dir.join("data"))
-            .arg("-l")
-            .arg(self.dir.join("log"))
-            .args(["-w", "-t", "60", "-o", &options, "start"])
-            .stdin(Stdio::null())
-            .output()
-            .map_err(|e| format!("cannot run pg_ctl: {e}"))?;
-        if out.status.success() {
-            Ok(())
-        } else {
-            let log = std::fs::read_to_string(self.dir.join("log")).unwrap_or_default();
-            Err(format!(
-                "pg_ctl start failed: {}{}\nlog:\n{log}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            ))
-        }
+        self.programs.start(None, &self.dir, &options)
     }
 
     /// Starts the server again after [`PgServer::stop`].
@@ -213,27 +83,14 @@ impl PgServer {
     /// Stops the server in `mode` (`fast`, `immediate`: as if the machine lost power for
     /// PostgreSQL — no checkpoint, recovery from the WAL at the next start).
     pub fn stop(&self, mode: &str) {
-        let _ = self
-            .command("pg_ctl")
-            .arg("-D")
-            .arg(self.dir.join("data"))
-            .args(["-w", "-m", mode, "stop"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
+        self.programs.stop(&self.dir, mode);
     }
 
     /// The shell command that stops this server and removes its directory.
     fn teardown_script(&self) -> String {
-        let pg_ctl = self.bin.join("pg_ctl");
-        let as_user = match &self.run_as {
-            Some(u) => format!("runuser -u {u} -- "),
-            None => String::new(),
-        };
         format!(
-            "{as_user}'{}' -D '{}' -w -m immediate stop >/dev/null 2>&1; rm -rf '{}'",
-            pg_ctl.display(),
+            "{} -D '{}' -w -m immediate stop >/dev/null 2>&1; rm -rf '{}'",
+            self.programs.shell(None, "pg_ctl"),
             self.dir.join("data").display(),
             self.dir.display()
         )
