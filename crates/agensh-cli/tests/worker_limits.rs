@@ -48,7 +48,6 @@ fn cgroup_dirs(name: &str) -> Vec<PathBuf> {
     found
 }
 
-/// An organization with one worker whose agent may use `memory`, restarted quickly.
 /// Whether a worker's cgroup holds the memory limit file of the cgroup version this machine
 /// has, where the run says which (`AGENSH_TEST_CGROUP_VERSION`: scripts/test on this machine,
 /// scripts/cgroup-v2-vm in its guest; any cgroup directory passes elsewhere). On v1 the
@@ -62,6 +61,7 @@ fn has_limit_file(worker: &Path) -> bool {
     }
 }
 
+/// An organization with one worker whose agent may use `memory`, restarted quickly.
 fn org(tmp: &Path, memory: &str) -> PathBuf {
     let dir = tmp.join("org");
     let out = agensh()
