@@ -19,20 +19,20 @@ pub struct PgServer {
 /// durable.
 fn check_settings(settings: &[String]) -> Result<()> {
     for s in settings {
-        let ok = s.split_once('=').is_some_and(|(name, value)| {
-            !name.is_empty()
+        let name = s.split_once('=').and_then(|(name, value)| {
+            let ok = !name.is_empty()
                 && name
                     .chars()
                     .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
                 && !value.is_empty()
-                && !value.contains(char::is_whitespace)
+                && !value.contains(char::is_whitespace);
+            ok.then(|| name.to_ascii_lowercase())
         });
-        if !ok {
+        let Some(name) = name else {
             bail!(
                 "--pg-setting takes NAME=VALUE with no spaces (max_wal_size=8GB, say), not {s:?}"
             );
-        }
-        let name = s.split('=').next().unwrap_or_default().to_ascii_lowercase();
+        };
         if name == "fsync" || name == "synchronous_commit" {
             bail!("--pg-setting {s}: fsync and synchronous_commit stay on in a benchmark of durable writes");
         }
@@ -62,16 +62,13 @@ impl PgServer {
             .programs
             .initdb(&server.dir)
             .map_err(|e| anyhow!(e))?;
-        let mut last = String::new();
-        for _ in 0..5 {
-            server.port = pg::free_port().map_err(|e| anyhow!(e))?;
-            let options = pg::options(server.port, &server.dir, 100, true, settings);
-            match server.programs.start(None, &server.dir, &options) {
-                Ok(()) => return Ok(server),
-                Err(e) => last = e,
-            }
-        }
-        Err(anyhow!(last))
+        server.port = server
+            .programs
+            .start_on_free_port(&server.dir, |port| {
+                pg::options(port, &server.dir, 100, true, settings)
+            })
+            .map_err(|e| anyhow!(e))?;
+        Ok(server)
     }
 
     /// Creates database `name` and returns its URL.

@@ -82,9 +82,9 @@ fn ids_of(user: &str) -> Result<(u32, u32), String> {
     Ok((id("-u")?, id("-g")?))
 }
 
-/// A free TCP port on 127.0.0.1 (free when asked; [`Programs::start`]'s callers try again
-/// on another when the server could not take it).
-pub fn free_port() -> Result<u16, String> {
+/// A free TCP port on 127.0.0.1 (free when asked; [`Programs::start_on_free_port`] tries
+/// again on another when the server could not take it).
+fn free_port() -> Result<u16, String> {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
@@ -216,6 +216,25 @@ impl Programs {
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         ))
+    }
+
+    /// Starts the server of `dir/data` on a free port of 127.0.0.1 with the options
+    /// `options_at(port)` makes, trying another port when one was taken before the server
+    /// could listen (five tries); returns the port.
+    pub fn start_on_free_port(
+        &self,
+        dir: &Path,
+        options_at: impl Fn(u16) -> String,
+    ) -> Result<u16, String> {
+        let mut last = String::new();
+        for _ in 0..5 {
+            let port = free_port()?;
+            match self.start(None, dir, &options_at(port)) {
+                Ok(()) => return Ok(port),
+                Err(e) => last = e,
+            }
+        }
+        Err(last)
     }
 
     /// Stops the server of `dir/data` in `mode` (`fast`; `immediate`: as if the machine

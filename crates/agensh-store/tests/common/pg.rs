@@ -19,6 +19,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 use agensh_netns::pg::{self as server, Programs, USER};
+use agensh_netns::quote;
 
 /// One running server.
 pub struct PgServer {
@@ -53,31 +54,28 @@ impl PgServer {
         };
         server.watch()?;
         server.programs.initdb(&server.dir)?;
-        let mut last = String::new();
-        for _ in 0..5 {
-            server.port = server::free_port()?;
-            match server.pg_ctl_start() {
-                Ok(()) => return Ok(server),
-                Err(e) => last = e,
-            }
-        }
-        Err(last)
+        server.port = server
+            .programs
+            .start_on_free_port(&server.dir, |port| server.options_at(port))?;
+        Ok(server)
     }
 
-    fn pg_ctl_start(&self) -> Result<(), String> {
-        let options = server::options(
-            self.port,
+    /// The server's options listening on `port`.
+    fn options_at(&self, port: u16) -> String {
+        server::options(
+            port,
             &self.dir,
             300,
             self.fsync,
             &["shared_buffers=32MB".to_string()],
-        );
-        self.programs.start(None, &self.dir, &options)
+        )
     }
 
     /// Starts the server again after [`PgServer::stop`].
     pub fn restart(&self) {
-        self.pg_ctl_start().expect("the server starts again");
+        self.programs
+            .start(None, &self.dir, &self.options_at(self.port))
+            .expect("the server starts again");
     }
 
     /// Stops the server in `mode` (`fast`, `immediate`: as if the machine lost power for
@@ -89,10 +87,10 @@ impl PgServer {
     /// The shell command that stops this server and removes its directory.
     fn teardown_script(&self) -> String {
         format!(
-            "{} -D '{}' -w -m immediate stop >/dev/null 2>&1; rm -rf '{}'",
+            "{} -D {} -w -m immediate stop >/dev/null 2>&1; rm -rf {}",
             self.programs.shell(None, "pg_ctl"),
-            self.dir.join("data").display(),
-            self.dir.display()
+            quote(&self.dir.join("data").to_string_lossy()),
+            quote(&self.dir.to_string_lossy())
         )
     }
 
