@@ -6,9 +6,8 @@
 //! Results must be those of the SQLite store, whose FTS5 table splits text with FTS5's
 //! `unicode61` tokenizer (letters, digits and private-use characters make tokens; case
 //! folded, diacritics removed). Rather than imitate that tokenizer, both sides of a match
-//! are tokenized by it: [`tokens`] runs text through an in-memory FTS5 table of the bundled
-//! SQLite (which this crate links anyway) and reads the tokens back in order with
-//! `fts5vocab`. Each record row holds:
+//! are tokenized by it: [`tokens`] calls it through the FTS5 API of the bundled SQLite
+//! (which this crate links anyway). Each record row holds:
 //!
 //! - `text_tokens`, `detail_tokens`: the tokens of its text and detail in order (phrases
 //!   match inside one column, as in FTS5),
@@ -33,35 +32,145 @@
 //! truth value to make `NOT` differ from FTS5's subtraction.
 
 use std::cell::RefCell;
+use std::ffi::{c_char, c_int, c_void};
+use std::ptr;
 
 use agensh_domain::query::Query;
-use rusqlite::Connection;
+use rusqlite::{ffi, Connection};
 use tokio_postgres::types::ToSql;
 
 use crate::sqlite::fts::label_token;
 
+/// Longest token FTS5 stores, in bytes: it cuts longer ones there (`FTS5_MAX_TOKEN_SIZE`).
+const MAX_TOKEN_BYTES: usize = 32_768;
+
+/// FTS5's own `unicode61` tokenizer, called directly through the `fts5_api` of an
+/// in-memory connection of the bundled SQLite, with the options a table declared
+/// `fts5(x)` gives it (none): the SQLite store's index and these tokens come from the same
+/// code. (Writing into an FTS5 table and reading the tokens back with `fts5vocab` made the
+/// same tokens for several times the work: most of the hub's CPU per append.)
+struct Unicode61 {
+    /// The connection whose FTS5 module owns the tokenizer; it outlives `instance`.
+    _conn: Connection,
+    methods: ffi::fts5_tokenizer,
+    instance: *mut ffi::Fts5Tokenizer,
+}
+
+impl Unicode61 {
+    fn new() -> Result<Unicode61, String> {
+        let conn = Connection::open_in_memory().map_err(|e| e.to_string())?;
+        let failed = |what: &str| format!("FTS5's unicode61 tokenizer: {what}");
+        // SAFETY: the pointers handed to SQLite live through each call; the statement is
+        // finalized before returning; `fts5_api_ptr` is the pointer type FTS5's `fts5(?)`
+        // function fills with its API, which lives as long as `conn`.
+        unsafe {
+            let db = conn.handle();
+            let mut stmt = ptr::null_mut();
+            let rc = ffi::sqlite3_prepare_v2(
+                db,
+                c"SELECT fts5(?1)".as_ptr(),
+                -1,
+                &mut stmt,
+                ptr::null_mut(),
+            );
+            if rc != ffi::SQLITE_OK {
+                return Err(failed("SELECT fts5(?) does not prepare"));
+            }
+            let mut api: *mut ffi::fts5_api = ptr::null_mut();
+            ffi::sqlite3_bind_pointer(
+                stmt,
+                1,
+                (&mut api as *mut *mut ffi::fts5_api).cast(),
+                c"fts5_api_ptr".as_ptr(),
+                None,
+            );
+            ffi::sqlite3_step(stmt);
+            ffi::sqlite3_finalize(stmt);
+            let find = match api.as_ref().and_then(|a| a.xFindTokenizer) {
+                Some(f) => f,
+                None => return Err(failed("FTS5 gave no API")),
+            };
+            let mut user_data = ptr::null_mut();
+            let mut methods = ffi::fts5_tokenizer {
+                xCreate: None,
+                xDelete: None,
+                xTokenize: None,
+            };
+            if find(api, c"unicode61".as_ptr(), &mut user_data, &mut methods) != ffi::SQLITE_OK {
+                return Err(failed("not found"));
+            }
+            let (Some(create), Some(_), Some(_)) =
+                (methods.xCreate, methods.xDelete, methods.xTokenize)
+            else {
+                return Err(failed("incomplete"));
+            };
+            let mut instance = ptr::null_mut();
+            if create(user_data, ptr::null_mut(), 0, &mut instance) != ffi::SQLITE_OK
+                || instance.is_null()
+            {
+                return Err(failed("cannot be created"));
+            }
+            Ok(Unicode61 {
+                _conn: conn,
+                methods,
+                instance,
+            })
+        }
+    }
+
+    /// The tokens of `text` in order, as FTS5 indexes them.
+    fn tokens(&self, text: &str) -> Result<Vec<String>, String> {
+        unsafe extern "C" fn push(
+            ctx: *mut c_void,
+            _flags: c_int,
+            token: *const c_char,
+            len: c_int,
+            _start: c_int,
+            _end: c_int,
+        ) -> c_int {
+            // SAFETY: `ctx` is the `Vec` `tokens` passes, and `token` points at `len`
+            // bytes for the duration of this call.
+            let out = unsafe { &mut *ctx.cast::<Vec<String>>() };
+            let bytes =
+                unsafe { std::slice::from_raw_parts(token.cast::<u8>(), len.max(0) as usize) };
+            let bytes = &bytes[..bytes.len().min(MAX_TOKEN_BYTES)];
+            out.push(String::from_utf8_lossy(bytes).into_owned());
+            ffi::SQLITE_OK
+        }
+        let len =
+            c_int::try_from(text.len()).map_err(|_| "text too long to tokenize".to_string())?;
+        let mut out: Vec<String> = Vec::new();
+        let tokenize = self.methods.xTokenize.expect("checked when created");
+        // SAFETY: `instance` was made by this tokenizer's xCreate and is deleted only on
+        // drop; `text` and `out` outlive the call, which is synchronous.
+        let rc = unsafe {
+            tokenize(
+                self.instance,
+                (&mut out as *mut Vec<String>).cast(),
+                ffi::FTS5_TOKENIZE_DOCUMENT,
+                text.as_ptr().cast(),
+                len,
+                Some(push),
+            )
+        };
+        if rc != ffi::SQLITE_OK {
+            return Err(format!("FTS5's unicode61 tokenizer failed ({rc})"));
+        }
+        Ok(out)
+    }
+}
+
+impl Drop for Unicode61 {
+    fn drop(&mut self) {
+        if let Some(delete) = self.methods.xDelete {
+            // SAFETY: made by xCreate, deleted once, before the connection closes.
+            unsafe { delete(self.instance) };
+        }
+    }
+}
+
 thread_local! {
-    static TOKENIZER: RefCell<Option<Connection>> = const { RefCell::new(None) };
-}
-
-fn tokenizer() -> rusqlite::Result<Connection> {
-    let c = Connection::open_in_memory()?;
-    c.execute_batch(
-        "CREATE VIRTUAL TABLE t USING fts5(x);
-         CREATE VIRTUAL TABLE v USING fts5vocab(t, 'instance');",
-    )?;
-    Ok(c)
-}
-
-fn run_tokenizer(c: &Connection, text: &str) -> rusqlite::Result<Vec<String>> {
-    c.execute("INSERT INTO t(rowid, x) VALUES (1, ?1)", [text])?;
-    let out = {
-        let mut stmt = c.prepare_cached("SELECT term FROM v WHERE doc = 1 ORDER BY \"offset\"")?;
-        let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
-        rows.collect::<rusqlite::Result<Vec<_>>>()
-    };
-    c.execute("DELETE FROM t WHERE rowid = 1", [])?;
-    out
+    static TOKENIZER: RefCell<Option<Unicode61>> = const { RefCell::new(None) };
 }
 
 /// The tokens FTS5's `unicode61` tokenizer makes of `text`, in order.
@@ -72,13 +181,13 @@ pub fn tokens(text: &str) -> Vec<String> {
     TOKENIZER.with(|cell| {
         let mut slot = cell.borrow_mut();
         if slot.is_none() {
-            *slot = Some(tokenizer().expect("an in-memory FTS5 table opens"));
+            *slot = Some(Unicode61::new().expect("FTS5's unicode61 tokenizer is built in"));
         }
-        let c = slot.as_ref().expect("tokenizer");
-        match run_tokenizer(c, text) {
+        let t = slot.as_ref().expect("tokenizer");
+        match t.tokens(text) {
             Ok(t) => t,
             Err(e) => {
-                // Start again with a fresh table next time; this text gets none.
+                // Start again with a fresh tokenizer next time; this text gets none.
                 tracing::error!("store: the tokenizer failed: {e}");
                 *slot = None;
                 Vec::new()
@@ -284,6 +393,54 @@ mod tests {
         assert_eq!(tokens("Café ÜBER naïve"), ["cafe", "uber", "naive"]);
         assert!(tokens("...").is_empty());
         assert!(tokens("").is_empty());
+    }
+
+    /// The tokens an FTS5 table declared `fts5(x)` indexes for `text`, read back in order
+    /// with `fts5vocab`: what the SQLite store's index holds.
+    fn indexed(c: &Connection, text: &str) -> Vec<String> {
+        c.execute("INSERT INTO t(rowid, x) VALUES (1, ?1)", [text])
+            .unwrap();
+        let mut stmt = c
+            .prepare_cached("SELECT term FROM v WHERE doc = 1 ORDER BY \"offset\"")
+            .unwrap();
+        let out = stmt
+            .query_map([], |r| r.get::<_, String>(0))
+            .unwrap()
+            .collect::<rusqlite::Result<Vec<_>>>()
+            .unwrap();
+        c.execute("DELETE FROM t WHERE rowid = 1", []).unwrap();
+        out
+    }
+
+    #[test]
+    fn tokens_are_those_an_fts5_table_indexes() {
+        let c = Connection::open_in_memory().unwrap();
+        c.execute_batch(
+            "CREATE VIRTUAL TABLE t USING fts5(x);
+             CREATE VIRTUAL TABLE v USING fts5vocab(t, 'instance');",
+        )
+        .unwrap();
+        // Letters, digits, marks, punctuation, symbols, spaces and private-use characters
+        // of many scripts, mixed by a fixed pseudo-random sequence.
+        let alphabet: Vec<char> =
+            "aZ09_-.,:/'\"ÀéÎõüßÆøÇñ İıſﬁ Ωωάϊ Жжё אב عربي 中文字 かなカナ 한글 ½²٣ \
+             \u{0301}\u{0308}\u{200b}\u{00a0}\u{3000}\t\n\u{e000}\u{f8ff}😀👍🏽 ﬀＡｂ１"
+                .chars()
+                .collect();
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |n: usize| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x % n as u64) as usize
+        };
+        for _ in 0..2_000 {
+            let len = next(40);
+            let text: String = (0..len).map(|_| alphabet[next(alphabet.len())]).collect();
+            assert_eq!(tokens(&text), indexed(&c, &text), "{text:?}");
+        }
+        let long = "w".repeat(9_000);
+        assert_eq!(tokens(&long), indexed(&c, &long));
     }
 
     #[test]
