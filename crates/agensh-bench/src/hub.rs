@@ -298,6 +298,30 @@ async fn writer_figures(http: &reqwest::Client, url: &str) -> Result<serde_json:
     }))
 }
 
+/// Leaves a freshly seeded PostgreSQL database as a long-running one is: vacuumed and
+/// analyzed (as autovacuum would have done while the history grew), its WAL checkpointed.
+/// Else the appends measured next share the machine with the seed's aftermath —
+/// autovacuum's first pass over every new table and a checkpoint of all the seed's WAL —
+/// and swing by half from run to run.
+async fn settle(url: &str) -> Result<()> {
+    eprintln!("settling the seeded database (VACUUM ANALYZE, CHECKPOINT)");
+    let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .context("connecting to the seeded database")?;
+    let conn = tokio::spawn(conn);
+    client
+        .batch_execute("VACUUM (ANALYZE)")
+        .await
+        .context("VACUUM ANALYZE after the seed")?;
+    if let Err(e) = client.batch_execute("CHECKPOINT").await {
+        // Only a superuser (or pg_checkpoint) may: the server checkpoints on its own.
+        eprintln!("no CHECKPOINT after the seed ({e}); measuring anyway");
+    }
+    drop(client);
+    let _ = conn.await;
+    Ok(())
+}
+
 pub async fn run(a: Args) -> Result<()> {
     let agensh = crate::stats::agensh_binary(a.agensh.as_deref())?;
     let tmp = tempfile::tempdir()?;
@@ -359,6 +383,9 @@ pub async fn run(a: Args) -> Result<()> {
         let started = Instant::now();
         seed(store.clone(), &workers, a.records, vocab.clone()).await?;
         drop(store);
+        if let Some(url) = &store_url {
+            settle(url).await?;
+        }
         std::fs::write(&marker, sizes)?;
         Some(started.elapsed())
     };

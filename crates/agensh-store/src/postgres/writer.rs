@@ -193,7 +193,18 @@ impl Writer {
     ) -> Writer {
         let (jobs, rx) = mpsc::unbounded_channel();
         let stats = Arc::new(WriteStats::default());
-        tokio::spawn(run(url, rx, bus, published, stats.clone()));
+        let writer_stats = stats.clone();
+        std::thread::Builder::new()
+            .name("store-writer".into())
+            .spawn(move || {
+                crate::sqlite::conn::prefer_this_thread();
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("the writer's runtime starts");
+                runtime.block_on(run(url, rx, bus, published, writer_stats));
+            })
+            .expect("the writer thread starts");
         Writer { jobs, stats }
     }
 

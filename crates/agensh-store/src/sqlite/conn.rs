@@ -331,7 +331,7 @@ fn writer_loop(
 
 /// Gives the calling thread [`WRITER_NICE`] where allowed; elsewhere it stays at the
 /// process's priority (said once, at debug level).
-fn prefer_this_thread() {
+pub(crate) fn prefer_this_thread() {
     // SAFETY: gettid and setpriority take no pointers and change only this thread's
     // nice value.
     let (tid, done) = unsafe {
