@@ -900,9 +900,10 @@ pub enum StoreCommand {
     /// it holds a table this agensh does not know; 5 the move failed in PostgreSQL (nothing
     /// changed).
     Migrate {
-        /// The SQLite store: an organization directory or its .agensh/store.sqlite (default:
-        /// --dir, else the current directory).
-        #[arg(long, value_name = "DIR|FILE")]
+        /// The SQLite store: `sqlite` (the organization's own: --dir, else the current
+        /// directory), an organization directory or its .agensh/store.sqlite (default: as
+        /// `sqlite`).
+        #[arg(long, value_name = "sqlite|DIR|FILE")]
         from: Option<PathBuf>,
         /// The PostgreSQL database, postgres://USER:PASSWORD@HOST:PORT/DATABASE: it must hold
         /// no rows (a new one: createdb NAME). Its password is never printed.

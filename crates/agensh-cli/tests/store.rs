@@ -329,6 +329,10 @@ fn migrate_says_what_is_wrong_with_its_arguments_by_exit_code() {
     assert_eq!(not_pg.status.code(), Some(2));
     assert!(text(&not_pg).1.contains("--to takes a PostgreSQL URL"));
     let url = database();
+    let back = run(&["store", "migrate", "--from", &url, "--to", &url]);
+    assert_eq!(back.status.code(), Some(2), "{:?}", text(&back));
+    assert!(text(&back).1.contains("not back"), "{:?}", text(&back));
+    no_password(&back);
     let missing = run(&[
         "store",
         "migrate",
@@ -403,9 +407,14 @@ async fn an_organization_moves_to_postgresql_and_its_hub_carries_on_there() {
     assert!(text(&out).1.contains("stop it first"), "{:?}", text(&out));
     assert!(hub.terminate().success());
 
+    // The form: `--from sqlite`, the organization of --dir.
     let out = tokio::task::spawn_blocking({
         let (d, url) = (d.clone(), url.clone());
-        move || run(&["store", "migrate", "--from", &d, "--to", &url])
+        move || {
+            run(&[
+                "--dir", &d, "store", "migrate", "--from", "sqlite", "--to", &url,
+            ])
+        }
     })
     .await
     .unwrap();

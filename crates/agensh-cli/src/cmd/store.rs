@@ -2,9 +2,9 @@
 //! what it recorded, and what this agensh applies when the hub next opens it — for the
 //! SQLite file or the PostgreSQL database the hub would open.
 //!
-//! `agensh store migrate --from DIR --to URL`: moves the organization's SQLite store into an
-//! empty PostgreSQL database (`agensh_store::transfer`); here only the paths, the refusal of
-//! a running hub, the progress bar and the summary.
+//! `agensh store migrate --from sqlite|DIR|FILE --to URL`: moves the organization's SQLite
+//! store into an empty PostgreSQL database (`agensh_store::transfer`); here only the paths,
+//! the refusal of a running hub, the progress bar and the summary.
 
 use std::path::{Path, PathBuf};
 
@@ -31,7 +31,23 @@ pub async fn run(g: &Global, a: StoreArgs) -> Result<()> {
             to,
             batch,
             json: as_json,
-        } => migrate(&g.org_dir(&from), &to, batch, as_json).await,
+        } => migrate(&migrate_source(g, from)?, &to, batch, as_json).await,
+    }
+}
+
+/// What `--from` names: an organization directory or its store file; the engine's name
+/// `sqlite` (where no file or directory has that name) is the organization's own SQLite
+/// store, of --dir or the current directory, as in `agensh store migrate --from sqlite --to
+/// postgres://…`. A PostgreSQL URL is refused: the move goes one way.
+fn migrate_source(g: &Global, from: Option<PathBuf>) -> Result<PathBuf> {
+    match from {
+        Some(p) if p.as_os_str() == "sqlite" && !p.exists() => Ok(g.dir.clone()),
+        Some(p) if p.to_str().is_some_and(agensh_store::is_postgres_url) => Err(Usage(
+            "--from takes the SQLite store (sqlite, an organization directory or its .agensh/store.sqlite): a store moves from SQLite into PostgreSQL, not back (for a copy of a PostgreSQL database use pg_dump)"
+                .into(),
+        )
+        .into()),
+        other => Ok(g.org_dir(&other)),
     }
 }
 
