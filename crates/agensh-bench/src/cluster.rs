@@ -63,6 +63,9 @@ pub struct Args {
     /// first after the launch meets the organization still settling.
     #[arg(long, default_value_t = 1)]
     warmup_posts: usize,
+    /// Seconds to wait after every launch turn is logged, before the first post.
+    #[arg(long, default_value_t = 0.0)]
+    settle_secs: f64,
     /// Seconds between the last worker's turn for one post and the next post.
     #[arg(long, default_value_t = 2.0)]
     gap_secs: f64,
@@ -430,6 +433,7 @@ async fn measure(a: &Args, agensh: &Path, dir: &Path) -> Result<Value> {
     // The first posts after the launch meet 1,024 agents and nodes still settling (their
     // launch turns' reports, statuses, the store's first checkpoint): posted and waited for
     // like the others, reported apart, not counted.
+    tokio::time::sleep(Duration::from_secs_f64(a.settle_secs)).await;
     let mut warmup: Vec<Duration> = Vec::new();
     for p in 0..a.warmup_posts {
         warmup.extend(time_post(&mut cluster, &mut logs, a, &format!("warm-up {p}")).await?);
@@ -439,9 +443,13 @@ async fn measure(a: &Args, agensh: &Path, dir: &Path) -> Result<Value> {
     let bar = crate::hub::bar(a.posts as u64, "posts");
     let mut samples: Vec<Duration> = Vec::new();
     let mut per_post_max: Vec<Duration> = Vec::new();
+    // Each post's own p99, in order: shows whether the first posts after the launch (or the
+    // warm-up) are the tail, or every post is alike.
+    let mut per_post_p99: Vec<f64> = Vec::new();
     for p in 0..a.posts {
         let this = time_post(&mut cluster, &mut logs, a, &p.to_string()).await?;
         per_post_max.push(this.iter().copied().max().unwrap_or_default());
+        per_post_p99.push(ms(percentile(&this, 99.0)));
         samples.extend(this);
         bar.inc(1);
         tokio::time::sleep(Duration::from_secs_f64(a.gap_secs)).await;
@@ -486,6 +494,7 @@ async fn measure(a: &Args, agensh: &Path, dir: &Path) -> Result<Value> {
             "p99_ms": dms(&samples, 99.0),
             "max_ms": dms(&samples, 100.0),
             "per_post_max_p50_ms": dms(&per_post_max, 50.0),
+            "per_post_p99_ms": per_post_p99,
             "target_p99_ms": 100,
         },
         "warmup": {
@@ -573,6 +582,10 @@ fn print_table(r: &Value) {
         "event to prompt  p50 {} ms, p99 {} ms, max {} ms ({} samples; target p99 <= 100 ms)",
         l["p50_ms"], l["p99_ms"], l["max_ms"], l["samples"]
     );
+    if let Some(each) = l["per_post_p99_ms"].as_array() {
+        let each: Vec<String> = each.iter().map(|v| v.to_string()).collect();
+        println!("  each post p99  {} ms, in order", each.join(" · "));
+    }
     let w = &r["warmup"];
     if w["posts"].as_u64().unwrap_or(0) > 0 {
         println!(
