@@ -110,6 +110,8 @@ pub struct ProbeArgs {
 pub async fn probe(a: ProbeArgs) -> Result<()> {
     let admin = Client::new(&a.hub, &a.admin_token);
     if let Some(text) = a.post {
+        // The long-polls the post will wake (a node's idle workers share polls).
+        let polls = crate::hub::waiting_polls(&reqwest::Client::new(), &a.hub).await?;
         let m = admin
             .send_message(&NewMessage {
                 to: "#general".into(),
@@ -117,7 +119,10 @@ pub async fn probe(a: ProbeArgs) -> Result<()> {
                 thread: None,
             })
             .await?;
-        println!("{}", json!({ "created_at": m.created_at }));
+        println!(
+            "{}",
+            json!({ "created_at": m.created_at, "polls_waiting": polls })
+        );
         return Ok(());
     }
     let mut tokens = Vec::new();
@@ -436,7 +441,11 @@ async fn measure(a: &Args, agensh: &Path, dir: &Path) -> Result<Value> {
     tokio::time::sleep(Duration::from_secs_f64(a.settle_secs)).await;
     let mut warmup: Vec<Duration> = Vec::new();
     for p in 0..a.warmup_posts {
-        warmup.extend(time_post(&mut cluster, &mut logs, a, &format!("warm-up {p}")).await?);
+        warmup.extend(
+            time_post(&mut cluster, &mut logs, a, &format!("warm-up {p}"))
+                .await?
+                .0,
+        );
         tokio::time::sleep(Duration::from_secs_f64(a.gap_secs)).await;
     }
     let cpu_before = cpu_of(hub_pid);
@@ -446,8 +455,10 @@ async fn measure(a: &Args, agensh: &Path, dir: &Path) -> Result<Value> {
     // Each post's own p99, in order: shows whether the first posts after the launch (or the
     // warm-up) are the tail, or every post is alike.
     let mut per_post_p99: Vec<f64> = Vec::new();
+    let mut per_post_polls: Vec<u64> = Vec::new();
     for p in 0..a.posts {
-        let this = time_post(&mut cluster, &mut logs, a, &p.to_string()).await?;
+        let (this, polls) = time_post(&mut cluster, &mut logs, a, &p.to_string()).await?;
+        per_post_polls.push(polls);
         per_post_max.push(this.iter().copied().max().unwrap_or_default());
         per_post_p99.push(ms(percentile(&this, 99.0)));
         samples.extend(this);
@@ -495,6 +506,7 @@ async fn measure(a: &Args, agensh: &Path, dir: &Path) -> Result<Value> {
             "max_ms": dms(&samples, 100.0),
             "per_post_max_p50_ms": dms(&per_post_max, 50.0),
             "per_post_p99_ms": per_post_p99,
+            "per_post_polls_waiting": per_post_polls,
             "target_p99_ms": 100,
         },
         "warmup": {
@@ -522,18 +534,20 @@ async fn measure(a: &Args, agensh: &Path, dir: &Path) -> Result<Value> {
 }
 
 /// Posts once to `#general` and waits until every worker has logged the turn that carries
-/// it: each worker's time from the event's `created_at` at the hub to its turn's `started`.
+/// it: each worker's time from the event's `created_at` at the hub to its turn's `started`,
+/// and the long-polls the hub held just before the post.
 async fn time_post(
     cluster: &mut Cluster,
     logs: &mut [TurnLogs],
     a: &Args,
     label: &str,
-) -> Result<Vec<Duration>> {
+) -> Result<(Vec<Duration>, u64)> {
     let total = a.nodes * a.workers;
     let answer = cluster.probe(&["--post", &format!("cluster post {label}: nothing to do")])?;
     let created = answer["created_at"]
         .as_i64()
         .ok_or_else(|| anyhow!("no created_at in {answer}"))?;
+    let polls = answer["polls_waiting"].as_u64().unwrap_or(0);
     let mut pending: Vec<(usize, usize)> = (0..a.nodes)
         .flat_map(|n| (0..a.workers).map(move |w| (n, w)))
         .collect();
@@ -562,7 +576,7 @@ async fn time_post(
             );
         }
     }
-    Ok(this)
+    Ok((this, polls))
 }
 
 fn print_table(r: &Value) {
@@ -585,6 +599,10 @@ fn print_table(r: &Value) {
     if let Some(each) = l["per_post_p99_ms"].as_array() {
         let each: Vec<String> = each.iter().map(|v| v.to_string()).collect();
         println!("  each post p99  {} ms, in order", each.join(" · "));
+    }
+    if let Some(each) = l["per_post_polls_waiting"].as_array() {
+        let each: Vec<String> = each.iter().map(|v| v.to_string()).collect();
+        println!("  polls it woke  {}, in order", each.join(" · "));
     }
     let w = &r["warmup"];
     if w["posts"].as_u64().unwrap_or(0) > 0 {

@@ -268,7 +268,7 @@ async fn metrics_text(http: &reqwest::Client, url: &str) -> Result<String> {
         .await?)
 }
 
-async fn waiting_polls(http: &reqwest::Client, url: &str) -> Result<u64> {
+pub(crate) async fn waiting_polls(http: &reqwest::Client, url: &str) -> Result<u64> {
     let text = metrics_text(http, url).await?;
     text.lines()
         .find(|l| l.starts_with("agensh_long_polls_waiting "))
