@@ -596,14 +596,20 @@ fn print_table(r: &Value) {
         "event to prompt  p50 {} ms, p99 {} ms, max {} ms ({} samples; target p99 <= 100 ms)",
         l["p50_ms"], l["p99_ms"], l["max_ms"], l["samples"]
     );
-    if let Some(each) = l["per_post_p99_ms"].as_array() {
-        let each: Vec<String> = each.iter().map(|v| v.to_string()).collect();
-        println!("  each post p99  {} ms, in order", each.join(" · "));
-    }
-    if let Some(each) = l["per_post_polls_waiting"].as_array() {
-        let each: Vec<String> = each.iter().map(|v| v.to_string()).collect();
-        println!("  polls it woke  {}, in order", each.join(" · "));
-    }
+    // A list of the result, one value a post, in order.
+    let each = |key: &str| -> String {
+        let values = l[key].as_array().map(Vec::as_slice).unwrap_or_default();
+        values
+            .iter()
+            .map(Value::to_string)
+            .collect::<Vec<_>>()
+            .join(" · ")
+    };
+    println!("  each post p99  {} ms, in order", each("per_post_p99_ms"));
+    println!(
+        "  polls it woke  {}, in order",
+        each("per_post_polls_waiting")
+    );
     let w = &r["warmup"];
     if w["posts"].as_u64().unwrap_or(0) > 0 {
         println!(

@@ -25,6 +25,7 @@ pub mod postgres;
 pub mod sqlite;
 pub mod transfer;
 pub mod write_stats;
+mod writer_thread;
 
 pub use agensh_protocol::rest::{ModelRequest, ModelUsage, QueueState, Stats, Unfolded};
 pub use postgres::PostgresStore;

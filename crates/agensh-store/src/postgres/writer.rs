@@ -197,7 +197,7 @@ impl Writer {
         std::thread::Builder::new()
             .name("store-writer".into())
             .spawn(move || {
-                crate::sqlite::conn::prefer_this_thread();
+                crate::writer_thread::prefer_this_thread();
                 let runtime = tokio::runtime::Builder::new_current_thread()
                     .enable_all()
                     .build()

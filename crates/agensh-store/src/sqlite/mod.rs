@@ -1,7 +1,7 @@
 //! The embedded store: one SQLite file in WAL mode, FTS5 for grep.
 
 mod board;
-pub(crate) mod conn;
+mod conn;
 mod events;
 pub mod fts;
 mod issues;
