@@ -17,8 +17,16 @@
 //! - **leftovers** of a run of the same kind whose process is gone (a machine where the
 //!   watchdog was killed too) are removed by [`Testnet::create`] before it makes anything.
 //!
-//! Needs root and `ip` (iproute2); [`check`] says what is missing. `pg` starts a throwaway
-//! PostgreSQL server inside a host.
+//! A process enters its host's network namespace only (`nsenter --net`), not a mount
+//! namespace of its own as `ip netns exec` would make (with `/sys` mounted again, empty of
+//! cgroups): it sees the machine's `/sys/fs/cgroup` as a program on a host of its own sees
+//! its own, so a node makes cgroups for its agents as it would there. Without them its
+//! agents fall back to `SCHED_IDLE` one by one, which on Linux's EEVDF scheduler lets a
+//! thousand agents owed CPU time since the launch hold back every node's prompts for the
+//! first posts (docs/PERFORMANCE.md, "Agents without cgroups").
+//!
+//! Needs root, `ip` (iproute2) and `nsenter` (util-linux); [`check`] says what is missing.
+//! `pg` starts a throwaway PostgreSQL server inside a host.
 
 use std::io::Write as _;
 use std::net::Ipv4Addr;
@@ -40,9 +48,23 @@ pub fn check() -> Result<(), String> {
         return Err("network namespaces need root (CAP_SYS_ADMIN and CAP_NET_ADMIN): run this as root, as CI does (e.g. `sudo -E cargo test …`)".into());
     }
     match Command::new("ip").arg("-V").output() {
-        Ok(o) if o.status.success() => Ok(()),
-        _ => Err("the `ip` command (iproute2) is missing: install it (Debian/Ubuntu: apt-get install iproute2; scripts/test does so as root)".into()),
+        Ok(o) if o.status.success() => {}
+        _ => return Err("the `ip` command (iproute2) is missing: install it (Debian/Ubuntu: apt-get install iproute2; scripts/test does so as root)".into()),
     }
+    match Command::new("nsenter").arg("--version").output() {
+        Ok(o) if o.status.success() => Ok(()),
+        _ => Err("the `nsenter` command (util-linux) is missing: install it (Debian/Ubuntu: apt-get install util-linux)".into()),
+    }
+}
+
+/// The command line prefix that runs a program inside network namespace `netns` (named by
+/// `ip netns add`), and in nothing else of its own.
+fn enter(netns: &str) -> [String; 3] {
+    [
+        "nsenter".to_string(),
+        format!("--net=/run/netns/{netns}"),
+        "--".to_string(),
+    ]
 }
 
 /// Whether this process runs as root (its effective uid, from /proc).
@@ -62,7 +84,7 @@ pub fn is_root() -> bool {
 pub struct Host {
     /// The name the test gave it.
     pub name: String,
-    /// Its network namespace (`ip netns exec NETNS …`).
+    /// Its network namespace (`/run/netns/NETNS`; [`Testnet::command`] enters it).
     pub netns: String,
     /// Its address on the bridge.
     pub addr: Ipv4Addr,
@@ -183,12 +205,13 @@ impl Testnet {
         &self.prefix
     }
 
-    /// `program` to run inside host `name` (`ip netns exec`, which execs it: the child's
-    /// pid is the program's).
+    /// `program` to run inside host `name` (`nsenter --net`, which execs it: the child's
+    /// pid is the program's). Only the network is the host's: the file system, `/sys` and
+    /// its cgroups are the machine's, as they would be on a host of its own.
     pub fn command(&self, name: &str, program: impl AsRef<std::ffi::OsStr>) -> Command {
-        let mut c = Command::new("ip");
-        c.args(["netns", "exec", &self.host(name).netns])
-            .arg(program);
+        let [nsenter, net, end] = enter(&self.host(name).netns);
+        let mut c = Command::new(nsenter);
+        c.args([net, end]).arg(program);
         c
     }
 

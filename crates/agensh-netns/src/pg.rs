@@ -131,11 +131,11 @@ impl Programs {
     }
 
     /// `program` (`pg_ctl`, `createdb`, …), run as the server's user, inside network
-    /// namespace `netns` when one is given (`ip netns exec`).
+    /// namespace `netns` when one is given (`nsenter --net`, as [`crate::Testnet::command`]).
     pub fn command(&self, netns: Option<&str>, program: &str) -> Command {
         let mut words: Vec<String> = Vec::new();
         if let Some(ns) = netns {
-            words.extend(["ip", "netns", "exec", ns].map(String::from));
+            words.extend(crate::enter(ns));
         }
         if let Some(user) = &self.run_as {
             words.extend(["runuser", "-u", user, "--"].map(String::from));

@@ -70,6 +70,35 @@ fn helper_role() {
     }
 }
 
+/// What `readlink` says of each of `links` (`/proc/self/ns/net`, …) in `cmd`'s process.
+fn namespaces(mut cmd: Command, links: &[&str]) -> Vec<String> {
+    let out = cmd.arg("readlink").args(links).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+#[ignore = "needs root and iproute2: the multi-host tier of scripts/test"]
+fn a_process_in_a_host_has_its_network_and_the_machines_files_and_cgroups() {
+    must();
+    let net = Testnet::create("agnm", &["a"], Duration::from_secs(120)).unwrap();
+    let links = [
+        "/proc/self/ns/net",
+        "/proc/self/ns/mnt",
+        "/proc/self/ns/cgroup",
+    ];
+    let outside = namespaces(Command::new("env"), &links);
+    let inside = namespaces(net.command("a", "env"), &links);
+    assert_eq!(inside.len(), 3, "{inside:?}");
+    assert_ne!(inside[0], outside[0], "the host's own network");
+    // The same mounts (a node there sees /sys/fs/cgroup and makes its agents' cgroups) and
+    // the same cgroup namespace as a program outside.
+    assert_eq!(inside[1..], outside[1..]);
+}
+
 #[test]
 #[ignore = "needs root and iproute2: the multi-host tier of scripts/test"]
 fn hosts_reach_each_other_over_the_bridge_and_nothing_is_left_after_a_drop() {
@@ -124,7 +153,7 @@ fn hosts_reach_each_other_over_the_bridge_and_nothing_is_left_after_a_drop() {
     assert!(got.contains("GOT hello over the bridge"), "{got}");
     // A process inside a host is counted there, and killed at the drop.
     let mut sleeper = net.command("b", "sleep").arg("600").spawn().unwrap();
-    // `ip netns exec` enters the namespace just after it starts.
+    // `nsenter` enters the namespace just after it starts.
     let seen = Instant::now();
     while !net.pids("b").contains(&sleeper.id()) {
         assert!(

@@ -447,7 +447,7 @@ fn open_cgroups(plan: &NodePlan) -> Result<Option<agensh_process::cgroup::NodeCg
         Err(e) => match plan.limits.memory {
             Some(m) => Err(memory_not_enforceable(m, &e)),
             None => {
-                tracing::warn!("workers' agents run without cgroups (no memory limit, run.worker_cpu_weight not applied): {e}");
+                tracing::warn!("workers' agents run without cgroups (no memory limit, run.worker_cpu_weight not applied, and many agents hold back the node's prompts more than in a group of their own): {e}");
                 Ok(None)
             }
         },

@@ -19,7 +19,11 @@ pub enum Priority {
     Normal,
     /// Nice 19: the child yields to this process by weight only.
     Low,
-    /// `SCHED_IDLE` and nice 19: the child runs only on cycles no normal thread wants.
+    /// `SCHED_IDLE` and nice 19: the least weight there is (3, where a nice-0 thread has
+    /// 1,024), and a normal thread that wakes takes the CPU from it at once. Each such
+    /// process is weighed, and owed time, on its own, though: hundreds of them still take a
+    /// share, the more so right after a burst in which they waited (a cgroup with `cpu.idle`
+    /// holds a whole group of them to that weight: [`crate::cgroup`]).
     /// Where `SCHED_IDLE` is refused (a sandbox), the child still starts, at nice 19.
     Idle,
 }

@@ -4,9 +4,14 @@
 //! agent, and each agent, as it wakes, wants the CPU too. The scheduler shares a core by
 //! weight per runnable thread: 1,024 for a thread at nice 0, 15 at nice 19 — hundreds of
 //! agents at nice 19 still outweigh the node's threads, and the prompts to the last workers
-//! wait behind the first workers' agents. Under `SCHED_IDLE` an agent runs only on cycles
-//! no normal thread wants, so the node hands out every prompt first (docs/PERFORMANCE.md,
-//! "The node"). When the harness is idle, which is nearly always, agents get every cycle.
+//! wait behind the first workers' agents. Under `SCHED_IDLE` an agent yields to the node's
+//! threads, so the node hands out every prompt first (docs/PERFORMANCE.md, "The node").
+//! When the harness is idle, which is nearly always, agents get every cycle.
+//!
+//! Per process that holds only roughly: each agent is weighed and owed time on its own,
+//! and a thousand agents that waited through a burst (the launch) take a large share of
+//! the next ones. In the node's cgroups the group of all agents is one entity at the least
+//! weight ([`group_share`]), which holds (docs/PERFORMANCE.md, "Agents without cgroups").
 
 pub use agensh_domain::config::AgentCpu;
 use agensh_process::cgroup::CpuShare;
