@@ -303,7 +303,7 @@ mod tests {
         };
         assert_eq!(
             p.shell(Some("agbc-hub"), "pg_ctl"),
-            "'ip' 'netns' 'exec' 'agbc-hub' 'runuser' '-u' 'postgres' '--' '/usr/lib/postgresql/15/bin/pg_ctl'"
+            "'nsenter' '--net=/run/netns/agbc-hub' '--' 'runuser' '-u' 'postgres' '--' '/usr/lib/postgresql/15/bin/pg_ctl'"
         );
         let mine = Programs { run_as: None, ..p };
         assert_eq!(
