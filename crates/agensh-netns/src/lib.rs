@@ -47,14 +47,19 @@ pub fn check() -> Result<(), String> {
     if !is_root() {
         return Err("network namespaces need root (CAP_SYS_ADMIN and CAP_NET_ADMIN): run this as root, as CI does (e.g. `sudo -E cargo test …`)".into());
     }
-    match Command::new("ip").arg("-V").output() {
-        Ok(o) if o.status.success() => {}
-        _ => return Err("the `ip` command (iproute2) is missing: install it (Debian/Ubuntu: apt-get install iproute2; scripts/test does so as root)".into()),
+    for (program, version, package) in [
+        ("ip", "-V", "iproute2"),
+        ("nsenter", "--version", "util-linux"),
+    ] {
+        if !Command::new(program)
+            .arg(version)
+            .output()
+            .is_ok_and(|o| o.status.success())
+        {
+            return Err(format!("the `{program}` command ({package}) is missing: install it (Debian/Ubuntu: apt-get install {package}; scripts/test does so as root)"));
+        }
     }
-    match Command::new("nsenter").arg("--version").output() {
-        Ok(o) if o.status.success() => Ok(()),
-        _ => Err("the `nsenter` command (util-linux) is missing: install it (Debian/Ubuntu: apt-get install util-linux)".into()),
-    }
+    Ok(())
 }
 
 /// The command line prefix that runs a program inside network namespace `netns` (named by
