@@ -5,7 +5,9 @@
 //! previous run left) into a temporary directory and starts the real binary there —
 //! `agensh run DIR` plus any arguments after `--` — in its own process group, with no
 //! terminal and nothing configured, exactly like the README's command. The run ends by
-//! itself at its `run.hours`; a run still going 10 minutes after that is stopped and marked.
+//! itself when its goal is met (`organization.done_when`) or at its `run.hours`; a run still
+//! going 10 minutes after that is stopped and marked. From the run's store: when the goal
+//! was met, how long the run went on after it, and the model requests made after it.
 //!
 //! Afterwards, from the organization's own repository: a **part** is one test module of
 //! the seed (`tests/test_<part>.py`); it **merged** at the commit time of the first commit
@@ -96,6 +98,25 @@ struct RunResult {
     meets_target: bool,
     /// Where the run's directory was kept, with `--keep`.
     kept: Option<PathBuf>,
+    /// The goal (`organization.done_when`) as the run's store kept it.
+    goal: GoalOutcome,
+}
+
+/// When the run met its goal and what it spent before and after (from its store).
+#[derive(Debug, Clone, Default, Serialize)]
+struct GoalOutcome {
+    /// Whether the example has a goal to meet (`organization.done_when`).
+    defined: bool,
+    /// Minutes from the command's start to the goal met.
+    met_after_min: Option<f64>,
+    /// Seconds from the goal met to the command's end.
+    ended_after_goal_secs: Option<f64>,
+    /// Model requests of the run, and those at or after the goal (or, with no goal met,
+    /// after the last merge).
+    requests: u64,
+    requests_after: u64,
+    /// `requests_after / requests`.
+    share_after: f64,
 }
 
 pub async fn run(a: Args) -> Result<()> {
@@ -137,7 +158,7 @@ pub async fn run(a: Args) -> Result<()> {
     for n in 1..=a.runs {
         let r = one_run(&a, n, &agensh, &example, &parts, deadline).await?;
         eprintln!(
-            "run {n}: {} of {} parts merged and passing within {} min (first after {}), exit {:?}{}",
+            "run {n}: {} of {} parts merged and passing within {} min (first after {}), exit {:?}{}; {}",
             r.parts_in_target,
             parts.len(),
             a.target_minutes,
@@ -148,7 +169,8 @@ pub async fn run(a: Args) -> Result<()> {
                 ", stopped past its deadline"
             } else {
                 ""
-            }
+            },
+            goal_text(&r.goal)
         );
         results.push(r);
     }
@@ -172,6 +194,23 @@ pub async fn run(a: Args) -> Result<()> {
         print_table(&a, &parts, &results, met);
     }
     Ok(())
+}
+
+/// `goal met after 6.9 min, ended 41 s later; 6 of 132 model requests after it (5%)`.
+fn goal_text(g: &GoalOutcome) -> String {
+    let spent = format!(
+        "{} of {} model requests after it ({:.0}%)",
+        g.requests_after,
+        g.requests,
+        g.share_after * 100.0
+    );
+    match (g.defined, g.met_after_min, g.ended_after_goal_secs) {
+        (false, ..) => format!("no goal to meet; {spent} (after the last merge)"),
+        (true, Some(m), Some(e)) => {
+            format!("goal met after {m:.1} min, the run ended {e:.0} s later; {spent}")
+        }
+        _ => format!("goal not met; {spent} (after the last merge)"),
+    }
 }
 
 /// The parts of a seed: the `<part>` of each `tests/test_<part>.py`, sorted.
@@ -240,6 +279,7 @@ async fn one_run(
     child.group.kill();
     let minutes = t0.elapsed().as_secs_f64() / 60.0;
     let start_secs = started.duration_since(UNIX_EPOCH)?.as_secs_f64();
+    let goal = goal_outcome(&org, start_secs, start_secs + minutes * 60.0).await?;
 
     let bare = org.join(".agensh/workspace.git");
     let git = Git::bare(&bare);
@@ -307,6 +347,28 @@ async fn one_run(
         parts_in_target,
         meets_target,
         kept,
+        goal,
+    })
+}
+
+/// The goal of the run in `org` as its store kept it: when it was met (Unix seconds
+/// against the command's start and end) and the model requests before and after.
+async fn goal_outcome(org: &Path, start_secs: f64, end_secs: f64) -> Result<GoalOutcome> {
+    let config = Config::parse(&std::fs::read_to_string(org.join("agensh.toml"))?)?;
+    let path = org.join(".agensh/store.sqlite");
+    let store = agensh_store::open_store(&path.display().to_string()).await?;
+    let status = agensh_hub::goal::stored(&*store, &config)
+        .await?
+        .unwrap_or_default();
+    let economy = agensh_hub::goal::economy(&*store, &status).await?;
+    let met = status.met_at.map(|ms| ms as f64 / 1000.0);
+    Ok(GoalOutcome {
+        defined: !config.organization.done_when.is_empty(),
+        met_after_min: met.map(|m| (m - start_secs) / 60.0),
+        ended_after_goal_secs: met.map(|m| end_secs - m),
+        requests: economy.total.requests,
+        requests_after: economy.after.requests,
+        share_after: economy.share_after,
     })
 }
 
@@ -459,6 +521,7 @@ fn print_table(a: &Args, parts: &[String], results: &[RunResult], met: usize) {
             format!("{}/{}", r.parts_in_target, parts.len()),
             if r.meets_target { "yes" } else { "no" }
         );
+        println!("      {}", goal_text(&r.goal));
         if !r.tests_changed.is_empty() {
             println!(
                 "      tests changed on main: {}",

@@ -746,6 +746,14 @@ pub struct RunFlags {
     /// Length of the run in hours (0: until Ctrl-C).
     #[arg(long)]
     pub hours: Option<f64>,
+    /// When the goal is met (organization.done_when; repeat for several, all must hold):
+    /// "command: CMD" (exit 0 on main's tree), "issues" (every issue closed) or "score: X".
+    /// The run then ends with what it took.
+    #[arg(long, value_name = "CONDITION")]
+    pub done_when: Vec<String>,
+    /// Go on after the goal is met, until the run's end (run.keep_going).
+    #[arg(long)]
+    pub keep_going: bool,
     /// Address of the hub (else AGENSH_LISTEN, else hub.listen in agensh.toml).
     #[arg(long)]
     pub listen: Option<String>,
@@ -767,6 +775,14 @@ impl RunFlags {
             // A JSON array of strings is a TOML array too.
             let list = serde_json::to_string(&self.agent_command).expect("strings serialize");
             v.push(flag("run.agent_command", "--", list));
+        }
+        if !self.done_when.is_empty() {
+            // A JSON array of strings is a TOML array too.
+            let list = serde_json::to_string(&self.done_when).expect("strings serialize");
+            v.push(flag("organization.done_when", "--done-when", list));
+        }
+        if self.keep_going {
+            v.push(flag("run.keep_going", "--keep-going", "true".into()));
         }
         v.extend(self.model.values());
         v.extend(listen_value(&self.listen));

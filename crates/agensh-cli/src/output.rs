@@ -36,6 +36,8 @@ pub enum Exit {
     Local = 4,
     /// Something failed inside the hub, or its answer was not understood.
     Internal = 5,
+    /// `agensh run` ended by itself without meeting its goal (`organization.done_when`).
+    GoalNotMet = 6,
 }
 
 /// The text after `agensh --help`: the exit codes and the error format.
@@ -47,6 +49,7 @@ Exit codes:
   3  the hub (or the store's PostgreSQL server) could not be reached
   4  a local failure: agensh.toml or a setting, a file, git, a child process (agensh run: every worker failed)
   5  something failed inside the hub, or its answer was not understood
+  6  agensh run ended by itself without meeting its goal (organization.done_when)
 
 Errors go to stderr: `error: MESSAGE`, or with --json one line {\"error\":{\"code\":…,\"message\":…}}.";
 
@@ -128,6 +131,8 @@ pub fn failure(e: &anyhow::Error) -> Failure {
     let mut message = format!("{e:#}");
     let (exit, code) = if e.downcast_ref::<Usage>().is_some() {
         (Exit::Usage, "usage".to_string())
+    } else if e.downcast_ref::<crate::cmd::goal::GoalNotMet>().is_some() {
+        (Exit::GoalNotMet, "goal_not_met".to_string())
     } else if let Some(Local(d)) = e.downcast_ref::<Local>() {
         (Exit::Local, d.code.clone())
     } else if let Some(d) = e.downcast_ref::<agensh_domain::Error>() {
@@ -328,6 +333,7 @@ mod tests {
             Exit::Unreachable,
             Exit::Local,
             Exit::Internal,
+            Exit::GoalNotMet,
         ] {
             assert!(AFTER_HELP.contains(&format!("\n  {}  ", e as i32)), "{e:?}");
         }

@@ -6,60 +6,31 @@
 
 mod common;
 
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
-use common::{agensh, run_in};
+use common::{agensh, finish, json_lines, run_in};
 use serde_json::Value;
 
 fn stderr(o: &std::process::Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
-/// Waits for `agensh run` to end and returns its JSON summary.
-fn finish(child: Child, limit: Duration) -> Value {
-    let started = Instant::now();
-    let pid = child.id();
-    let waiter = std::thread::spawn(move || child.wait_with_output().unwrap());
-    while !waiter.is_finished() {
-        if started.elapsed() > limit {
-            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
-            panic!("agensh run did not end within {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let out = waiter.join().unwrap();
-    assert!(out.status.success(), "run failed: {}", stderr(&out));
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "summary is not JSON ({e}): {}",
-            String::from_utf8_lossy(&out.stdout)
-        )
-    })
-}
-
-fn log_lines(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect()
-}
-
-#[test]
-fn issues_opened_by_a_person_are_claimed_and_closed_by_scripted_workers_merged_prs() {
-    let tmp = tempfile::tempdir().unwrap();
-    let seed = tmp.path().join("src");
+/// An organization seeded with two issues (one from `agensh init --issues`, one opened
+/// with `agensh issue open`) and a scenario in which each worker takes one and ships it
+/// with `closes #N`: (the organization's directory, the scenario).
+fn org_with_two_issues(tmp: &Path) -> (PathBuf, PathBuf) {
+    let seed = tmp.join("src");
     std::fs::create_dir_all(&seed).unwrap();
     std::fs::write(seed.join("README.md"), "A project with issues.\n").unwrap();
-    let issues = tmp.path().join("issues.toml");
+    let issues = tmp.join("issues.toml");
     std::fs::write(
         &issues,
         "[[issue]]\ntitle = \"Write the changelog\"\nbody = \"One line per release.\"\nlabels = [\"docs\"]\n",
     )
     .unwrap();
-    let dir = tmp.path().join("org");
+    let dir = tmp.join("org");
     let out = agensh()
         .args(["init", dir.to_str().unwrap(), "--goal", "close the issues"])
         .args(["--from", seed.to_str().unwrap(), "--issues"])
@@ -74,13 +45,20 @@ fn issues_opened_by_a_person_are_claimed_and_closed_by_scripted_workers_merged_p
     );
     assert!(out.status.success(), "{}", stderr(&out));
 
-    let scenario = tmp.path().join("scenario.toml");
+    let scenario = tmp.join("scenario.toml");
     std::fs::write(
         &scenario,
         "[[step]]\naction = \"take_issue\"\npath = \"issues/{issue}.txt\"\ntext = \"{worker} did: {issue_title}\\n\"\n\
          [[step]]\naction = \"end_turn\"\n",
     )
     .unwrap();
+    (dir, scenario)
+}
+
+#[test]
+fn issues_opened_by_a_person_are_claimed_and_closed_by_scripted_workers_merged_prs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, scenario) = org_with_two_issues(tmp.path());
     let log = tmp.path().join("script.jsonl");
     let run = agensh()
         .args([
@@ -102,7 +80,7 @@ fn issues_opened_by_a_person_are_claimed_and_closed_by_scripted_workers_merged_p
     assert_eq!(summary["prs_merged"], 2, "{summary}");
 
     // Each worker listed the free issues and claimed one over MCP.
-    let lines = log_lines(&log);
+    let lines = json_lines(&log);
     let claimed: Vec<&Value> = lines
         .iter()
         .filter(|l| {
@@ -161,4 +139,54 @@ fn issues_opened_by_a_person_are_claimed_and_closed_by_scripted_workers_merged_p
             String::from_utf8_lossy(&shown.stdout)
         );
     }
+}
+
+#[test]
+fn with_done_when_issues_the_merge_that_closes_the_last_issue_ends_the_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, scenario) = org_with_two_issues(tmp.path());
+    let started = std::time::Instant::now();
+    let run = agensh()
+        .args([
+            "run",
+            dir.to_str().unwrap(),
+            "--agent",
+            "script",
+            "--scenario",
+        ])
+        .arg(&scenario)
+        .args(["--listen", "127.0.0.1:0", "--json", "--workers", "2"])
+        // Six minutes if nothing ended it: the goal must.
+        .args(["--hours", "0.1", "--done-when", "issues"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("agensh run starts");
+    let summary = finish(run, Duration::from_secs(300));
+    assert!(
+        started.elapsed() < Duration::from_secs(150),
+        "the run went on after its goal: {:?}",
+        started.elapsed()
+    );
+    let goal = &summary["goal"];
+    assert_eq!(goal["met"], true, "{summary}");
+    assert_eq!(goal["conditions"][0], "issues", "{goal}");
+    assert_eq!(
+        goal["checks"][0]["detail"], "every issue is closed",
+        "{goal}"
+    );
+    assert_eq!(summary["prs_merged"], 2, "{summary}");
+    let main = Command::new("git")
+        .args([
+            "--git-dir",
+            dir.join(".agensh/workspace.git").to_str().unwrap(),
+        ])
+        .args(["rev-parse", "main"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        goal["met_commit"].as_str().unwrap(),
+        String::from_utf8_lossy(&main.stdout).trim(),
+        "the goal was met at main's last commit"
+    );
 }

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{agensh, wait_until};
+use common::{agensh, finish, wait_until};
 use serde_json::Value;
 
 /// A seed project: a test runner that checks every part's test.
@@ -90,38 +90,8 @@ fn start_run(dir: &Path, scenario: &Path, log: &Path, extra: &[&str]) -> Child {
         .expect("agensh run starts")
 }
 
-/// Waits for the run to end and returns its JSON summary.
-fn finish(child: Child, limit: Duration) -> Value {
-    let started = Instant::now();
-    let pid = child.id();
-    let waiter = std::thread::spawn(move || child.wait_with_output().unwrap());
-    while !waiter.is_finished() {
-        if started.elapsed() > limit {
-            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
-            panic!("agensh run did not end within {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let out = waiter.join().unwrap();
-    assert!(
-        out.status.success(),
-        "run failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "summary is not JSON ({e}): {}",
-            String::from_utf8_lossy(&out.stdout)
-        )
-    })
-}
-
 fn lines(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect()
+    common::json_lines(path)
 }
 
 /// The worker's turn log, without the `carrying` entries written as a prompt is handed

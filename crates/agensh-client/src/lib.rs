@@ -154,6 +154,11 @@ impl Client {
         self.send(self.request(Method::GET, "/stats")).await
     }
 
+    /// The organization's goal (`organization.done_when`) and its last checks.
+    pub async fn goal(&self) -> Result<agensh_domain::goal::GoalStatus> {
+        self.send(self.request(Method::GET, "/goal")).await
+    }
+
     /// Model usage through the gateway per worker and model (a worker: its own).
     pub async fn usage(&self) -> Result<Vec<agensh_protocol::rest::ModelUsage>> {
         self.send(self.request(Method::GET, "/usage")).await

@@ -151,6 +151,9 @@ pub struct RunConfig {
     /// Most git network operations (clone, fetch, push) a node on another host than the
     /// hub's runs at once; the others wait in line.
     pub git_jobs: usize,
+    /// Go on after the goal is met (`organization.done_when`) until the run's end, as if
+    /// it had no goal to meet.
+    pub keep_going: bool,
 }
 
 /// One entry of `run.agents`: these workers run this agent, on this model.
@@ -266,6 +269,7 @@ impl Default for RunConfig {
             restart_backoff_secs: 5.0,
             hang_timeout_secs: 1800,
             git_jobs: 8,
+            keep_going: false,
         }
     }
 }
@@ -305,6 +309,34 @@ pub struct Organization {
     /// prompt, in order (`agensh bench programbench` writes ProgramBench's rules there).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pack: Vec<String>,
+    /// When the goal is met (`crate::goal`): conditions such as `"command: python3 -m
+    /// unittest"`, `"issues"` or `"score: 0.9"`, all of which must hold on one commit of
+    /// `main`; a single string is one condition. Empty: the run goes on until its end.
+    #[serde(default, deserialize_with = "one_or_many")]
+    pub done_when: Vec<String>,
+    /// Longest a `command:` condition may run, in seconds; past it, it counts as not met.
+    #[serde(default = "default_done_timeout")]
+    pub done_timeout_secs: u64,
+}
+
+fn default_done_timeout() -> u64 {
+    600
+}
+
+/// A list of strings, or one string as a list of one.
+fn one_or_many<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> std::result::Result<Vec<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum OneOrMany {
+        One(String),
+        Many(Vec<String>),
+    }
+    Ok(match OneOrMany::deserialize(d)? {
+        OneOrMany::One(s) => vec![s],
+        OneOrMany::Many(v) => v,
+    })
 }
 
 /// `[hub]`: where and how the hub serves.
@@ -441,6 +473,8 @@ impl Config {
                 goal: goal.to_string(),
                 seed: String::new(),
                 pack: Vec::new(),
+                done_when: Vec::new(),
+                done_timeout_secs: default_done_timeout(),
             },
             hub: HubConfig::default(),
             board: BoardConfig::default(),
@@ -471,6 +505,15 @@ impl Config {
             return Err(Error::invalid(
                 "bad_config",
                 "agensh.toml: organization.goal is empty — say what the organization should build",
+            ));
+        }
+        // The error names the field (organization.done_when): it may come from a flag too.
+        crate::goal::parse_all(&self.organization.done_when)?;
+        if self.organization.done_timeout_secs == 0 || self.organization.done_timeout_secs > 86_400
+        {
+            return Err(Error::invalid(
+                "bad_config",
+                "agensh.toml: organization.done_timeout_secs must be between 1 and 86400",
             ));
         }
         if self.board.view_cap == 0 || self.board.view_cap > crate::page::MAX_VIEW_CAP {
@@ -672,6 +715,14 @@ impl Config {
 
     fn template_main(&self) -> String {
         let goal = toml::Value::String(self.organization.goal.clone());
+        let done_when = toml::Value::Array(
+            self.organization
+                .done_when
+                .iter()
+                .map(|c| toml::Value::String(c.clone()))
+                .collect(),
+        );
+        let done_timeout = self.organization.done_timeout_secs;
         let listen = toml::Value::String(self.hub.listen.clone());
         let store = toml::Value::String(self.hub.store.clone());
         format!(
@@ -681,6 +732,15 @@ impl Config {
 [organization]
 # What every worker works toward. Each worker gets the same prompt but its ID.
 goal = {goal}{seed}{pack}
+# When the goal is met: conditions that must all hold on one commit of main. The run then
+# ends (every worker stops at its turn's end) with what it took to get there.
+#   "command: CMD"  CMD exits 0 on main's tree (run in a scratch checkout after each merge)
+#   "issues"        every issue of the organization is closed
+#   "score: X"      a kept ProgramBench score of at least X (0 to 1)
+# Empty: no goal to meet; the run goes on until run.hours.
+done_when = {done_when}
+# Longest a "command:" condition may run, in seconds; past it, it counts as not met.
+done_timeout_secs = {done_timeout}
 
 [hub]
 # Address the hub listens on. Keep loopback unless nodes on other hosts must reach it.
@@ -774,6 +834,9 @@ hang_timeout_secs = {hang_timeout}
 # A node on another host (`agensh node --node-token`): most git clones, fetches and pushes
 # at once; the others wait in line.
 git_jobs = {git_jobs}
+# After the goal is met (organization.done_when), go on until the run's end instead of
+# stopping every worker at its turn's end.
+keep_going = {keep_going}
 "#,
             seed = if self.organization.seed.is_empty() {
                 String::new()
@@ -846,6 +909,7 @@ git_jobs = {git_jobs}
             restart_backoff = toml::Value::Float(self.run.restart_backoff_secs),
             hang_timeout = self.run.hang_timeout_secs,
             git_jobs = self.run.git_jobs,
+            keep_going = self.run.keep_going,
             notices = toml::Value::Array(
                 self.run
                     .notices_minutes
@@ -1370,6 +1434,37 @@ mod tests {
         let mut c = Config::with_goal("g");
         c.organization.pack = vec!["bench/programbench.md".into(), "more.md".into()];
         assert_eq!(Config::parse(&c.template()).unwrap(), c);
+    }
+
+    #[test]
+    fn done_when_parses_back_and_takes_one_string_as_one_condition() {
+        let mut c = Config::with_goal("g");
+        c.organization.done_when = vec!["command: python3 -m unittest".into(), "issues".into()];
+        c.run.keep_going = true;
+        assert_eq!(Config::parse(&c.template()).unwrap(), c);
+        let one =
+            Config::parse("[organization]\ngoal = \"x\"\ndone_when = \"command: make check\"\n")
+                .unwrap();
+        assert_eq!(one.organization.done_when, ["command: make check"]);
+        assert_eq!(one.organization.done_timeout_secs, 600);
+    }
+
+    #[test]
+    fn a_bad_done_when_in_agensh_toml_is_refused_naming_the_field() {
+        let e =
+            Config::parse("[organization]\ngoal = \"x\"\ndone_when = [\"issues\", \"score: 7\"]\n")
+                .unwrap_err();
+        assert!(
+            e.message
+                .starts_with("organization.done_when[1]: the score threshold 7"),
+            "{}",
+            e.message
+        );
+        let e = Config::parse(
+            "[organization]\ngoal = \"x\"\ndone_when = \"issues\"\ndone_timeout_secs = 0\n",
+        )
+        .unwrap_err();
+        assert!(e.message.contains("done_timeout_secs"), "{}", e.message);
     }
 
     #[test]

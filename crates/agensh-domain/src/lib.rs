@@ -11,6 +11,7 @@ pub mod config;
 pub mod error;
 pub mod event;
 pub mod gateway;
+pub mod goal;
 pub mod ids;
 pub mod issue;
 pub mod limits;

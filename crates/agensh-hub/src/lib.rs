@@ -9,6 +9,7 @@ pub mod clock;
 pub mod dashboard;
 pub mod error;
 pub mod gateway;
+pub mod goal;
 pub mod limits;
 pub mod mcp;
 pub mod metrics;
@@ -88,6 +89,18 @@ impl RunningHub {
         *self.state.dashboard.run.lock().expect("run lock") = Some(clock);
     }
 
+    /// The organization's goal now (`organization.done_when`).
+    pub fn goal(&self) -> agensh_domain::goal::GoalStatus {
+        self.state.goal.status()
+    }
+
+    /// The goal's state once it is met; none until then.
+    pub fn goal_met(
+        &self,
+    ) -> tokio::sync::watch::Receiver<Option<agensh_domain::goal::GoalStatus>> {
+        self.state.goal.met()
+    }
+
     /// The task pack's fragments (`organization.pack`, read from the organization's
     /// directory), given to nodes on other hosts when they register.
     pub fn set_pack(&self, pack: Vec<String>) {
@@ -163,6 +176,7 @@ pub async fn start_with_clock(
     let serve_limits = serve::ServeLimits::of(&config.hub);
     let limiter = limits::Limiter::new(config.limits.clone());
     let git_slots = Arc::new(tokio::sync::Semaphore::new(config.hub.git_processes));
+    let goal = goal::Goal::new(&config)?;
     let state = AppState {
         inner: Arc::new(Inner {
             store,
@@ -186,6 +200,7 @@ pub async fn start_with_clock(
             background: state::Background::default(),
             dashboard: dashboard::Dashboard::new(&admin_token, addr.to_string()),
             pack: RwLock::new(Vec::new()),
+            goal,
         }),
     };
     // One route table shared by every connection (a clone is a reference count): with
@@ -203,6 +218,7 @@ pub async fn start_with_clock(
         tokio::spawn(maintain_workspace(ws, shutdown.clone()));
     }
     tokio::spawn(dashboard::feed::run(state.clone()));
+    goal::start(state.clone()).await?;
     let flusher = state.clone();
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_secs(2));
@@ -348,6 +364,7 @@ async fn metrics_text(State(s): State<AppState>) -> Response {
     if let Some(ws) = &s.workspace {
         metrics::render_main_moves(&mut body, ws.main_moves());
     }
+    goal::render_metrics(&mut body, &s.goal.status());
     ([("content-type", "text/plain; version=0.0.4")], body).into_response()
 }
 

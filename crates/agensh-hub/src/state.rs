@@ -61,6 +61,8 @@ pub struct Inner {
     /// The task pack's fragments (`organization.pack`), read by whoever started the hub
     /// (`RunningHub::set_pack`) and given to nodes on other hosts when they register.
     pub pack: RwLock<Vec<String>>,
+    /// The organization's goal (`organization.done_when`) and its checks.
+    pub goal: crate::goal::Goal,
 }
 
 /// Background work a hub waits for when it shuts down.
@@ -111,6 +113,18 @@ impl std::ops::Deref for AppState {
 }
 
 impl Inner {
+    /// `text` with every token of the hub (the admin's, the workers') replaced: a gate's or
+    /// a check's output may print its environment.
+    pub fn redact_tokens(&self, text: &str) -> String {
+        let mut out = text.replace(&self.admin_token, "[token redacted]");
+        for token in self.tokens.read().expect("tokens lock").keys() {
+            if out.contains(token.as_str()) {
+                out = out.replace(token.as_str(), "[token redacted]");
+            }
+        }
+        out
+    }
+
     /// Unix milliseconds now, from the hub's clock.
     pub fn now(&self) -> i64 {
         self.clock.now_ms()

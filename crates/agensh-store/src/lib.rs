@@ -345,6 +345,14 @@ pub trait Store: Send + Sync + 'static {
     /// Usage totals per worker and model (of `worker` only, when given), in worker and
     /// model order.
     async fn model_usage(&self, worker: Option<&str>) -> Result<Vec<ModelUsage>>;
+    /// Usage totals per worker and model of the requests made at or after `at` (Unix ms):
+    /// what was spent after the goal was met.
+    async fn model_usage_since(&self, at: i64) -> Result<Vec<ModelUsage>>;
+    /// A piece of the hub's own state kept under `key` (the goal's checks), as the hub
+    /// wrote it; none when it never did.
+    async fn hub_state(&self, key: &str) -> Result<Option<String>>;
+    /// Sets the hub's state under `key`, durably before it returns.
+    async fn set_hub_state(&self, key: &str, value: &str) -> Result<()>;
     /// Sets the budget of `scope` (`*`: every worker's default, `organization`, or a
     /// worker's id), durably before it returns.
     async fn set_budget(&self, scope: &str, limits: agensh_domain::budget::Limits) -> Result<()>;

@@ -5,7 +5,11 @@ mod common;
 use agensh_store::ModelRequest;
 use common::TestStore;
 
-stores!(requests_sum_per_worker_and_model_and_survive_a_reopen);
+stores!(
+    requests_sum_per_worker_and_model_and_survive_a_reopen,
+    usage_since_counts_only_the_requests_at_or_after_it,
+    the_hubs_state_is_kept_apart_from_the_admin_token_and_survives_a_reopen
+);
 
 fn request(
     worker: &str,
@@ -71,4 +75,43 @@ async fn requests_sum_per_worker_and_model_and_survive_a_reopen(t: TestStore) {
     assert_eq!(w02.len(), 1);
     assert_eq!(w02[0].worker, "w02");
     assert!(store.model_usage(Some("w09")).await.unwrap().is_empty());
+}
+
+async fn usage_since_counts_only_the_requests_at_or_after_it(t: TestStore) {
+    for (at, worker) in [(1_000, "w01"), (2_000, "w01"), (3_000, "w02")] {
+        let mut r = request(worker, "m", 10, 0, 1, 0.5);
+        r.at = at;
+        t.record_model_request(r).await.unwrap();
+    }
+    let since = t.model_usage_since(2_000).await.unwrap();
+    let requests: Vec<(String, u64)> = since
+        .iter()
+        .map(|u| (u.worker.clone(), u.requests))
+        .collect();
+    assert_eq!(requests, [("w01".to_string(), 1), ("w02".to_string(), 1)]);
+    assert!(t.model_usage_since(3_001).await.unwrap().is_empty());
+    assert_eq!(
+        t.model_usage_since(0)
+            .await
+            .unwrap()
+            .iter()
+            .map(|u| u.requests)
+            .sum::<u64>(),
+        3
+    );
+}
+
+async fn the_hubs_state_is_kept_apart_from_the_admin_token_and_survives_a_reopen(t: TestStore) {
+    let admin = t.admin_token().await.unwrap();
+    assert_eq!(t.hub_state("goal").await.unwrap(), None);
+    t.set_hub_state("goal", "{\"runs\":1}").await.unwrap();
+    t.set_hub_state("goal", "{\"runs\":2}").await.unwrap();
+    // A key named like the admin token's is the hub's own, not the token.
+    assert_eq!(t.hub_state("admin_token").await.unwrap(), None);
+    let store = t.reopen().await;
+    assert_eq!(
+        store.hub_state("goal").await.unwrap().as_deref(),
+        Some("{\"runs\":2}")
+    );
+    assert_eq!(store.admin_token().await.unwrap(), admin);
 }

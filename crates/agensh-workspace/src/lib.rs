@@ -6,9 +6,11 @@
 //! (`checkout`), merging pull requests in place with `merge-tree` and a compare-and-swap
 //! of `main` (`merge`), enforcing who may push what (`hook`), and serving git's smart HTTP
 //! through `git http-backend` (`http`), keeping its objects packed (`pack`), and, in a
-//! worker's checkout, committing what is left and pushing it before a `ship` (`ship`).
+//! worker's checkout, committing what is left and pushing it before a `ship` (`ship`), and
+//! checking a commit of `main` with the goal's command in a clone that cannot move it (`check`).
 //! A node on another host clones and pushes over the hub's smart HTTP instead (`remote`).
 
+pub mod check;
 pub mod checkout;
 pub mod git;
 pub mod hook;

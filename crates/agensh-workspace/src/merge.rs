@@ -501,7 +501,7 @@ impl Workspace {
         self.git()
             .run(["worktree", "add", "--detach", "--quiet", &scratch_s, commit])
             .await?;
-        let result = run_in_group(&gate.command, &scratch, gate.timeout).await;
+        let result = run_in_group(&gate.command, &scratch, gate.timeout, "the gate").await;
         let _ = self
             .git()
             .output(["worktree", "remove", "--force", &scratch_s])
@@ -646,7 +646,7 @@ fn parse_numstat_z(s: &str) -> Vec<FileStat> {
 }
 
 /// The last lines of `output`, at most [`GATE_TAIL_LINES`] lines and [`GATE_TAIL_BYTES`].
-fn tail(output: &str) -> String {
+pub(crate) fn tail(output: &str) -> String {
     let lines: Vec<&str> = output.lines().collect();
     let start = lines.len().saturating_sub(GATE_TAIL_LINES);
     let mut t = lines[start..].join("\n");
@@ -667,10 +667,11 @@ const GATE_CAPTURE_BYTES: usize = 256 * 1024;
 /// and `GIT_*` variables. When the command ends or runs past `timeout`, the whole group
 /// is killed, so nothing it started in the background lingers. Returns (exit code,
 /// timed out, the end of its combined output).
-async fn run_in_group(
+pub(crate) async fn run_in_group(
     command: &str,
     dir: &Path,
     timeout: Duration,
+    what: &str,
 ) -> Result<(Option<i32>, bool, String)> {
     use tokio::io::AsyncReadExt;
     let mut cmd = tokio::process::Command::new("sh");
@@ -687,7 +688,7 @@ async fn run_in_group(
         }
     }
     let mut gate = agensh_process::group::spawn(&mut cmd, agensh_process::Priority::Normal)
-        .map_err(|e| Error::internal(format!("cannot start the merge gate: {e}")))?;
+        .map_err(|e| Error::internal(format!("cannot start {what}: {e}")))?;
     let mut stdout = gate.child.stdout.take().expect("stdout is piped");
     let reader = tokio::spawn(async move {
         let mut kept: Vec<u8> = Vec::new();
@@ -715,13 +716,13 @@ async fn run_in_group(
     let mut text = String::from_utf8_lossy(&output).into_owned();
     match waited {
         Some(status) => {
-            let status = status
-                .map_err(|e| Error::internal(format!("the merge gate failed to run: {e}")))?;
+            let status =
+                status.map_err(|e| Error::internal(format!("{what} failed to run: {e}")))?;
             Ok((status.code(), false, text))
         }
         None => {
             text.push_str(&format!(
-                "\n[agensh: the gate ran longer than {} s and was killed]",
+                "\n[agensh: {what} ran longer than {} s and was killed]",
                 timeout.as_secs()
             ));
             Ok((None, true, text))

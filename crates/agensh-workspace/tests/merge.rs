@@ -663,3 +663,56 @@ async fn gated_merges_waiting_together_each_go_alone_through_the_gate() {
     }
     assert_eq!(org.ws.main_moves(), 2, "one move of main per gated merge");
 }
+
+#[tokio::test]
+async fn a_check_runs_on_mains_tree_and_passes_by_its_exit_code() {
+    let org = org().await;
+    let main = org.ws.main_commit().await.unwrap();
+    let limit = Duration::from_secs(30);
+    let passed = org
+        .ws
+        .check(&main, "grep -q two shared.txt && echo found", limit)
+        .await
+        .unwrap();
+    assert!(passed.passed(), "{passed:?}");
+    assert!(passed.output_tail.contains("found"), "{passed:?}");
+    let failed = org
+        .ws
+        .check(&main, "test -f missing.txt", limit)
+        .await
+        .unwrap();
+    assert!(!failed.passed());
+    assert_eq!(failed.exit, Some(1));
+}
+
+#[tokio::test]
+async fn a_check_that_hangs_is_killed_at_its_timeout_with_what_it_started() {
+    let org = org().await;
+    let main = org.ws.main_commit().await.unwrap();
+    let started = Instant::now();
+    let run = org
+        .ws
+        .check(&main, "sleep 300 & sleep 300", Duration::from_secs(1))
+        .await
+        .unwrap();
+    assert!(run.timed_out && !run.passed(), "{run:?}");
+    assert!(started.elapsed() < Duration::from_secs(20));
+}
+
+#[tokio::test]
+async fn a_check_can_never_move_main() {
+    let org = org().await;
+    let before = org.ws.main_commit().await.unwrap();
+    // Everything a command could try with the git it finds in its checkout.
+    let hostile = "git -c user.name=x -c user.email=x@x commit -q --allow-empty -m moved; \
+                   git push -q origin HEAD:refs/heads/main; \
+                   git push -q \"$(git config remote.origin.url)\" HEAD:refs/heads/main; \
+                   git update-ref refs/heads/main HEAD; git branch -f main HEAD; exit 0";
+    let run = org
+        .ws
+        .check(&before, hostile, Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert!(run.passed(), "{run:?}");
+    assert_eq!(org.ws.main_commit().await.unwrap(), before, "main moved");
+}

@@ -11,6 +11,7 @@ pub mod dashboard;
 pub mod doctor;
 pub mod eval;
 pub mod events;
+pub mod goal;
 pub mod hub;
 pub mod init;
 pub mod issue;

@@ -484,16 +484,19 @@ fn first_line(goal: &str) -> String {
     }
 }
 
-/// Shuts down on Ctrl-C or SIGTERM.
-fn stop_on_signal() -> Result<Shutdown> {
+/// Shuts down on Ctrl-C or SIGTERM; the trigger stops the run from elsewhere too (its
+/// goal met and the grace over).
+fn stop_on_signal() -> Result<(Shutdown, Arc<ShutdownTrigger>)> {
     let signal = stop_signal()?;
     let (trigger, shutdown) = ShutdownTrigger::new();
+    let trigger = Arc::new(trigger);
+    let fire = trigger.clone();
     tokio::spawn(async move {
         signal.await;
         eprintln!("stopping: ending every agent and its processes…");
-        trigger.fire();
+        fire.fire();
     });
-    Ok(shutdown)
+    Ok((shutdown, trigger))
 }
 
 /// The address the hub of `agensh run` listens on: `listen` when it is free. When it is in
@@ -596,8 +599,21 @@ pub async fn run_with(g: &Global, a: RunArgs, sidecar: Option<Sidecar>, print: b
     config.gateway.validate()?;
     crate::cmd::hub::upstream_keys_set(&config)?;
     let started = Instant::now();
+    let started_ms = now_ms();
     let store: Arc<dyn Store> =
         crate::cmd::hub::open_store(&state_dir(&dir), &config.hub.store).await?;
+    if !config.run.keep_going {
+        if let Some(g) = agensh_hub::goal::stored(&*store, &config).await? {
+            if let (true, Some(commit)) = (g.met(), &g.met_commit) {
+                eprintln!(
+                    "the goal of this organization was met already, at {} ({}): nothing to do — --keep-going runs the workers anyway, or change organization.done_when",
+                    agensh_domain::goal::short(commit),
+                    g.conditions.join("; ")
+                );
+                return Ok(());
+            }
+        }
+    }
     let repo = state_dir(&dir).join(agensh_workspace::REPO_DIR);
     let ws = agensh_workspace::Workspace::open(&repo)?;
     let hub =
@@ -637,7 +653,7 @@ pub async fn run_with(g: &Global, a: RunArgs, sidecar: Option<Sidecar>, print: b
         first_line(&config.organization.goal),
         hub.url
     );
-    let stop = stop_on_signal()?;
+    let (stop, stopper) = stop_on_signal()?;
     let (ended_tx, ended) = tokio::sync::watch::channel(None);
     let side = sidecar.map(|f| {
         tokio::spawn(f(RunContext {
@@ -651,9 +667,19 @@ pub async fn run_with(g: &Global, a: RunArgs, sidecar: Option<Sidecar>, print: b
     let (tx, rx) = mpsc::unbounded_channel();
     let node = tokio::spawn(run_node(plan, stop.clone(), tx));
     let view = tokio::spawn(live_view(rx, store.clone(), clock, a.json));
+    let goal_end = tokio::spawn(crate::cmd::goal::end_at_goal(
+        hub.goal_met(),
+        stopper,
+        config.run.keep_going,
+        started,
+    ));
     let summary = node.await.context("the node stopped unexpectedly")??;
+    goal_end.abort();
     let _ = view.await;
-    let _ = ended_tx.send(Some(!stop.is_shutdown()));
+    let goal = hub.goal();
+    // Stopped for the goal's sake (its grace over) is an end, not an interruption.
+    let interrupted = stop.is_shutdown() && !goal.met();
+    let _ = ended_tx.send(Some(!interrupted));
     if let Some(side) = side {
         side.await
             .context("the task beside the run stopped unexpectedly")??;
@@ -665,11 +691,28 @@ pub async fn run_with(g: &Global, a: RunArgs, sidecar: Option<Sidecar>, print: b
     hub.shutdown().await;
     // After the hub: every request it answered is recorded by then.
     let gateway = per_worker(&store.model_usage(None).await?);
+    let economy = agensh_hub::goal::economy(&*store, &goal).await?;
     let _ = std::fs::remove_file(state_dir(&dir).join(agensh_hub::HUB_JSON));
     if print {
-        print_summary(&summary, &stats, &gateway, started.elapsed(), a.json);
+        let run = RunEnd {
+            elapsed: started.elapsed(),
+            started_ms,
+            goal: &goal,
+            economy: &economy,
+        };
+        print_summary(&summary, &stats, &gateway, &run, a.json);
     }
-    every_worker_failed(&summary)
+    every_worker_failed(&summary)?;
+    crate::cmd::goal::judge(&goal, interrupted)
+}
+
+/// How the run ended: its length, its goal and what it spent.
+struct RunEnd<'a> {
+    elapsed: Duration,
+    /// Unix ms the run started.
+    started_ms: i64,
+    goal: &'a agensh_domain::goal::GoalStatus,
+    economy: &'a agensh_domain::goal::Economy,
 }
 
 /// An error (exit 4) when every worker of the run failed: nothing was done, and a script
@@ -769,7 +812,7 @@ pub async fn node(g: &Global, a: NodeArgs) -> Result<()> {
 /// Runs a node's workers until the run ends or a signal stops it, printing each turn's
 /// end on stderr.
 async fn drive_node(plan: NodePlan, model_server: Option<ModelServer>) -> Result<()> {
-    let stop = stop_on_signal()?;
+    let (stop, _) = stop_on_signal()?;
     let (tx, rx) = mpsc::unbounded_channel();
     let node = tokio::spawn(run_node(plan, stop, tx));
     let printer = tokio::spawn(async move {
@@ -969,7 +1012,7 @@ impl RunLine {
 }
 
 /// `1h02m03s`, `4m05s`, `9s`.
-fn clock(d: Duration) -> String {
+pub(crate) fn clock(d: Duration) -> String {
     let s = d.as_secs();
     match (s / 3600, s / 60 % 60, s % 60) {
         (0, 0, s) => format!("{s}s"),
@@ -1213,9 +1256,10 @@ fn print_summary(
     summary: &NodeSummary,
     stats: &agensh_store::Stats,
     gateway: &BTreeMap<String, ModelUsage>,
-    elapsed: Duration,
+    run: &RunEnd<'_>,
     as_json: bool,
 ) {
+    let elapsed = run.elapsed;
     let usage = summary.usage();
     let failed = summary.failed();
     if as_json {
@@ -1248,6 +1292,7 @@ fn print_summary(
             "gateway": gateway_json(gateway.get("")),
             "workers": workers,
             "failed_workers": failed.iter().map(|(id, e)| serde_json::json!({"id": id, "error": e})).collect::<Vec<_>>(),
+            "goal": crate::cmd::goal::summary_json(run.goal, run.economy, run.started_ms),
         }));
         return;
     }
@@ -1264,6 +1309,9 @@ fn print_summary(
     );
     if let Some(g) = gateway.get("") {
         outln!("{}", gateway_text(g));
+    }
+    for line in crate::cmd::goal::summary_lines(run.goal, run.economy, run.started_ms) {
+        outln!("{line}");
     }
     for (id, w) in summary.workers.iter() {
         if let Some(w) = w.as_ref().ok().filter(|w| w.memory_kills > 0) {
@@ -1300,11 +1348,29 @@ pub async fn status(g: &Global, a: StatusArgs) -> Result<()> {
     let conn = crate::connect::connect(g).await?;
     let c = &conn.client;
     let (workers, stats, usage) = (c.workers().await, c.stats().await, c.usage().await);
+    let goal = c.goal().await;
     conn.close().await;
-    let (workers, stats, usage) = (workers?, stats?, usage?);
+    let (workers, stats, usage, goal) = (workers?, stats?, usage?, goal?);
     if a.json {
-        json(&serde_json::json!({ "workers": workers, "stats": stats, "usage": usage }));
+        json(
+            &serde_json::json!({ "workers": workers, "stats": stats, "usage": usage, "goal": goal }),
+        );
         return Ok(());
+    }
+    if goal.defined() {
+        outln!("goal ({}): {}", goal.conditions.join("; "), goal.line());
+        for check in goal.checks.iter().filter(|c| !c.met) {
+            let last = check.detail.trim().lines().last().unwrap_or("");
+            outln!(
+                "  {} on {}: {}",
+                check.condition,
+                agensh_domain::goal::short(&check.commit),
+                one_line(last)
+            );
+        }
+    }
+    if let Some(e) = &goal.economy {
+        outln!("cost: {}", e.line());
     }
     let used = per_worker(&usage);
     let now = now_ms();

@@ -224,3 +224,50 @@ pub fn wait_until(limit: Duration, what: &str, mut ok: impl FnMut() -> bool) {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// Waits for a started `agensh run` to end and returns its output; kills it and fails the
+/// test after `limit`.
+pub fn wait_for_run(child: Child, limit: Duration) -> Output {
+    let started = Instant::now();
+    let pid = child.id();
+    let waiter = std::thread::spawn(move || child.wait_with_output().unwrap());
+    while !waiter.is_finished() {
+        if started.elapsed() > limit {
+            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+            panic!("agensh run did not end within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    waiter.join().unwrap()
+}
+
+/// The JSON summary `agensh run --json` printed on stdout.
+pub fn run_summary(out: &Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "summary is not JSON ({e}): {}\nstderr: {}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+/// Waits for `agensh run` to end well (exit 0) and returns its JSON summary.
+pub fn finish(child: Child, limit: Duration) -> serde_json::Value {
+    let out = wait_for_run(child, limit);
+    assert!(
+        out.status.success(),
+        "run failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    run_summary(&out)
+}
+
+/// The JSON lines of a file (a turn log, the scripted agent's log); none when it is missing.
+pub fn json_lines(path: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}

@@ -375,6 +375,8 @@ pub async fn add_score(
     }
     scores.push(score.clone());
     scores.sort_by_key(|x| x.at);
+    drop(scores);
+    s.goal.note_score(&score);
     Ok((StatusCode::CREATED, Json(score)))
 }
 

@@ -174,6 +174,7 @@ async fn serve(s: AppState, path_info: &str, req: Request) -> Response {
                     if let Err(e) = hub.store.main_updated(&by, &after, hub.now()).await {
                         tracing::warn!("could not announce the push to main: {e}");
                     }
+                    hub.goal.nudge();
                 }
                 Ok(_) => {}
                 Err(e) => tracing::warn!("could not read main after a push: {e}"),

@@ -210,9 +210,12 @@ pub async fn close(
 /// Closes issue `n` as `caller` (its author, its assignee, or the admin).
 pub async fn close_issue(s: &AppState, caller: &Caller, n: &str) -> ApiResult<Issue> {
     let number = parse_number(n)?;
-    Ok(s.store
+    let closed = s
+        .store
         .close_issue(number, &caller.id, caller.admin, s.now())
-        .await?)
+        .await?;
+    s.goal.nudge();
+    Ok(closed)
 }
 
 pub async fn reopen(

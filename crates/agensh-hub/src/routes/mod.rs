@@ -65,6 +65,7 @@ fn table(body_limit: usize) -> Vec<Route> {
         route(Method::GET, "/openapi.json", openapi::serve),
         route(Method::GET, "/whoami", workers::whoami),
         route(Method::GET, "/stats", workers::stats),
+        route(Method::GET, "/goal", workers::goal),
         route(Method::GET, "/usage", workers::usage),
         route(Method::GET, "/budget", workers::budget),
         route(Method::PUT, "/budget", workers::set_budget),

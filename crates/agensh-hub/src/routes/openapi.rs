@@ -236,6 +236,36 @@ fn schemas() -> Value {
             ),
         ),
         (
+            "GoalStatus",
+            object(
+                &["conditions", "checks", "runs"],
+                json!({
+                    "conditions": array(string("a condition as written in organization.done_when (`command: CMD`, `issues`, `score: X`)")),
+                    "checks": array(schema("ConditionCheck")),
+                    "runs": count(),
+                    "met_at": ms("when every condition held; absent while the goal is not met"),
+                    "met_commit": string("the commit of main the goal was met at"),
+                    "economy": { "type": "object", "description": "what the run spent through the model gateway (total, before and after the goal was met or the last merge), per merged PR, and the share of requests after it" },
+                }),
+            ),
+        ),
+        (
+            "ConditionCheck",
+            object(
+                &["condition", "met", "commit", "at"],
+                json!({
+                    "condition": string("the condition as written"),
+                    "met": { "type": "boolean" },
+                    "commit": string("the commit of main it was checked on"),
+                    "at": ms("when the check ended"),
+                    "took_ms": count(),
+                    "exit": int(),
+                    "timed_out": { "type": "boolean", "description": "a command cut at organization.done_timeout_secs (not met)" },
+                    "detail": string("a command's last output, the issues still open, or the score"),
+                }),
+            ),
+        ),
+        (
             "ModelUsage",
             object(
                 &[
@@ -1279,6 +1309,9 @@ fn operations() -> Vec<Op> {
             .answers(200, "the caller", schema("WhoAmI")),
         op("get", "/stats", "stats", "workers", "Counts of what the organization has produced")
             .answers(200, "the counts", schema("Stats")),
+        op("get", "/goal", "goal", "workers", "The organization's goal: its conditions, their last checks, when it was met")
+            .doc("`organization.done_when`: every condition must hold on one commit of main. A `command:` condition runs after each move of main, in a scratch clone; `issues` holds when every issue is closed; `score: X` when a kept score of at least X was posted. `conditions` is empty when the organization has no goal to meet.")
+            .answers(200, "the goal's state", schema("GoalStatus")),
         op("get", "/usage", "usage", "workers", "Model usage through the gateway, per worker and model")
             .doc("The admin gets every worker's; a worker's token its own only.")
             .answers(200, "usage, in worker and model order", array(schema("ModelUsage"))),

@@ -343,6 +343,8 @@ pub async fn merge_pr(s: &AppState, caller: &Caller, n: &str) -> ApiResult<Merge
                 .store
                 .mark_merged(number, &caller.id, commit, true, now)
                 .await?;
+            // main moved, and the PR may have closed issues: the goal may be met.
+            s.goal.nudge();
             return Ok(Merged { pr, outcome });
         }
         MergeOutcome::UpToDate { .. } => {
@@ -383,7 +385,7 @@ pub async fn merge_pr(s: &AppState, caller: &Caller, n: &str) -> ApiResult<Merge
                     exit.map_or("a signal".to_string(), |c| c.to_string())
                 )
             };
-            let tail = redact_tokens(s, output_tail);
+            let tail = s.redact_tokens(output_tail);
             let shown = if tail.trim().is_empty() {
                 "It printed nothing.".to_string()
             } else {
@@ -406,7 +408,7 @@ pub async fn merge_pr(s: &AppState, caller: &Caller, n: &str) -> ApiResult<Merge
         } => MergeOutcome::GateFailed {
             exit,
             timed_out,
-            output_tail: redact_tokens(s, &output_tail),
+            output_tail: s.redact_tokens(&output_tail),
         },
         other => other,
     };
@@ -416,16 +418,4 @@ pub async fn merge_pr(s: &AppState, caller: &Caller, n: &str) -> ApiResult<Merge
         .merge_failed(number, &caller.id, reason, now)
         .await?;
     Err(refused.into())
-}
-
-/// `text` with every token the hub knows replaced: a gate runs a branch's code as the
-/// hub's user, and its output goes back to workers.
-fn redact_tokens(s: &AppState, text: &str) -> String {
-    let mut out = text.replace(&s.admin_token, "[token redacted]");
-    for token in s.tokens.read().expect("tokens lock").keys() {
-        if out.contains(token.as_str()) {
-            out = out.replace(token.as_str(), "[token redacted]");
-        }
-    }
-    out
 }

@@ -159,6 +159,17 @@ pub async fn stats(State(s): State<AppState>, _caller: Caller) -> ApiResult<Json
     Ok(Json(s.store.stats().await?))
 }
 
+/// `GET /goal`: the organization's goal (`organization.done_when`), each condition's last
+/// check and when it was met.
+pub async fn goal(
+    State(s): State<AppState>,
+    _caller: Caller,
+) -> ApiResult<Json<agensh_domain::goal::GoalStatus>> {
+    let mut status = s.goal.status();
+    status.economy = Some(crate::goal::economy(&*s.store, &status).await?);
+    Ok(Json(status))
+}
+
 /// Model usage through the gateway per worker and model: the admin's every worker's, a
 /// worker's its own.
 /// The budgets and what was spent: every worker's for the admin, a worker its own.

@@ -493,7 +493,19 @@ impl Store for PostgresStore {
     }
 
     async fn model_usage(&self, worker: Option<&str>) -> Result<Vec<crate::ModelUsage>> {
-        on_conn!(self, |c| usage::totals(&mut c, worker).await)
+        on_conn!(self, |c| usage::totals(&mut c, worker, None).await)
+    }
+
+    async fn model_usage_since(&self, at: i64) -> Result<Vec<crate::ModelUsage>> {
+        on_conn!(self, |c| usage::totals(&mut c, None, Some(at)).await)
+    }
+
+    async fn hub_state(&self, key: &str) -> Result<Option<String>> {
+        on_conn!(self, |c| usage::hub_state(&mut c, key).await)
+    }
+
+    async fn set_hub_state(&self, key: &str, value: &str) -> Result<()> {
+        in_tx!(self, |c| usage::set_hub_state(&mut c, key, value).await)
     }
 
     async fn set_budget(&self, scope: &str, limits: agensh_domain::budget::Limits) -> Result<()> {

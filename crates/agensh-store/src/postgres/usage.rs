@@ -29,14 +29,43 @@ pub async fn record(conn: &mut Conn, r: &ModelRequest) -> Result<()> {
     Ok(())
 }
 
-pub async fn totals(conn: &mut Conn, worker: Option<&str>) -> Result<Vec<ModelUsage>> {
+/// The hub's state lives in `meta` under this prefix, apart from the admin token.
+const STATE_PREFIX: &str = "state.";
+
+pub async fn hub_state(conn: &mut Conn, key: &str) -> Result<Option<String>> {
+    Ok(conn
+        .query_opt(
+            "SELECT value FROM meta WHERE key = $1",
+            &[&format!("{STATE_PREFIX}{key}")],
+        )
+        .await?
+        .map(|r| r.get(0)))
+}
+
+pub async fn set_hub_state(conn: &mut Conn, key: &str, value: &str) -> Result<()> {
+    conn.execute(
+        "INSERT INTO meta(key, value) VALUES ($1, $2) \
+         ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        &[&format!("{STATE_PREFIX}{key}"), &value],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Totals per worker and model, of `worker` only when given, of the requests at or after
+/// `since` only when given.
+pub async fn totals(
+    conn: &mut Conn,
+    worker: Option<&str>,
+    since: Option<i64>,
+) -> Result<Vec<ModelUsage>> {
     let rows = conn
         .query(
             "SELECT worker, model, count(*), sum(input_tokens)::bigint, sum(cached_input_tokens)::bigint, \
              sum(output_tokens)::bigint, sum(cost_usd), min(at) FROM model_requests \
-             WHERE $1::text IS NULL OR worker = $1 \
+             WHERE ($1::text IS NULL OR worker = $1) AND ($2::bigint IS NULL OR at >= $2) \
              GROUP BY worker, model ORDER BY worker COLLATE \"C\", model COLLATE \"C\"",
-            &[&worker],
+            &[&worker, &since],
         )
         .await?;
     Ok(rows

@@ -471,7 +471,25 @@ impl Store for SqliteStore {
     async fn model_usage(&self, worker: Option<&str>) -> Result<Vec<crate::ModelUsage>> {
         let worker = worker.map(str::to_string);
         self.db
-            .read(move |c| usage::totals(c, worker.as_deref()))
+            .read(move |c| usage::totals(c, worker.as_deref(), None))
+            .await
+    }
+
+    async fn model_usage_since(&self, at: i64) -> Result<Vec<crate::ModelUsage>> {
+        self.db
+            .read(move |c| usage::totals(c, None, Some(at)))
+            .await
+    }
+
+    async fn hub_state(&self, key: &str) -> Result<Option<String>> {
+        let key = key.to_string();
+        self.db.read(move |c| usage::hub_state(c, &key)).await
+    }
+
+    async fn set_hub_state(&self, key: &str, value: &str) -> Result<()> {
+        let (key, value) = (key.to_string(), value.to_string());
+        self.db
+            .write(move |ctx| usage::set_hub_state(ctx, &key, &value))
             .await
     }
 

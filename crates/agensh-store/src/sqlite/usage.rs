@@ -31,16 +31,44 @@ pub fn record(ctx: &mut WriteCtx<'_>, r: &ModelRequest) -> Result<()> {
     Ok(())
 }
 
-pub fn totals(c: &Connection, worker: Option<&str>) -> Result<Vec<ModelUsage>> {
+/// The hub's state lives in `meta` under this prefix, apart from the admin token.
+const STATE_PREFIX: &str = "state.";
+
+pub fn hub_state(c: &Connection, key: &str) -> Result<Option<String>> {
+    use rusqlite::OptionalExtension;
+    c.query_row(
+        "SELECT value FROM meta WHERE key = ?1",
+        [format!("{STATE_PREFIX}{key}")],
+        |r| r.get(0),
+    )
+    .optional()
+    .map_err(sql_err)
+}
+
+pub fn set_hub_state(ctx: &mut WriteCtx<'_>, key: &str, value: &str) -> Result<()> {
+    ctx.conn
+        .execute(
+            "INSERT INTO meta(key, value) VALUES (?1, ?2) \
+             ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            params![format!("{STATE_PREFIX}{key}"), value],
+        )
+        .map_err(sql_err)?;
+    Ok(())
+}
+
+/// Totals per worker and model, of `worker` only when given, of the requests at or after
+/// `since` only when given.
+pub fn totals(c: &Connection, worker: Option<&str>, since: Option<i64>) -> Result<Vec<ModelUsage>> {
     let mut stmt = c
         .prepare_cached(
             "SELECT worker, model, count(*), sum(input_tokens), sum(cached_input_tokens), \
              sum(output_tokens), sum(cost_usd), min(at) FROM model_requests \
-             WHERE ?1 IS NULL OR worker = ?1 GROUP BY worker, model ORDER BY worker, model",
+             WHERE (?1 IS NULL OR worker = ?1) AND (?2 IS NULL OR at >= ?2) \
+             GROUP BY worker, model ORDER BY worker, model",
         )
         .map_err(sql_err)?;
     let rows = stmt
-        .query_map(params![worker], |r| {
+        .query_map(params![worker, since], |r| {
             Ok(ModelUsage {
                 worker: r.get(0)?,
                 model: r.get(1)?,
