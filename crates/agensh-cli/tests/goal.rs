@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{agensh, finish, json_lines, run_in, run_summary, wait_for_run};
+use common::{agensh, finish, json_lines, run_in, run_summary, set_setting, wait_for_run};
 use serde_json::Value;
 
 /// Each worker takes a free part, writes it, merges it and ends its turn; later prompts
@@ -54,7 +54,7 @@ fn org(tmp: &Path) -> (PathBuf, PathBuf) {
     );
     // Continue prompts every 10 s: turns keep coming after the work is done, as they do
     // with a real agent, until the goal ends the run.
-    set(&dir, "idle_timeout_secs", "10");
+    set_setting(&dir, "idle_timeout_secs", "10");
     let scenario = tmp.join("scenario.toml");
     std::fs::write(&scenario, TWO_PARTS).unwrap();
     (dir, scenario)
@@ -77,20 +77,6 @@ fn start(dir: &Path, scenario: &Path, extra: &[&str]) -> Child {
         .stderr(Stdio::piped())
         .spawn()
         .expect("agensh run starts")
-}
-
-/// Sets `key = value` in the organization's agensh.toml (a key `agensh init` wrote).
-fn set(dir: &Path, key: &str, value: &str) {
-    let path = dir.join("agensh.toml");
-    let text = std::fs::read_to_string(&path).unwrap();
-    let start = text
-        .find(&format!("\n{key} = "))
-        .unwrap_or_else(|| panic!("no {key} in agensh.toml"))
-        + 1;
-    let end = start + text[start..].find('\n').unwrap();
-    let mut text = text;
-    text.replace_range(start..end, &format!("{key} = {value}"));
-    std::fs::write(&path, text).unwrap();
 }
 
 fn main_commit(dir: &Path) -> String {
@@ -173,7 +159,7 @@ fn summary_start(dir: &Path) -> i64 {
 fn a_check_that_hangs_is_cut_at_its_timeout_counts_as_not_met_and_the_run_goes_on_to_its_end() {
     let tmp = tempfile::tempdir().unwrap();
     let (dir, scenario) = org(tmp.path());
-    set(&dir, "done_timeout_secs", "2");
+    set_setting(&dir, "done_timeout_secs", "2");
     let started = Instant::now();
     let run = start(
         &dir,

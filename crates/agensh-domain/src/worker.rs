@@ -88,16 +88,20 @@ pub enum WorkerStatus {
     Starting,
     Busy,
     Idle,
+    /// Idle, and its last turns changed nothing: its continue prompts back off and a board
+    /// record no longer wakes it (the node's `parking`).
+    Parked,
     Stalled,
     Stopped,
     Dead,
 }
 
 impl WorkerStatus {
-    pub const ALL: [WorkerStatus; 6] = [
+    pub const ALL: [WorkerStatus; 7] = [
         WorkerStatus::Starting,
         WorkerStatus::Busy,
         WorkerStatus::Idle,
+        WorkerStatus::Parked,
         WorkerStatus::Stalled,
         WorkerStatus::Stopped,
         WorkerStatus::Dead,
@@ -108,6 +112,7 @@ impl WorkerStatus {
             WorkerStatus::Starting => "starting",
             WorkerStatus::Busy => "busy",
             WorkerStatus::Idle => "idle",
+            WorkerStatus::Parked => "parked",
             WorkerStatus::Stalled => "stalled",
             WorkerStatus::Stopped => "stopped",
             WorkerStatus::Dead => "dead",
@@ -122,7 +127,7 @@ impl WorkerStatus {
                 Error::invalid(
                     "bad_status",
                     format!(
-                        "unknown worker status \"{}\" — use starting, busy, idle, stalled, stopped or dead",
+                        "unknown worker status \"{}\" — use starting, busy, idle, parked, stalled, stopped or dead",
                         crate::ids::truncate_for_message(s)
                     ),
                 )

@@ -5,7 +5,8 @@
 //! translation per kind of agent; `turn` is the loop of one worker; `pump` and `status`
 //! are the node's shared event long-poll and status reports for all its workers;
 //! `mcp_proxy` is the node's `/mcp` in front of the hub, which does `ship`'s local half;
-//! `install` finds and installs the presets' agent CLIs (npm). The scripted
+//! `install` finds and installs the presets' agent CLIs (npm); `parking` backs off the continue
+//! prompts of a worker whose turns change nothing. The scripted
 //! agent the tests and load runs drive is a separate crate (`agensh-script`), started as a
 //! process like any other ACP agent.
 
@@ -13,6 +14,7 @@ pub mod adapters;
 pub mod install;
 pub mod mcp_proxy;
 pub mod node;
+pub mod parking;
 pub mod pump;
 pub mod status;
 pub mod turn;

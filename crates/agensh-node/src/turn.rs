@@ -26,6 +26,7 @@ use tokio::task::JoinSet;
 
 use crate::adapters::limits::MEMORY_KILLED;
 use crate::adapters::{Agent, AgentContext, Heartbeat, TurnEvent, TurnOutcome, Usage};
+use crate::parking::{wakes_a_parked_worker, Footprint, Parking};
 use crate::pump::EventPump;
 use crate::status::StatusReporter;
 
@@ -214,6 +215,8 @@ pub async fn run_worker(
         failure = Some((e, false));
     }
     let mut summary = WorkerSummary::default();
+    // Turns in a row that changed nothing, against the checkout as the last turn left it.
+    let mut parking = Parking::new(Footprint::of(&plan.ctx.checkout).await);
     // Restarts of the agent so far (each start after a failure), for the turn reports.
     let mut restarts = 0u64;
     // Turn reports on their way to the hub, in the background.
@@ -373,15 +376,40 @@ pub async fn run_worker(
         // acknowledged with the next poll (one request), or on their own below.
         carried_at.clear();
 
-        set_status(WorkerStatus::Idle).await;
         // A turn cut off at its step limit was not done: the next one starts as soon as
         // the pending events are in, not after the idle timeout.
         let cut_off = CUT_OFF.contains(&outcome.stop_reason.as_str());
+        parking.turn_ended(
+            Footprint::of(&plan.ctx.checkout).await,
+            &outcome.events,
+            cut_off,
+        );
         let idle = if cut_off {
             RESUME_AFTER
         } else {
-            plan.idle_timeout
+            parking.idle_wait(plan.idle_timeout)
         };
+        match parking.reason() {
+            Some(why) => {
+                set_status(WorkerStatus::Parked).await;
+                let step = format!(
+                    "parked: {why}; next continue prompt in {} unless news comes",
+                    agensh_domain::time::span(idle.as_secs())
+                );
+                let now = unix_ms(SystemTime::now());
+                log.write(json!({ "parked": why, "continue_in_secs": idle.as_secs(), "at": now }));
+                status.progress(
+                    &id,
+                    Some(WorkerProgress {
+                        step,
+                        since: now,
+                        tokens: 0,
+                        tokens_per_sec: 0.0,
+                    }),
+                );
+            }
+            None => set_status(WorkerStatus::Idle).await,
+        }
         // An agent that dies while the worker waits is restarted at once (with its
         // session), and the wait goes on.
         let next = loop {
@@ -393,6 +421,7 @@ pub async fn run_worker(
                     after,
                     to_ack: &mut carried,
                     notices_left: &mut notices_left,
+                    parked: parking.parked() && !cut_off,
                 },
                 &mut stop,
                 &mut *agent,
@@ -418,7 +447,14 @@ pub async fn run_worker(
             .await;
             restarts += u64::from(failures.saturating_sub(failures_before));
             match recovered {
-                Recovered::Running => set_status(WorkerStatus::Idle).await,
+                Recovered::Running => {
+                    set_status(if parking.parked() {
+                        WorkerStatus::Parked
+                    } else {
+                        WorkerStatus::Idle
+                    })
+                    .await
+                }
                 Recovered::Stopped => break Next::Stop,
                 Recovered::GaveUp(e) => {
                     finish_reports(&mut reports).await;
@@ -463,10 +499,7 @@ pub async fn run_worker(
                 CONTINUE_TEMPLATE,
                 &[
                     ("worker_id", &id),
-                    (
-                        "idle_for",
-                        &agensh_domain::time::span(plan.idle_timeout.as_secs()),
-                    ),
+                    ("idle_for", &agensh_domain::time::span(idle.as_secs())),
                 ],
             )?,
             Next::Deadline(left) => {
@@ -636,6 +669,9 @@ struct Boundary<'a> {
     to_ack: &'a mut Vec<i64>,
     /// The deadline notices not sent yet, largest first.
     notices_left: &'a mut Vec<Duration>,
+    /// The worker is parked: only events that wake a parked worker end the wait; the
+    /// others are held for the next prompt.
+    parked: bool,
 }
 
 /// Waits at a turn boundary for the next reason to prompt: events, a deadline notice, the
@@ -649,11 +685,14 @@ async fn wait_for_reason(
     agent: &mut dyn Agent,
 ) -> Next {
     let Boundary {
-        after,
+        mut after,
         to_ack,
         notices_left,
+        parked,
     } = at;
     let idle_until = tokio::time::Instant::now() + idle;
+    // A parked worker's events that did not wake it, for its next prompt.
+    let mut held: Vec<Event> = Vec::new();
     loop {
         if stop.is_shutdown() || past(plan.ends_at) {
             return Next::Stop;
@@ -668,6 +707,9 @@ async fn wait_for_reason(
         }
         let now = tokio::time::Instant::now();
         if now >= idle_until {
+            if !held.is_empty() {
+                return Next::Events(held);
+            }
             return Next::Idle;
         }
         let mut wait = (idle_until - now).as_secs().clamp(1, WAIT_SECS);
@@ -694,7 +736,14 @@ async fn wait_for_reason(
             to_ack.clear();
         }
         match polled {
-            Ok(events) if !events.is_empty() => return Next::Events(events),
+            Ok(events) if parked && !events.iter().any(wakes_a_parked_worker) => {
+                after = events.iter().map(|e| e.seq).max().unwrap_or(after);
+                held.extend(events);
+            }
+            Ok(events) if !events.is_empty() => {
+                held.extend(events);
+                return Next::Events(held);
+            }
             Ok(_) => {}
             Err(e) => {
                 tracing::warn!(worker = %plan.ctx.worker, "could not poll events: {e}");

@@ -271,3 +271,17 @@ pub fn json_lines(path: &Path) -> Vec<serde_json::Value> {
         .filter_map(|l| serde_json::from_str(l).ok())
         .collect()
 }
+
+/// Sets `key = value` in the organization's agensh.toml, on the line `agensh init` wrote
+/// for that key (the first line that starts with it).
+pub fn set_setting(dir: &Path, key: &str, value: &str) {
+    let path = dir.join("agensh.toml");
+    let mut text = std::fs::read_to_string(&path).unwrap();
+    let start = text
+        .find(&format!("\n{key} = "))
+        .unwrap_or_else(|| panic!("no {key} in agensh.toml"))
+        + 1;
+    let end = start + text[start..].find('\n').unwrap();
+    text.replace_range(start..end, &format!("{key} = {value}"));
+    std::fs::write(&path, text).unwrap();
+}

@@ -259,7 +259,8 @@ pub fn states_of(rows: &[WorkerRow]) -> BTreeMap<String, u64> {
 pub fn health(s: &AppState, states: &BTreeMap<String, u64>, prs_open: u64) -> Health {
     let (p50, p99, n) = s.dashboard.deliveries.percentiles();
     let count = |k: &str| states.get(k).copied().unwrap_or(0);
-    let working = count("busy") + count("idle") + count("stalled") + count("starting");
+    let working =
+        count("busy") + count("idle") + count("parked") + count("stalled") + count("starting");
     let get = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
     Health {
         delivery_p50_ms: p50,
@@ -271,7 +272,7 @@ pub fn health(s: &AppState, states: &BTreeMap<String, u64>, prs_open: u64) -> He
             0.0
         } else {
             // Two decimals: a share that moves in the third is not worth a frame.
-            (count("idle") as f64 / working as f64 * 100.0).round() / 100.0
+            ((count("idle") + count("parked")) as f64 / working as f64 * 100.0).round() / 100.0
         },
         prs_waiting: prs_open,
     }

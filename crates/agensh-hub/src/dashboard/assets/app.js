@@ -5,7 +5,7 @@
 // with its session cookie only: it never sees a token.
 "use strict";
 
-const STATES = ["busy", "idle", "starting", "stalled", "stopped", "dead"];
+const STATES = ["busy", "idle", "parked", "starting", "stalled", "stopped", "dead"];
 const ROW = 30; // px, the workers table's row height (app.css .row)
 const FEED_KEPT = 200;
 

@@ -1,0 +1,242 @@
+//! Parking: a worker whose turns change nothing stops spending.
+//!
+//! A turn *changed something* when the worker's checkout is not as the last turn left it
+//! (`HEAD`, or any file: an edit, a commit) or the agent made a successful call of an
+//! organization tool that changes the organization (a record, a message, a PR, an issue,
+//! `ship`) — claims, renewals and releases do not count: a worker that only claims taken or
+//! shipped parts is not working. A turn cut off at its step limit was doing work.
+//!
+//! After [`PARK_AFTER`] turns in a row that changed nothing the worker is *parked*: its next
+//! continue prompt waits [`FIRST_BACKOFF`], doubling with each further such turn up to
+//! [`MAX_BACKOFF`] (never less than `run.idle_timeout_secs`), and while it waits any event
+//! but a peer's board record wakes it at once ([`wakes_a_parked_worker`]: a message, `main`
+//! moving, an issue, a PR…); board records wait for its next prompt's digest. The first
+//! turn that changes something unparks it. A worker that is doing work is never parked: its
+//! turns change its checkout or the organization.
+
+use std::time::Duration;
+
+use agensh_domain::event::{kinds, Event};
+use agensh_workspace::Git;
+
+use crate::adapters::TurnEvent;
+
+/// Turns in a row that changed nothing before a worker is parked: one such turn (a launch
+/// turn that only looked around, a claim that found its part taken) is normal work.
+pub const PARK_AFTER: u32 = 2;
+/// The continue prompt's wait once a worker is parked.
+pub const FIRST_BACKOFF: Duration = Duration::from_secs(60);
+/// The longest wait between continue prompts of a parked worker.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(16 * 60);
+
+/// Organization tools whose successful call changes the organization. An ACP agent names a
+/// call by its title, which may carry a prefix (`mcp__agensh__ship`): matched by suffix.
+const CHANGING_TOOLS: &[&str] = &[
+    "board_write",
+    "msg_post",
+    "msg_dm",
+    "pr_open",
+    "pr_merge",
+    "pr_review",
+    "pr_comment",
+    "pr_close",
+    "ship",
+    "issue_open",
+    "issue_comment",
+    "issue_close",
+    "issue_claim",
+];
+
+/// What a worker's checkout looks like: `HEAD` and the state of every file.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Footprint {
+    head: String,
+    status: String,
+}
+
+impl Footprint {
+    /// The checkout at `dir` now (empty when git cannot read it: then two readings compare
+    /// equal and the tools alone decide).
+    pub async fn of(dir: &std::path::Path) -> Footprint {
+        let git = Git::worktree(dir);
+        let head = git.output(["rev-parse", "HEAD"]).await;
+        let status = git
+            .output(["status", "--porcelain=v1", "-z", "--untracked-files=all"])
+            .await;
+        match (head, status) {
+            (Ok(h), Ok(s)) => Footprint {
+                head: h.stdout.trim().to_string(),
+                status: s.stdout,
+            },
+            _ => Footprint::default(),
+        }
+    }
+}
+
+/// Whether a turn's tool calls changed the organization.
+pub fn changed_the_organization(events: &[TurnEvent]) -> bool {
+    events.iter().any(|e| match e {
+        TurnEvent::ToolCall { name, status, .. } => {
+            status == "completed" && CHANGING_TOOLS.iter().any(|t| name.trim().ends_with(t))
+        }
+        TurnEvent::Message { .. } => false,
+    })
+}
+
+/// Whether `event` wakes a parked worker at once: every event but a peer's board record,
+/// which waits for its next prompt's digest (records are the organization's chatter; the
+/// news that may give it work — `main` moving, a PR merged, an issue, a message — wakes it).
+pub fn wakes_a_parked_worker(event: &Event) -> bool {
+    event.kind != kinds::BOARD_RECORD
+}
+
+/// One worker's parking: how many turns in a row changed nothing.
+#[derive(Debug, Clone, Default)]
+pub struct Parking {
+    idle_turns: u32,
+    checkout: Footprint,
+}
+
+impl Parking {
+    /// Parking that starts from the checkout as it is before the first turn.
+    pub fn new(checkout: Footprint) -> Parking {
+        Parking {
+            idle_turns: 0,
+            checkout,
+        }
+    }
+
+    /// Notes a turn's end: the checkout after it, its tool calls, and whether it was cut
+    /// off at its step limit.
+    pub fn turn_ended(&mut self, checkout: Footprint, events: &[TurnEvent], cut_off: bool) {
+        let changed = cut_off || checkout != self.checkout || changed_the_organization(events);
+        self.checkout = checkout;
+        self.idle_turns = if changed {
+            0
+        } else {
+            self.idle_turns.saturating_add(1)
+        };
+    }
+
+    /// Why the worker is parked, when it is.
+    pub fn reason(&self) -> Option<String> {
+        self.parked()
+            .then(|| format!("its last {} turns changed nothing", self.idle_turns))
+    }
+
+    pub fn parked(&self) -> bool {
+        self.idle_turns >= PARK_AFTER
+    }
+
+    /// How long to wait for events before the next continue prompt.
+    pub fn idle_wait(&self, idle_timeout: Duration) -> Duration {
+        if !self.parked() {
+            return idle_timeout;
+        }
+        let doublings = (self.idle_turns - PARK_AFTER).min(8);
+        let wait = FIRST_BACKOFF.saturating_mul(1 << doublings);
+        wait.min(MAX_BACKOFF).max(idle_timeout)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(name: &str, status: &str) -> TurnEvent {
+        TurnEvent::ToolCall {
+            name: name.into(),
+            status: status.into(),
+            kind: String::new(),
+        }
+    }
+
+    fn at(head: &str) -> Footprint {
+        Footprint {
+            head: head.into(),
+            status: String::new(),
+        }
+    }
+
+    #[test]
+    fn turns_that_change_nothing_back_off_from_one_minute_doubling_to_the_cap() {
+        let mut p = Parking::new(at("a"));
+        let idle = Duration::from_secs(10);
+        assert_eq!(p.idle_wait(idle), idle);
+        let mut waits = Vec::new();
+        for _ in 0..8 {
+            p.turn_ended(at("a"), &[call("claim", "failed")], false);
+            waits.push(p.idle_wait(idle).as_secs());
+        }
+        assert_eq!(waits, [10, 60, 120, 240, 480, 960, 960, 960]);
+        assert_eq!(p.reason().unwrap(), "its last 8 turns changed nothing");
+    }
+
+    #[test]
+    fn a_turn_that_changes_the_checkout_or_the_organization_unparks() {
+        let idle = Duration::from_secs(10);
+        let mut p = Parking::new(at("a"));
+        p.turn_ended(at("a"), &[], false);
+        assert!(!p.parked(), "one turn that changed nothing is normal");
+        p.turn_ended(at("a"), &[], false);
+        assert!(p.parked());
+        p.turn_ended(at("b"), &[], false);
+        assert!(!p.parked(), "a commit is work");
+        assert_eq!(p.idle_wait(idle), idle);
+        let idle_twice = |p: &mut Parking| {
+            p.turn_ended(at("b"), &[], false);
+            p.turn_ended(at("b"), &[], false);
+            assert!(p.parked());
+        };
+        idle_twice(&mut p);
+        p.turn_ended(
+            at("b"),
+            &[call("mcp__agensh__board_write", "completed")],
+            false,
+        );
+        assert!(!p.parked(), "a record is work");
+        idle_twice(&mut p);
+        p.turn_ended(at("b"), &[], true);
+        assert!(!p.parked(), "a turn cut off at its step limit was working");
+    }
+
+    #[test]
+    fn claims_and_failed_calls_are_not_work() {
+        for events in [
+            vec![call("claim", "completed"), call("release", "completed")],
+            vec![call("ship", "failed")],
+            vec![call("board_read", "completed"), call("renew", "completed")],
+        ] {
+            assert!(!changed_the_organization(&events), "{events:?}");
+        }
+        assert!(changed_the_organization(&[call("ship", "completed")]));
+    }
+
+    #[test]
+    fn news_wakes_a_parked_worker_and_board_records_wait() {
+        let event = |kind: &str| Event {
+            seq: 1,
+            kind: kind.into(),
+            priority: agensh_domain::event::Priority::Normal,
+            payload: serde_json::Value::Null,
+            dedup_key: None,
+            source: None,
+            target: None,
+            except: None,
+            created_at: 0,
+        };
+        for kind in [
+            kinds::DIRECT_MESSAGE,
+            kinds::ISSUE_OPENED,
+            kinds::MAIN_UPDATED,
+            kinds::NOTICE,
+            kinds::PR_REVIEW,
+            kinds::WORKER_STOP,
+            kinds::CHANNEL_POST,
+            kinds::PR_MERGED,
+        ] {
+            assert!(wakes_a_parked_worker(&event(kind)), "{kind}");
+        }
+        assert!(!wakes_a_parked_worker(&event(kinds::BOARD_RECORD)));
+    }
+}
