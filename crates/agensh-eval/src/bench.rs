@@ -113,6 +113,10 @@ impl Score {
 pub struct Report {
     pub setup: Setup,
     pub checkpoints: Vec<Checkpoint>,
+    /// Cost per result once the run ended: model requests, tokens and dollars per merged
+    /// PR, and the share spent after the goal was met (or after the last merge).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub economy: Option<agensh_domain::goal::Economy>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -482,6 +486,7 @@ mod tests {
                 .enumerate()
                 .map(|(i, (m, k))| checkpoint(i, *m, *k))
                 .collect(),
+            economy: None,
         }
     }
 

@@ -117,6 +117,11 @@ pub struct Overview {
     pub budget: BudgetView,
     /// The newest operator notices (deadline notices among them), newest last.
     pub notices: Vec<Event>,
+    /// When the goal is met (`organization.done_when`), each condition's last check, and
+    /// the economy: cost per merged PR, and what was spent after the goal (or the last
+    /// merge).
+    #[serde(default)]
+    pub done: agensh_domain::goal::GoalStatus,
 }
 
 /// One frame of the live stream: what changed since the previous one. Its SSE `id` is

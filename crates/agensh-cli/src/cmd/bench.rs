@@ -243,6 +243,7 @@ async fn start(org: &Path, a: &ProgrambenchArgs, task: &Task, workers: usize) ->
             agent: a.flags.agent.clone().unwrap_or_else(|| "builtin".into()),
             started_at: now_ms(),
         },
+        economy: None,
         checkpoints: Vec::new(),
     };
     report.save(org)?;
@@ -406,6 +407,19 @@ async fn checkpointer(mut ctx: RunContext, bench: Bench) -> Result<()> {
         let _ = tx.send(index);
     }
     drop(tx);
+    if !stopped {
+        // Cost per result, from what the run's hub recorded: split at the goal when it was
+        // met, else at the last merge.
+        let goal = ctx.goal.borrow().clone().unwrap_or_default();
+        match agensh_hub::goal::economy(&*ctx.store, &goal).await {
+            Ok(e) => {
+                eprintln!("cost: {}", e.line());
+                bench.report.lock().expect("report lock").economy = Some(e);
+                bench.save()?;
+            }
+            Err(e) => eprintln!("the run's cost per result could not be read: {e}"),
+        }
+    }
     if stopped {
         // The evaluation under way is dropped (its sandbox dies with it); what was not
         // scored is scored when the run is resumed.
@@ -588,6 +602,7 @@ async fn finish_without_workers(bench: &Bench) -> Result<()> {
             ended,
             agent: setup.agent.clone(),
             admin: None,
+            goal: tokio::sync::watch::channel(None).1,
         };
         // The checkpoints between are not taken after the fact: main has moved on since.
         let c = take(&ctx, bench, end).await?;
@@ -638,6 +653,9 @@ fn print_report(r: &Report, org: &Path) {
             c.merges,
             c.tokens
         );
+    }
+    if let Some(e) = &r.economy {
+        outln!("cost: {}", e.line());
     }
     let b = bench::bench_dir(org);
     outln!(

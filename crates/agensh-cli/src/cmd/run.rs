@@ -546,6 +546,8 @@ pub struct RunContext {
     pub agent: String,
     /// The run's hub, as its admin (none after the run, when no hub serves).
     pub admin: Option<Client>,
+    /// The goal's state once it is met (none before, and when the run has no goal).
+    pub goal: tokio::sync::watch::Receiver<Option<agensh_domain::goal::GoalStatus>>,
 }
 
 /// A task run beside the organization; the run waits for it before it shuts the hub down.
@@ -662,6 +664,7 @@ pub async fn run_with(g: &Global, a: RunArgs, sidecar: Option<Sidecar>, print: b
             ended,
             agent: plan.agent.describe(),
             admin: Some(admin.clone()),
+            goal: hub.goal_met(),
         }))
     });
     let (tx, rx) = mpsc::unbounded_channel();
@@ -1508,7 +1511,8 @@ mod tests {
         let view = render_view(&head(), &lines, &[], &recent, 40, 100);
         assert_eq!(view.len(), 39, "{view:#?}");
         assert!(
-            view[1].starts_with("1024 workers: 342 starting, 341 busy, 341 idle, 0 stalled"),
+            view[1]
+                .starts_with("1024 workers: 342 starting, 341 busy, 341 idle, 0 parked, 0 stalled"),
             "{}",
             view[1]
         );
@@ -1538,7 +1542,7 @@ mod tests {
         assert_eq!(
             render_view(&head(), &lines, &[], &VecDeque::new(), 6, 200)[1],
             {
-                "5 workers: 2 starting, 2 busy, 1 idle, 0 stalled, 0 stopped, 0 dead · 10 turns · 0 with a claim · tokens 0"
+                "5 workers: 2 starting, 2 busy, 1 idle, 0 parked, 0 stalled, 0 stopped, 0 dead · 10 turns · 0 with a claim · tokens 0"
             }
         );
     }

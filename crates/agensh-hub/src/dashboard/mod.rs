@@ -297,6 +297,8 @@ pub async fn overview(State(s): State<AppState>, caller: Caller) -> ApiResult<Js
     merges.sort_by_key(|m| (m.at, m.pr));
     let ids: Vec<String> = rows.iter().map(|r| r.id.clone()).collect();
     let notices = recent_notices(&s, stats.events as i64).await?;
+    let mut done = s.goal.status();
+    done.economy = Some(crate::goal::economy(&*s.store, &done).await?);
     Ok(Json(Overview {
         goal: s.config.organization.goal.clone(),
         now: s.now(),
@@ -308,6 +310,7 @@ pub async fn overview(State(s): State<AppState>, caller: Caller) -> ApiResult<Js
         scores: s.dashboard.scores.lock().expect("scores lock").clone(),
         budget: s.gateway.budgets.view(&ids, s.now()),
         notices,
+        done,
     }))
 }
 

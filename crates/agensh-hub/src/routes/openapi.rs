@@ -1081,7 +1081,7 @@ fn schemas() -> Value {
             object(
                 &[
                     "goal", "now", "states", "stats", "health", "merges", "scores", "budget",
-                    "notices",
+                    "notices", "done",
                 ],
                 json!({
                     "goal": string("the organization's goal"),
@@ -1094,6 +1094,7 @@ fn schemas() -> Value {
                     "scores": array(schema("Score")),
                     "budget": schema("BudgetView"),
                     "notices": array(schema("Event")),
+                    "done": schema("GoalStatus"),
                 }),
             ),
         ),

@@ -266,6 +266,34 @@ function line(svg, points, xmax, ymax, label) {
   const t = mk("text", { x: P + 2, y: 12 }); t.textContent = label; svg.appendChild(t);
 }
 
+// The goal (organization.done_when) and what each result cost.
+function renderGoal(o) {
+  const d = o.done || {};
+  const rows = [];
+  if (!(d.conditions || []).length) {
+    rows.push(el("dt", {}, "goal"), el("dd", { class: "muted" }, "no done_when: the run goes on to its end"));
+  } else if (d.met_at) {
+    const from = o.run ? o.run.started_at : d.met_at;
+    rows.push(el("dt", {}, "goal"), el("dd", { "data-goal": "met" }, `met at ${(d.met_commit || "").slice(0, 10)}` + (o.run ? `, ${span(d.met_at - from)} after the start` : "")));
+  } else {
+    rows.push(el("dt", {}, "goal"), el("dd", { "data-goal": "open" }, "not met yet"));
+  }
+  for (const c of d.checks || []) {
+    const last = (c.detail || "").trim().split("\n").pop();
+    rows.push(el("dt", {}, c.condition), el("dd", { class: c.met ? "" : "muted" }, (c.met ? "holds" : "fails") + (last ? ` — ${last}` : "")));
+  }
+  const e = d.economy;
+  if (e) {
+    const p = e.per_merged_pr;
+    rows.push(el("dt", {}, "per merged PR"), el("dd", {}, p ? `${p.requests.toFixed(1)} requests, ${num(Math.round(p.tokens))} tokens, ${money(p.cost_usd)}` : "nothing merged yet"));
+    if (e.mark) {
+      const what = e.mark === "goal_met" ? "after the goal" : "after the last merge";
+      rows.push(el("dt", {}, what), el("dd", {}, `${num(e.after.requests)} of ${num(e.total.requests)} requests (${Math.round(e.share_after * 100)}%), ${money(e.after.cost_usd)}`));
+    }
+  }
+  fill($("ov-goal"), rows);
+}
+
 function renderOverview() {
   const o = state.overview;
   if (!o) return;
@@ -299,6 +327,7 @@ function renderOverview() {
     el("div", {}, `tokens ${num(spent.tokens)}` + (lim.tokens ? ` of ${num(lim.tokens)}` : " (no budget)")), tokBar,
     el("div", {}, `cost ${money(spent.cost_usd)}` + (lim.cost_usd ? ` of ${money(lim.cost_usd)}` : " (no budget)")), costBar,
     el("div", { class: "muted" }, `${num(spent.requests)} model requests` + (b.organization_stopped_for ? ` — stopped: ${b.organization_stopped_for}` : "")));
+  renderGoal(o);
   const scores = o.scores || [];
   $("ov-score-card").hidden = !scores.length;
   if (scores.length) {
