@@ -7,6 +7,7 @@
 mod agents;
 mod cluster;
 mod dashboard;
+mod economy;
 mod faults;
 mod firstrun;
 mod gateway;
@@ -44,6 +45,10 @@ enum Bench {
     /// The live dashboard with 1,024 busy scripted workers: the hub's extra CPU with 5
     /// pages open, the page's first load (time, bytes), and a board post's time to a page.
     Dashboard(dashboard::Args),
+    /// The organization's economy: a run of scripted workers that ends when its goal is
+    /// met (how soon after, turns after it), and idle workers parked (their turns against
+    /// parking off, the busy half's merges per minute).
+    Economy(economy::Args),
     /// The fault-injection run: N scripted workers on a goal of many parts, undisturbed and
     /// while the hub, agents and the node are killed with SIGKILL; every part merged, no
     /// acknowledged write lost, no event shown twice, git fsck clean, no process left.
@@ -82,6 +87,7 @@ fn main() -> anyhow::Result<()> {
         Bench::Cluster(a) => rt.block_on(cluster::run(a)),
         Bench::ClusterProbe(a) => rt.block_on(cluster::probe(a)),
         Bench::Dashboard(a) => rt.block_on(dashboard::run(a)),
+        Bench::Economy(a) => rt.block_on(economy::run(a)),
         Bench::Faults(a) => rt.block_on(faults::run(a)),
         Bench::Firstrun(a) => rt.block_on(firstrun::run(a)),
         Bench::Gateway(a) => rt.block_on(gateway::run(a)),

@@ -319,6 +319,7 @@ async fn run_one(
         organization_size: n,
         stagger: Duration::from_secs_f64(a.stagger_secs),
         idle_timeout: Duration::from_secs(a.idle_secs),
+        park_idle: true,
         ends_at: Some(t0 + run_for),
         notices_before_end: Vec::new(),
         limits: Default::default(),

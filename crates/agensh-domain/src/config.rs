@@ -154,6 +154,9 @@ pub struct RunConfig {
     /// Go on after the goal is met (`organization.done_when`) until the run's end, as if
     /// it had no goal to meet.
     pub keep_going: bool,
+    /// Park a worker whose turns change nothing: its continue prompts back off from 1 to
+    /// 16 minutes and a board record no longer wakes it (any other event does).
+    pub park_idle: bool,
 }
 
 /// One entry of `run.agents`: these workers run this agent, on this model.
@@ -270,6 +273,7 @@ impl Default for RunConfig {
             hang_timeout_secs: 1800,
             git_jobs: 8,
             keep_going: false,
+            park_idle: true,
         }
     }
 }
@@ -837,6 +841,11 @@ git_jobs = {git_jobs}
 # After the goal is met (organization.done_when), go on until the run's end instead of
 # stopping every worker at its turn's end.
 keep_going = {keep_going}
+# A worker whose last two turns changed nothing (no edit, commit, record, message, PR or
+# issue) is parked: its continue prompts wait 1, 2, 4, 8, then 16 minutes, and a board
+# record no longer wakes it (any other event does). false: a continue prompt after every
+# idle_timeout_secs.
+park_idle = {park_idle}
 "#,
             seed = if self.organization.seed.is_empty() {
                 String::new()
@@ -910,6 +919,7 @@ keep_going = {keep_going}
             hang_timeout = self.run.hang_timeout_secs,
             git_jobs = self.run.git_jobs,
             keep_going = self.run.keep_going,
+            park_idle = self.run.park_idle,
             notices = toml::Value::Array(
                 self.run
                     .notices_minutes

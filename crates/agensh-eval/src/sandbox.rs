@@ -254,6 +254,7 @@ pub fn launch(spec_json: &str) -> ! {
     };
     if spec.nice != 0 {
         // Inherited by every process of the sandbox.
+        // SAFETY: setpriority takes plain integers and touches no memory of ours.
         unsafe {
             libc::setpriority(libc::PRIO_PROCESS, 0, spec.nice);
         }
@@ -262,12 +263,15 @@ pub fn launch(spec_json: &str) -> ! {
         setup_failed(&e);
     }
     // The child is PID 1 of the new PID namespace.
+    // SAFETY: `launch` runs in a single-threaded process (its contract), so the child of
+    // fork holds no lock another thread held, and goes on in plain Rust code.
     match unsafe { libc::fork() } {
         -1 => setup_failed(&format!("fork: {}", std::io::Error::last_os_error())),
         0 => pid1(&spec),
         child => {
             let mut status = 0;
             loop {
+                // SAFETY: `status` is a live i32 waitpid writes into.
                 let r = unsafe { libc::waitpid(child, &mut status, 0) };
                 if r == child {
                     break;
@@ -297,12 +301,16 @@ fn setup_failed(why: &str) -> ! {
 }
 
 fn enter_namespaces(spec: &Spec) -> Result<(), String> {
+    // SAFETY: getuid and getgid cannot fail and touch no memory.
     let uid = unsafe { libc::getuid() };
+    // SAFETY: as above.
     let gid = unsafe { libc::getgid() };
     let mut flags = libc::CLONE_NEWUSER | libc::CLONE_NEWNS | libc::CLONE_NEWPID;
     if !spec.network {
         flags |= libc::CLONE_NEWNET;
     }
+    // SAFETY: unshare takes flags only; the process is single-threaded, as a user namespace
+    // requires.
     if unsafe { libc::unshare(flags) } != 0 {
         return Err(format!(
             "unshare (user, mount, pid{} namespaces): {}",
@@ -321,6 +329,7 @@ fn enter_namespaces(spec: &Spec) -> Result<(), String> {
 
 /// PID 1 of the sandbox: builds the root, runs the command, reaps, exits with its status.
 fn pid1(spec: &Spec) -> ! {
+    // SAFETY: PR_SET_PDEATHSIG takes a signal number; no pointer is passed.
     unsafe {
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
     }
@@ -347,22 +356,28 @@ fn pid1(spec: &Spec) -> ! {
     envp.push(std::ptr::null());
     // SIGCHLD is blocked and waited for with a timeout, so PID 1 both reaps and, between
     // children, counts the processes of its namespace.
+    // SAFETY: a sigset_t of zeros is a valid value; sigemptyset initialises it below.
     let mut chld: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `chld` is a live sigset_t; a null old-set pointer is allowed.
     unsafe {
         libc::sigemptyset(&mut chld);
         libc::sigaddset(&mut chld, libc::SIGCHLD);
         libc::sigprocmask(libc::SIG_BLOCK, &chld, std::ptr::null_mut());
     }
+    // SAFETY: PID 1 is single-threaded (a child of the single-threaded launcher).
     let pid = unsafe { libc::fork() };
     if pid == -1 {
         setup_failed(&format!("fork: {}", std::io::Error::last_os_error()));
     }
     if pid == 0 {
+        // SAFETY: `argv` and `envp` are null-terminated arrays of pointers to C strings
+        // (`bash`, `command`, `env`) that outlive the call; execve returns only on failure.
         unsafe {
             libc::sigprocmask(libc::SIG_UNBLOCK, &chld, std::ptr::null_mut());
             libc::execve(bash.as_ptr(), argv.as_ptr(), envp.as_ptr());
         }
         eprintln!("cannot run /bin/bash: {}", std::io::Error::last_os_error());
+        // SAFETY: _exit ends the forked child at once, running nothing of the parent's.
         unsafe { libc::_exit(127) }
     }
     let limit = spec.max_processes.max(8);
@@ -371,6 +386,7 @@ fn pid1(spec: &Spec) -> ! {
         // dies with PID 1).
         loop {
             let mut status = 0;
+            // SAFETY: `status` is a live i32 waitpid writes into.
             let r = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
             if r == pid {
                 std::process::exit(wait_code(status));
@@ -383,6 +399,7 @@ fn pid1(spec: &Spec) -> ! {
             tv_sec: 0,
             tv_nsec: 100_000_000,
         };
+        // SAFETY: `chld` and `tick` are live; a null siginfo pointer is allowed.
         unsafe {
             libc::sigtimedwait(&chld, std::ptr::null_mut(), &tick);
         }
@@ -390,6 +407,8 @@ fn pid1(spec: &Spec) -> ! {
         // the limit, everything in the namespace is killed.
         let running = processes();
         if running > limit {
+            // SAFETY: kill takes integers; -1 is every process this PID 1 may signal, all
+            // in its own namespace.
             unsafe {
                 libc::kill(-1, libc::SIGKILL);
             }
@@ -432,6 +451,8 @@ fn mount(
     let data = data
         .map(|d| CString::new(d).map_err(|_| "mount options hold a NUL".to_string()))
         .transpose()?;
+    // SAFETY: every pointer is null or a C string (`src`, `tgt`, `fs`, `data`) that lives
+    // to the end of the call.
     let r = unsafe {
         libc::mount(
             src.as_ref().map_or(std::ptr::null(), |s| s.as_ptr()),
@@ -463,6 +484,8 @@ fn read_only(target: &Path) -> Result<(), String> {
         propagation: 0,
         userns_fd: 0,
     };
+    // SAFETY: `t` is a C string and `attr` a mount_attr of the size passed, both live for
+    // the call.
     let r = unsafe {
         libc::syscall(
             libc::SYS_mount_setattr,
@@ -664,9 +687,11 @@ fn build_root(spec: &Spec) -> Result<(), String> {
     // Into the new root; the old one is let go of entirely.
     std::env::set_current_dir(&root).map_err(|e| format!("chdir {}: {e}", root.display()))?;
     let dot = c".";
+    // SAFETY: `dot` is a static C string.
     if unsafe { libc::syscall(libc::SYS_pivot_root, dot.as_ptr(), dot.as_ptr()) } != 0 {
         return Err(format!("pivot_root: {}", std::io::Error::last_os_error()));
     }
+    // SAFETY: as above.
     if unsafe { libc::umount2(dot.as_ptr(), libc::MNT_DETACH) } != 0 {
         return Err(format!(
             "detach the old root: {}",

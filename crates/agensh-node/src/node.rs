@@ -156,6 +156,8 @@ pub struct NodePlan {
     pub organization_size: usize,
     pub stagger: Duration,
     pub idle_timeout: Duration,
+    /// Workers whose turns change nothing are parked (`run.park_idle`; [`crate::parking`]).
+    pub park_idle: bool,
     pub ends_at: Option<SystemTime>,
     pub notices_before_end: Vec<Duration>,
     pub pack: Vec<String>,
@@ -323,6 +325,7 @@ pub async fn run_node(
             ctx,
             launch_prompt,
             idle_timeout: plan.idle_timeout,
+            park_idle: plan.park_idle,
             ends_at: plan.ends_at,
             notices_before_end: plan.notices_before_end.clone(),
             log_dir: log_dir(&plan.org_dir, id),

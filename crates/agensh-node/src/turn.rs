@@ -50,6 +50,9 @@ pub struct WorkerPlan {
     pub launch_prompt: String,
     /// Time without events after a turn before a continue prompt.
     pub idle_timeout: Duration,
+    /// Park the worker when its turns change nothing ([`crate::parking`]); off: a continue
+    /// prompt after every `idle_timeout`.
+    pub park_idle: bool,
     /// When the run ends, if it has a limit.
     pub ends_at: Option<SystemTime>,
     /// Notices sent this long before the end (e.g. 45 and 5 minutes).
@@ -216,7 +219,11 @@ pub async fn run_worker(
     }
     let mut summary = WorkerSummary::default();
     // Turns in a row that changed nothing, against the checkout as the last turn left it.
-    let mut parking = Parking::new(Footprint::of(&plan.ctx.checkout).await);
+    let mut parking = if plan.park_idle {
+        Parking::new(Footprint::of(&plan.ctx.checkout).await)
+    } else {
+        Parking::default()
+    };
     // Restarts of the agent so far (each start after a failure), for the turn reports.
     let mut restarts = 0u64;
     // Turn reports on their way to the hub, in the background.
@@ -379,11 +386,13 @@ pub async fn run_worker(
         // A turn cut off at its step limit was not done: the next one starts as soon as
         // the pending events are in, not after the idle timeout.
         let cut_off = CUT_OFF.contains(&outcome.stop_reason.as_str());
-        parking.turn_ended(
-            Footprint::of(&plan.ctx.checkout).await,
-            &outcome.events,
-            cut_off,
-        );
+        if plan.park_idle {
+            parking.turn_ended(
+                Footprint::of(&plan.ctx.checkout).await,
+                &outcome.events,
+                cut_off,
+            );
+        }
         let idle = if cut_off {
             RESUME_AFTER
         } else {

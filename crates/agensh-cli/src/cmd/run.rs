@@ -429,6 +429,7 @@ fn plan(
         organization_size: size,
         stagger: Duration::from_secs_f64(config.run.stagger_secs),
         idle_timeout: Duration::from_secs(config.run.idle_timeout_secs),
+        park_idle: config.run.park_idle,
         ends_at,
         notices_before_end: config
             .run
