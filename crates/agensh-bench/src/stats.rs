@@ -34,11 +34,12 @@ pub fn cpu_secs(pid: &str) -> f64 {
         / tick
 }
 
-/// The `agensh` binary to benchmark: `given`, else the one next to this benchmark binary;
-/// an error that says how to build it when it is not there.
+/// The `agensh` binary to benchmark, as an absolute path (benchmarks start it from other
+/// directories): `given`, else the one next to this benchmark binary; an error that says
+/// how to build it when it is not there.
 pub fn agensh_binary(given: Option<&std::path::Path>) -> anyhow::Result<std::path::PathBuf> {
     let path = match given {
-        Some(p) => p.to_path_buf(),
+        Some(p) => std::path::absolute(p)?,
         None => std::env::current_exe()?.with_file_name("agensh"),
     };
     if !path.is_file() {

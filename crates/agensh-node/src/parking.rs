@@ -4,7 +4,9 @@
 //! (`HEAD`, or any file: an edit, a commit) or the agent made a successful call of an
 //! organization tool that changes the organization (a record, a message, a PR, an issue,
 //! `ship`) — claims, renewals and releases do not count: a worker that only claims taken or
-//! shipped parts is not working. A turn cut off at its step limit was doing work.
+//! shipped parts is not working. A turn cut off at its step limit was doing work, and so is
+//! every turn of a worker that holds a claim (it took one and has not released or shipped
+//! it): it has work in progress, however its turns go.
 //!
 //! After [`PARK_AFTER`] turns in a row that changed nothing the worker is *parked*: its next
 //! continue prompt waits [`FIRST_BACKOFF`], doubling with each further such turn up to
@@ -90,11 +92,32 @@ pub fn wakes_a_parked_worker(event: &Event) -> bool {
     event.kind != kinds::BOARD_RECORD
 }
 
-/// One worker's parking: how many turns in a row changed nothing.
+/// One worker's parking: how many turns in a row changed nothing, and whether it holds a
+/// claim (work in progress: a worker that holds one is never parked).
 #[derive(Debug, Clone, Default)]
 pub struct Parking {
     idle_turns: u32,
     checkout: Footprint,
+    holds_claim: bool,
+}
+
+/// Whether the worker holds a claim after `events`, given whether it held one before: a
+/// claim taken holds one, a release or a `ship` (which releases it) lets it go.
+fn holds_claim_after(mut holds: bool, events: &[TurnEvent]) -> bool {
+    for e in events {
+        if let TurnEvent::ToolCall { name, status, .. } = e {
+            if status != "completed" {
+                continue;
+            }
+            let name = name.trim();
+            if name.ends_with("claim") {
+                holds = true;
+            } else if name.ends_with("release") || name.ends_with("ship") {
+                holds = false;
+            }
+        }
+    }
+    holds
 }
 
 impl Parking {
@@ -103,13 +126,18 @@ impl Parking {
         Parking {
             idle_turns: 0,
             checkout,
+            holds_claim: false,
         }
     }
 
     /// Notes a turn's end: the checkout after it, its tool calls, and whether it was cut
     /// off at its step limit.
     pub fn turn_ended(&mut self, checkout: Footprint, events: &[TurnEvent], cut_off: bool) {
-        let changed = cut_off || checkout != self.checkout || changed_the_organization(events);
+        self.holds_claim = holds_claim_after(self.holds_claim, events);
+        let changed = cut_off
+            || self.holds_claim
+            || checkout != self.checkout
+            || changed_the_organization(events);
         self.checkout = checkout;
         self.idle_turns = if changed {
             0
@@ -198,6 +226,29 @@ mod tests {
         idle_twice(&mut p);
         p.turn_ended(at("b"), &[], true);
         assert!(!p.parked(), "a turn cut off at its step limit was working");
+    }
+
+    #[test]
+    fn a_worker_that_holds_a_claim_is_never_parked() {
+        let mut p = Parking::new(at("a"));
+        p.turn_ended(at("a"), &[call("claim", "completed")], false);
+        for _ in 0..3 {
+            p.turn_ended(at("a"), &[call("board_read", "completed")], false);
+            assert!(!p.parked(), "it holds a claim: it is working");
+        }
+        p.turn_ended(at("a"), &[call("release", "completed")], false);
+        p.turn_ended(at("a"), &[], false);
+        assert!(p.parked(), "released, and nothing changed twice in a row");
+        // A claim taken and released in the same turn (a taken part) holds nothing.
+        let mut q = Parking::new(at("a"));
+        for _ in 0..2 {
+            q.turn_ended(
+                at("a"),
+                &[call("claim", "completed"), call("release", "completed")],
+                false,
+            );
+        }
+        assert!(q.parked());
     }
 
     #[test]
