@@ -31,8 +31,8 @@ use std::time::{Duration, Instant};
 use agensh_client::Client;
 use agensh_domain::message::NewMessage;
 use agensh_domain::record::{NewRecord, RecordKind};
-use agensh_netns::pg::Postgres;
 use agensh_netns::Testnet;
+use agensh_testkit::pg::Postgres;
 use anyhow::{anyhow, bail, Context, Result};
 use serde_json::{json, Value};
 

@@ -330,12 +330,16 @@ pub async fn run(a: Args) -> Result<()> {
 
     let server = if a.postgres {
         eprintln!("starting a throwaway PostgreSQL server");
-        Some(crate::pg::PgServer::start(&a.pg_settings)?)
+        Some(crate::pg::start(&a.pg_settings)?)
     } else {
         None
     };
     let store_url = match &server {
-        Some(s) => Some(s.database("agensh_bench")?),
+        Some(s) => Some(
+            s.create_database("agensh_bench")
+                .await
+                .map_err(|e| anyhow!(e))?,
+        ),
         None => a.store.clone(),
     };
     if let Some(url) = &store_url {

@@ -4,8 +4,6 @@
 //! store moved into a real PostgreSQL database, and its hub carrying on there.
 
 mod common;
-#[path = "../../agensh-store/tests/common/pg.rs"]
-mod pg;
 
 use std::time::Duration;
 
@@ -13,6 +11,7 @@ use agensh_domain::record::{NewRecord, RecordKind};
 use agensh_store::migrate::{latest, VERSION_TABLE};
 use agensh_store::postgres::migrate::MIGRATIONS as PG_MIGRATIONS;
 use agensh_store::sqlite::migrate::MIGRATIONS;
+use agensh_testkit::pg;
 use common::{agensh, new_org, HubProcess};
 
 fn version(dir: &std::path::Path, json: bool) -> std::process::Output {

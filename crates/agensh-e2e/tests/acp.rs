@@ -9,39 +9,40 @@ use std::time::{Duration, Instant};
 
 use agensh_node::adapters::acp::{AcpAgent, SESSION_FILE, STDERR_LOG};
 use agensh_node::adapters::{Agent, TurnEvent};
+use agensh_testkit::scenario::{step, Scenario, Step};
 use serde_json::json;
-use support::{entries, group_left_after_kill, live_group_members, tools_called, Org};
+use support::{entries, group_left_after_kill, live_group_members, tools_called, AgentOrg};
 
-const ONE_PART: &str = r#"
-parts = ["p1"]
-[templates]
-part = "def {part}():\n    return '{part}'\n"
-test = "from parts.{part} import {part}\n\ndef test_{part}():\n    assert {part}() == '{part}'\n"
+/// One part in one turn, with a permission request and a request the client does not
+/// offer on the way.
+fn one_part() -> String {
+    Scenario::new()
+        .parts(&["p1"])
+        .templates(
+            "def {part}():\n    return '{part}'\n",
+            "from parts.{part} import {part}\n\ndef test_{part}():\n    assert {part}() == '{part}'\n",
+        )
+        .step(step::claim_free_part())
+        .step(Step::RequestPermission {
+            title: "git push".into(),
+        })
+        .step(Step::ClientRequest {
+            method: "fs/read_text_file".into(),
+            params: json!({"path": "README.md"}),
+        })
+        .step(step::write_part())
+        .step(step::commit_push())
+        .step(step::open_and_merge_pr())
+        .step(step::board_write("PATCH_SUMMARY", "files=parts/{part}.py | idea=return the name | evidence=tests passed"))
+        .step(step::release())
+        .step(step::end_turn())
+        .to_toml()
+}
 
-[[step]]
-action = "claim_free_part"
-[[step]]
-action = "request_permission"
-title = "git push"
-[[step]]
-action = "client_request"
-method = "fs/read_text_file"
-params = { path = "README.md" }
-[[step]]
-action = "write_part"
-[[step]]
-action = "commit_push"
-[[step]]
-action = "open_and_merge_pr"
-[[step]]
-action = "board_write"
-kind = "PATCH_SUMMARY"
-text = "files=parts/{part}.py | idea=return the name | evidence=tests passed"
-[[step]]
-action = "release"
-[[step]]
-action = "end_turn"
-"#;
+/// Only ends its turns.
+fn idle() -> String {
+    Scenario::new().step(step::end_turn()).to_toml()
+}
 
 fn tool_status<'a>(events: &'a [TurnEvent], tool: &str) -> Vec<&'a str> {
     events
@@ -55,10 +56,10 @@ fn tool_status<'a>(events: &'a [TurnEvent], tool: &str) -> Vec<&'a str> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_turn_runs_the_scenario_answers_permissions_and_ends_with_end_turn() {
-    let org = Org::start(1).await;
+    let org = support::start(1).await;
     let w = org.id(0);
     let ctx = org.context(&w).await;
-    let mut agent = org.script_agent(&org.scenario("one", ONE_PART));
+    let mut agent = org.script_agent(&org.scenario("one", &one_part()));
     agent.start(&ctx).await.expect("the scripted agent starts");
     assert!(agent.session_id().is_some_and(|s| !s.is_empty()));
     assert!(
@@ -99,8 +100,8 @@ async fn a_turn_runs_the_scenario_answers_permissions_and_ends_with_end_turn() {
     assert!(files.contains("parts/p1.py"), "{files:?}");
     assert!(files.contains("tests/test_p1.py"), "{files:?}");
     assert_eq!(
-        org.on_main("parts/p1.py").await,
-        "def p1():\n    return 'p1'"
+        org.on_main("parts/p1.py").await.as_deref(),
+        Some("def p1():\n    return 'p1'")
     );
 
     // The permission request got the policy answer (the default, allow once: an agent told
@@ -140,12 +141,18 @@ async fn a_turn_runs_the_scenario_answers_permissions_and_ends_with_end_turn() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stop_mid_turn_cancels_and_leaves_no_process_behind() {
-    let org = Org::start(1).await;
+    let org = support::start(1).await;
     let w = org.id(0);
     let ctx = org.context(&w).await;
     let scenario = org.scenario(
         "slow",
-        "[[step]]\naction = \"say\"\ntext = \"thinking\"\n[[step]]\naction = \"sleep\"\nms = 60000\n[[step]]\naction = \"end_turn\"\n",
+        &Scenario::new()
+            .step(Step::Say {
+                text: "thinking".into(),
+            })
+            .step(Step::Sleep { ms: 60000 })
+            .step(step::end_turn())
+            .to_toml(),
     );
     // A launcher that leaves a child of its own in the group (as npm launchers do), and
     // an agent that would sleep a minute inside its turn.
@@ -188,10 +195,10 @@ async fn stop_mid_turn_cancels_and_leaves_no_process_behind() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_that_ignores_the_end_of_its_input_is_killed() {
-    let org = Org::start(1).await;
+    let org = support::start(1).await;
     let w = org.id(0);
     let ctx = org.context(&w).await;
-    let scenario = org.scenario("idle", "[[step]]\naction = \"end_turn\"\n");
+    let scenario = org.scenario("idle", &idle());
     // Answers like the scripted agent, but keeps running after stdin ends (like
     // codex-acp and gemini --acp): the shell waits for a sleep after the agent exits.
     let mut agent = AcpAgent::new(
@@ -221,7 +228,7 @@ async fn an_agent_that_ignores_the_end_of_its_input_is_killed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_that_exits_at_once_gives_a_clear_error() {
-    let org = Org::start(1).await;
+    let org = support::start(1).await;
     let w = org.id(0);
     let ctx = org.context(&w).await;
 
@@ -274,12 +281,17 @@ async fn an_agent_that_exits_at_once_gives_a_clear_error() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_that_crashes_mid_turn_gives_its_exit_status() {
-    let org = Org::start(1).await;
+    let org = support::start(1).await;
     let w = org.id(0);
     let ctx = org.context(&w).await;
     let scenario = org.scenario(
         "crash",
-        "[[step]]\naction = \"say\"\ntext = \"about to fail\"\n[[step]]\naction = \"exit\"\ncode = 7\n",
+        &Scenario::new()
+            .step(Step::Say {
+                text: "about to fail".into(),
+            })
+            .step(Step::Exit { code: 7 })
+            .to_toml(),
     );
     let mut agent = org.script_agent(&scenario);
     agent.start(&ctx).await.expect("starts");
@@ -294,28 +306,22 @@ async fn an_agent_that_crashes_mid_turn_gives_its_exit_status() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restarted_agent_loads_its_session_and_goes_on() {
-    let org = Org::start(1).await;
+    let org = support::start(1).await;
     let w = org.id(0);
     let ctx = org.context(&w).await;
     let scenario = org.scenario(
         "resume",
-        r#"
-parts = ["p1"]
-[[step]]
-action = "claim_free_part"
-[[step]]
-action = "end_turn"
-[[step]]
-action = "exit"
-code = 9
-[[step]]
-action = "say"
-text = "resumed with {part}"
-[[step]]
-action = "release"
-[[step]]
-action = "end_turn"
-"#,
+        &Scenario::new()
+            .parts(&["p1"])
+            .step(step::claim_free_part())
+            .step(step::end_turn())
+            .step(Step::Exit { code: 9 })
+            .step(Step::Say {
+                text: "resumed with {part}".into(),
+            })
+            .step(step::release())
+            .step(step::end_turn())
+            .to_toml(),
     );
     let mut agent = org.script_agent(&scenario);
     agent.start(&ctx).await.unwrap();
@@ -381,10 +387,10 @@ const SCHED_IDLE: i64 = 5;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_agent_runs_below_the_node_in_cpu_priority_and_its_threads_too() {
     use agensh_node::adapters::cpu::AgentCpu;
-    let org = Org::start(1).await;
+    let org = support::start(1).await;
     let w = org.id(0);
     let ctx = org.context(&w).await;
-    let scenario = org.scenario("cpu", "[[step]]\naction = \"end_turn\"\n");
+    let scenario = org.scenario("cpu", &idle());
     let ours = priority(std::process::id());
     assert_eq!(ours.1, SCHED_OTHER, "the test runs as a normal process");
 
@@ -430,10 +436,10 @@ fn running(text: &str) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_contained_agent_takes_its_detached_jobs_with_it_at_stop() {
-    let org = Org::start(1).await;
+    let org = support::start(1).await;
     let w = org.id(0);
     let ctx = org.context(&w).await;
-    let scenario = org.scenario("idle", "[[step]]\naction = \"end_turn\"\n");
+    let scenario = org.scenario("idle", &idle());
     // The agent's launcher leaves a job in a session of its own (as Claude Code's and
     // Copilot's shell tools do), then becomes the agent.
     let launcher = format!(
@@ -462,10 +468,10 @@ async fn a_contained_agent_takes_its_detached_jobs_with_it_at_stop() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_workers_token_reaches_an_acp_agent_only_in_its_mcp_entry() {
-    let org = Org::start(1).await;
+    let org = support::start(1).await;
     let w = org.id(0);
     let ctx = org.context(&w).await;
-    let scenario = org.scenario("idle", "[[step]]\naction = \"end_turn\"\n");
+    let scenario = org.scenario("idle", &idle());
     let env_file = org.dir().join("agent-env.txt");
     let launcher = format!(
         "env > '{}'; exec '{}' agent script --scenario '{}'",

@@ -16,7 +16,7 @@ use agensh_node::adapters::builtin::{BuiltinAgent, BuiltinConfig, Mode, ToolStyl
 use agensh_node::adapters::{Agent, AgentContext, TurnEvent};
 use serde_json::{json, Value};
 use support::replay::{Replay, Reply};
-use support::{group_left_after_kill, Org};
+use support::{group_left_after_kill, AgentOrg, Org};
 
 const KEY: &str = "sk-test-secret-4242";
 
@@ -28,7 +28,7 @@ struct Setup {
 }
 
 async fn setup(workers: usize, style: ToolStyle, tweak: impl FnOnce(&mut BuiltinConfig)) -> Setup {
-    let org = Org::start(workers).await;
+    let org = support::start(workers).await;
     let replay = Replay::start().await;
     let ctx = org.context(&org.id(0)).await;
     let mut cfg = BuiltinConfig {
@@ -868,7 +868,7 @@ async fn real_model_writes_and_runs_hello_py() {
     let goal = std::env::var("AGENSH_BUILTIN_GOAL").unwrap_or_else(|_| {
         "Write hello.py that prints hello, run it with python3, then end the turn.".into()
     });
-    let org = Org::start(1).await;
+    let org = support::start(1).await;
     let ctx = org.context(&org.id(0)).await;
     let mut agent = BuiltinAgent::new(BuiltinConfig {
         base_url: url,
@@ -1243,7 +1243,7 @@ async fn prompt_tokens_per_request_in_full_and_small_mode() {
         ]);
         let me = t.org.id(0);
         t.agent.turn(&launch_prompt(&me)).await.unwrap();
-        assert_eq!(t.org.on_main("README.md").await.trim(), "hello");
+        assert_eq!(t.org.on_main("README.md").await.as_deref(), Some("hello"));
         let written = std::fs::read_to_string(t.ctx.checkout.join("README.md")).unwrap();
         assert_eq!(written, "goodbye\n", "{mode} mode");
         let tokens: Vec<u64> = t.replay.requests().iter().map(prompt_tokens).collect();

@@ -17,8 +17,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use agensh_netns::pg::Postgres;
 use agensh_netns::Testnet;
+use agensh_testkit::pg::Postgres;
+use agensh_testkit::scenario::{step, Scenario, Step};
+use agensh_testkit::wait_until_blocking;
 use serde_json::Value;
 use support::agensh_bin;
 
@@ -82,17 +84,24 @@ fn parts_on_main(repo: &Path) -> usize {
 /// soon), writes it, pushes it with its own git, merges it and lets its claim go, a turn a
 /// part, until every part is merged.
 fn scenario(tmp: &Path) -> PathBuf {
-    let parts: Vec<String> = (1..=PARTS).map(|p| format!("\"p{p}\"")).collect();
-    let turn = "[[step]]\naction = \"claim_free_part\"\nwait = true\nlease_secs = 10\n\
-                [[step]]\naction = \"write_part\"\n\
-                [[step]]\naction = \"commit_push\"\n[[step]]\naction = \"open_and_merge_pr\"\n\
-                [[step]]\naction = \"release\"\n[[step]]\naction = \"end_turn\"\n";
-    let text = format!(
-        "parts = [{}]\n[templates]\npart = \"def {{part}}():\\n    return '{{part}}'\\n\"\n\
-         test = \"assert True\\n\"\n{}",
-        parts.join(", "),
-        turn.repeat(PARTS)
-    );
+    let parts: Vec<String> = (1..=PARTS).map(|p| format!("p{p}")).collect();
+    let parts: Vec<&str> = parts.iter().map(String::as_str).collect();
+    let turn = [
+        Step::ClaimFreePart {
+            lease_secs: Some(10),
+            wait: true,
+        },
+        step::write_part(),
+        step::commit_push(),
+        step::open_and_merge_pr(),
+        step::release(),
+        step::end_turn(),
+    ];
+    let text = Scenario::new()
+        .parts(&parts)
+        .templates("def {part}():\n    return '{part}'\n", "assert True\n")
+        .steps((0..PARTS).flat_map(|_| turn.clone()))
+        .to_toml();
     let path = tmp.join("scenario.toml");
     std::fs::write(&path, text).unwrap();
     path
@@ -109,14 +118,6 @@ fn turn_log(node_dir: &Path, worker: &str) -> Vec<Value> {
     .lines()
     .filter_map(|l| serde_json::from_str(l).ok())
     .collect()
-}
-
-fn wait_until(limit: Duration, what: &str, mut done: impl FnMut() -> bool) {
-    let started = Instant::now();
-    while !done() {
-        assert!(started.elapsed() < limit, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(250));
-    }
 }
 
 /// SIGTERM (the node's Ctrl-C), then its exit; the status.
@@ -177,7 +178,7 @@ fn three_nodes_on_other_hosts_finish_48_parts_on_postgres_one_killed_and_restart
         .stderr(hub_log)
         .spawn()
         .unwrap();
-    wait_until(
+    wait_until_blocking(
         Duration::from_secs(60),
         "the hub's hub.json",
         || matches!(agensh_hub::read_hub_info(&hub_dir), Ok(i) if i.pid == hub.id()),
@@ -247,7 +248,7 @@ fn three_nodes_on_other_hosts_finish_48_parts_on_postgres_one_killed_and_restart
             })
             .unwrap_or_default()
     };
-    wait_until(
+    wait_until_blocking(
         Duration::from_secs(300),
         "a third of the parts merged and half of n2's workers through a turn",
         || parts_on_main(&repo) >= PARTS / 3 && ran(&node_dirs[1]).len() >= WORKERS / 2,
@@ -294,7 +295,7 @@ fn three_nodes_on_other_hosts_finish_48_parts_on_postgres_one_killed_and_restart
         std::thread::sleep(Duration::from_millis(250));
     }
     eprintln!("{:?}: node n2's workers resumed", started.elapsed());
-    wait_until(Duration::from_secs(300), "every part merged", || {
+    wait_until_blocking(Duration::from_secs(300), "every part merged", || {
         parts_on_main(&repo) >= PARTS
     });
     eprintln!("{:?}: every part merged", started.elapsed());

@@ -13,7 +13,6 @@ use std::time::Duration;
 use agensh_workspace::checkout::Created;
 use agensh_workspace::git::{Git, NetworkJobs};
 use agensh_workspace::remote::Remote;
-use support::Org;
 
 /// The `git clone` processes of this machine whose arguments name `url`. A child git forks
 /// shows its parent's arguments until it runs its own program, so a match whose parent
@@ -54,9 +53,9 @@ fn clones_running(url: &str) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sixty_four_clones_at_once_never_run_more_git_than_the_limit() {
     const LIMIT: usize = 4;
-    let org = Org::start(64).await;
+    let org = support::start(64).await;
     let remote = Remote::new(
-        &org.hub.url,
+        &org.hub().url,
         org.tmp.path().join("node/.agensh/credentials"),
         NetworkJobs::new(LIMIT),
     );
@@ -113,11 +112,11 @@ async fn agent_git(dir: &Path, id: &str, args: &[&str]) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_remote_checkout_keeps_its_token_out_of_git_and_resumes_from_the_hub() {
-    let org = Org::start(2).await;
+    let org = support::start(2).await;
     let (id, token) = org.workers[0].clone();
     let node = org.tmp.path().join("node");
     let remote = Remote::new(
-        &org.hub.url,
+        &org.hub().url,
         node.join(".agensh/credentials"),
         NetworkJobs::new(2),
     );
@@ -129,7 +128,7 @@ async fn a_remote_checkout_keeps_its_token_out_of_git_and_resumes_from_the_hub()
 
     // No token where `git remote -v` or the configuration shows it; the file is 0600.
     let remotes = agent_git(&dir, &id, &["remote", "-v"]).await;
-    assert!(remotes.contains(&format!("{}/git/workspace.git", org.hub.url)));
+    assert!(remotes.contains(&format!("{}/git/workspace.git", org.hub().url)));
     let config = std::fs::read_to_string(dir.join(".git/config")).unwrap();
     assert!(
         !remotes.contains(&token) && !config.contains(&token),

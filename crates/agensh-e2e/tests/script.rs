@@ -11,40 +11,41 @@ use agensh_domain::message::NewMessage;
 use agensh_domain::record::RecordKind;
 use agensh_node::adapters::acp::AcpAgent;
 use agensh_node::adapters::Agent;
-use support::{entries, tools_called, Org};
+use agensh_testkit::scenario::{step, Scenario, Step};
+use serde_json::Value;
+use support::{entries, tools_called, AgentOrg, Org};
 
-/// Each prompt: claim; then write, push, merge, summarize, release.
-const TWO_TURNS: &str = r#"
-parts = ["p1", "p2", "p3"]
-[templates]
-part = "def {part}():\n    return '{part}'\n"
-test = "from parts.{part} import {part}\n"
-
-[[step]]
-action = "claim_free_part"
-[[step]]
-action = "end_turn"
-
-[[step]]
-action = "write_part"
-[[step]]
-action = "write_file"
-path = "PARTS.md"
-text = "- {part} by {worker}\n"
-append = true
-[[step]]
-action = "commit_push"
-[[step]]
-action = "open_and_merge_pr"
-[[step]]
-action = "board_write"
-kind = "PATCH_SUMMARY"
-text = "files=parts/{part}.py | idea=return the name | evidence=tests passed"
-[[step]]
-action = "release"
-[[step]]
-action = "end_turn"
-"#;
+/// Each prompt: claim; then write, push, merge, summarize, release (with `one_turn`, all
+/// in one turn).
+fn claim_then_ship(parts: &[&str], one_turn: bool) -> String {
+    let claim = if one_turn {
+        vec![step::claim_free_part()]
+    } else {
+        vec![step::claim_free_part(), step::end_turn()]
+    };
+    Scenario::new()
+        .parts(parts)
+        .templates(
+            "def {part}():\n    return '{part}'\n",
+            "from parts.{part} import {part}\n",
+        )
+        .steps(claim)
+        .step(step::write_part())
+        .step(Step::WriteFile {
+            path: "PARTS.md".into(),
+            text: "- {part} by {worker}\n".into(),
+            append: true,
+        })
+        .step(step::commit_push())
+        .step(step::open_and_merge_pr())
+        .step(step::board_write(
+            "PATCH_SUMMARY",
+            "files=parts/{part}.py | idea=return the name | evidence=tests passed",
+        ))
+        .step(step::release())
+        .step(step::end_turn())
+        .to_toml()
+}
 
 async fn started(org: &Org, id: &str, scenario: &std::path::Path) -> AcpAgent {
     let ctx = org.context(id).await;
@@ -55,9 +56,9 @@ async fn started(org: &Org, id: &str, scenario: &std::path::Path) -> AcpAgent {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_second_agent_sees_the_overlap_takes_another_part_and_both_merge() {
-    let org = Org::start(3).await;
+    let org = support::start(3).await;
     let (a, b, c) = (org.id(0), org.id(1), org.id(2));
-    let scenario = org.scenario("two", TWO_TURNS);
+    let scenario = org.scenario("two", &claim_then_ship(&["p1", "p2", "p3"], false));
     let mut agent_a = started(&org, &a, &scenario).await;
     let mut agent_b = started(&org, &b, &scenario).await;
 
@@ -111,7 +112,7 @@ async fn the_second_agent_sees_the_overlap_takes_another_part_and_both_merge() {
     ] {
         assert!(files.contains(f), "{f} is on main: {files:?}");
     }
-    let parts_md = org.on_main("PARTS.md").await;
+    let parts_md = org.on_main("PARTS.md").await.expect("PARTS.md is on main");
     assert!(parts_md.contains(&format!("- p1 by {a}")), "{parts_md}");
     assert!(parts_md.contains(&format!("- p2 by {b}")), "{parts_md}");
     let prs = org
@@ -167,21 +168,16 @@ async fn the_second_agent_sees_the_overlap_takes_another_part_and_both_merge() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn when_every_part_is_taken_an_agent_posts_nothing_and_idles() {
-    let org = Org::start(2).await;
+    let org = support::start(2).await;
     let (a, b) = (org.id(0), org.id(1));
     let scenario = org.scenario(
         "one",
-        r#"
-parts = ["only"]
-[[step]]
-action = "claim_free_part"
-[[step]]
-action = "board_write"
-kind = "FACT"
-text = "working on {part}"
-[[step]]
-action = "end_turn"
-"#,
+        &Scenario::new()
+            .parts(&["only"])
+            .step(step::claim_free_part())
+            .step(step::board_write("FACT", "working on {part}"))
+            .step(step::end_turn())
+            .to_toml(),
     );
     let mut agent_a = started(&org, &a, &scenario).await;
     let mut agent_b = started(&org, &b, &scenario).await;
@@ -209,18 +205,8 @@ action = "end_turn"
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn four_agents_at_once_take_four_different_parts_and_all_merge() {
-    let org = Org::start(4).await;
-    let one_turn = TWO_TURNS
-        .replacen(
-            "[[step]]\naction = \"claim_free_part\"\n[[step]]\naction = \"end_turn\"\n",
-            "[[step]]\naction = \"claim_free_part\"\n",
-            1,
-        )
-        .replacen(
-            r#"parts = ["p1", "p2", "p3"]"#,
-            r#"parts = ["p1", "p2", "p3", "p4"]"#,
-            1,
-        );
+    let org = support::start(4).await;
+    let one_turn = claim_then_ship(&["p1", "p2", "p3", "p4"], true);
     assert_eq!(one_turn.matches("end_turn").count(), 1, "{one_turn}");
     assert!(one_turn.contains("p4"));
     let scenario = org.scenario("all", &one_turn);
@@ -236,7 +222,7 @@ async fn four_agents_at_once_take_four_different_parts_and_all_merge() {
     for p in ["p1", "p2", "p3", "p4"] {
         assert!(files.contains(&format!("parts/{p}.py")), "{p}: {files:?}");
     }
-    let parts_md = org.on_main("PARTS.md").await;
+    let parts_md = org.on_main("PARTS.md").await.expect("PARTS.md is on main");
     assert_eq!(parts_md.lines().count(), 5, "{parts_md}");
     let prs = org
         .client(&org.id(0))
@@ -279,24 +265,24 @@ async fn futures_join_all<F: std::future::Future>(futs: impl Iterator<Item = F>)
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_direct_message_reaches_a_polling_agent_inside_its_turn() {
-    let org = Org::start(2).await;
+    let org = support::start(2).await;
     let (a, b) = (org.id(0), org.id(1));
     let scenario = org.scenario(
         "poll",
-        r#"
-[[step]]
-action = "poll"
-tool = "workers"
-every_ms = 100
-for_ms = 20000
-until_notice = true
-[[step]]
-action = "msg_dm"
-to = "w02"
-text = "got it"
-[[step]]
-action = "end_turn"
-"#,
+        &Scenario::new()
+            .step(Step::Poll {
+                tool: "workers".into(),
+                args: Value::Null,
+                every_ms: 100,
+                for_ms: 20000,
+                until_notice: true,
+            })
+            .step(Step::MsgDm {
+                to: "w02".into(),
+                text: "got it".into(),
+            })
+            .step(step::end_turn())
+            .to_toml(),
     );
     assert_eq!(b, "w02");
     let mut agent = started(&org, &a, &scenario).await;

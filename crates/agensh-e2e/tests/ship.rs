@@ -9,8 +9,9 @@ use agensh_client::mcp::McpClient;
 use agensh_domain::config::Config;
 use agensh_node::adapters::Agent;
 use agensh_node::mcp_proxy::{McpProxy, ProxiedWorker};
+use agensh_testkit::scenario::{step, Scenario, Step};
 use serde_json::json;
-use support::{entries, Org};
+use support::{entries, AgentOrg, Org};
 
 /// A proxy in front of `org`'s hub for the workers `ids` (their checkouts made).
 async fn proxy(org: &Org, ids: &[String]) -> McpProxy {
@@ -23,12 +24,12 @@ async fn proxy(org: &Org, ids: &[String]) -> McpProxy {
             checkout: ctx.checkout,
         });
     }
-    McpProxy::start(&org.hub.url, workers).await.unwrap()
+    McpProxy::start(&org.hub().url, workers).await.unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ship_through_the_proxy_commits_and_pushes_what_is_left_then_merges() {
-    let org = Org::start(1).await;
+    let org = support::start(1).await;
     let id = org.id(0);
     let p = proxy(&org, std::slice::from_ref(&id)).await;
     let checkout = org.context(&id).await.checkout;
@@ -53,7 +54,7 @@ async fn ship_through_the_proxy_commits_and_pushes_what_is_left_then_merges() {
     );
     assert!(lines[0].ends_with(" to w01/work"), "{}", r.text);
     assert_eq!(lines[1], "shipped PR #1 into main; peers are told:");
-    assert_eq!(org.on_main("feature.txt").await, "done");
+    assert_eq!(org.on_main("feature.txt").await.as_deref(), Some("done"));
     assert_eq!(
         org.bare_git(&["log", "-1", "--format=%an %s", "w01/work"])
             .await,
@@ -63,7 +64,7 @@ async fn ship_through_the_proxy_commits_and_pushes_what_is_left_then_merges() {
 
 #[tokio::test]
 async fn everything_but_ship_reaches_the_hub_and_comes_back_unchanged() {
-    let org = Org::start(1).await;
+    let org = support::start(1).await;
     let id = org.id(0);
     let p = proxy(&org, std::slice::from_ref(&id)).await;
     let post = |url: String, token: String, body: &'static str| async move {
@@ -81,7 +82,7 @@ async fn everything_but_ship_reaches_the_hub_and_comes_back_unchanged() {
         let session = resp.headers().contains_key("mcp-session-id");
         (status, session, resp.text().await.unwrap())
     };
-    let hub = format!("{}/mcp", org.hub.url);
+    let hub = format!("{}/mcp", org.hub().url);
     let token = org.token(&id).to_string();
     for body in [
         r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#,
@@ -105,25 +106,24 @@ async fn everything_but_ship_reaches_the_hub_and_comes_back_unchanged() {
 }
 
 /// Each worker claims the first free part, writes it and its test, and ships in one call.
-const SHIP_A_PART: &str = r#"
-parts = ["pass", "fail"]
-part_path = "parts/{part}.sh"
-test_path = "tests/test_{part}.sh"
-[templates]
-part = "test {part} = pass\n"
-test = "sh parts/{part}.sh\n"
-
-[[step]]
-action = "claim_free_part"
-[[step]]
-action = "write_part"
-[[step]]
-action = "call"
-tool = "ship"
-args = { title = "Add {part}", summary = "files=parts/{part}.sh | evidence=tests/test_{part}.sh passes" }
-[[step]]
-action = "end_turn"
-"#;
+fn ship_a_part() -> String {
+    Scenario::new()
+        .parts(&["pass", "fail"])
+        .part_path("parts/{part}.sh")
+        .test_path("tests/test_{part}.sh")
+        .templates("test {part} = pass\n", "sh parts/{part}.sh\n")
+        .step(step::claim_free_part())
+        .step(step::write_part())
+        .step(Step::Call {
+            tool: "ship".into(),
+            args: json!({
+                "title": "Add {part}",
+                "summary": "files=parts/{part}.sh | evidence=tests/test_{part}.sh passes",
+            }),
+        })
+        .step(step::end_turn())
+        .to_toml()
+}
 
 /// Runs every part's test; the first that fails refuses the merge.
 const GATE: &str = r#"for t in tests/test_*.sh; do echo "running $t"; sh "$t" || { echo "FAILED: $t"; exit 1; }; done"#;
@@ -132,10 +132,10 @@ const GATE: &str = r#"for t in tests/test_*.sh; do echo "running $t"; sh "$t" ||
 async fn ship_merges_a_passing_part_in_one_call_and_the_gate_refuses_a_failing_one() {
     let mut config = Config::with_goal("test");
     config.merge.gate = GATE.to_string();
-    let org = Org::start_with(2, config).await;
+    let org = support::start_with(2, config).await;
     let (a, b) = (org.id(0), org.id(1));
     let p = proxy(&org, &[a.clone(), b.clone()]).await;
-    let scenario = org.scenario("ship", SHIP_A_PART);
+    let scenario = org.scenario("ship", &ship_a_part());
     for id in [&a, &b] {
         let mut ctx = org.context(id).await;
         ctx.mcp_proxy = Some(p.url().to_string());
@@ -154,7 +154,10 @@ async fn ship_merges_a_passing_part_in_one_call_and_the_gate_refuses_a_failing_o
     assert!(text.contains("committed 2 changed file(s)"), "{text}");
     assert!(text.contains("merged PR #1 into main"), "{text}");
     assert!(text.contains("released G1: part pass"), "{text}");
-    assert_eq!(org.on_main("parts/pass.sh").await, "test pass = pass");
+    assert_eq!(
+        org.on_main("parts/pass.sh").await.as_deref(),
+        Some("test pass = pass")
+    );
 
     let refused: Vec<_> = entries(&log, "tool", &b)
         .into_iter()

@@ -447,7 +447,7 @@ async fn the_overview_counts_merges_health_and_scores() {
 
 #[tokio::test]
 async fn a_workers_diff_shows_the_branch_it_committed_to_last() {
-    let org = common::org::Org::start().await;
+    let org = common::org::example().await;
     let get = |path: &'static str| org.call(reqwest::Method::GET, path, None, None);
     let (status, d) = get("/api/v1/workers/w01/diff").await;
     assert_eq!(status, 200, "{d}");

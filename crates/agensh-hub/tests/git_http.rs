@@ -6,131 +6,64 @@ use std::borrow::BorrowMut;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::Arc;
+use std::time::Duration;
 
-use agensh_client::Client;
 use agensh_domain::config::Config;
 use agensh_domain::event::kinds;
-use agensh_hub::RunningHub;
 use agensh_store::SqliteStore;
-use agensh_workspace::Workspace;
-use tempfile::TempDir;
+use agensh_testkit::{plain_git as git, wait_until, Org};
 
-/// An organization directory with a seeded workspace and a hub serving it.
-struct Org {
-    tmp: TempDir,
-    hub: RunningHub,
-    /// (id, token) of each worker, in id order.
-    workers: Vec<(String, String)>,
+/// An organization over a workspace seeded by plain git with `README.md`, with `workers`
+/// workers.
+async fn start(workers: usize) -> Org {
+    start_with(workers, Config::with_goal("test")).await
 }
 
-impl Org {
-    async fn start(workers: usize) -> Org {
-        Self::start_with(workers, Config::with_goal("test")).await
-    }
+async fn start_with(workers: usize, config: Config) -> Org {
+    Org::builder()
+        .plain_git()
+        .file("README.md", "hello\n")
+        .config(config)
+        .workers(workers)
+        .start()
+        .await
+}
 
-    async fn start_with(workers: usize, config: Config) -> Org {
-        let tmp = tempfile::tempdir().unwrap();
-        let state = tmp.path().join("org").join(".agensh");
-        std::fs::create_dir_all(&state).unwrap();
-        let bare = state.join("workspace.git");
-        let seed = tmp.path().join("seed");
-        std::fs::create_dir_all(&seed).unwrap();
-        run_ok(git(tmp.path(), &["init", "--quiet", "--bare", "-b", "main"]).arg(&bare)).await;
-        run_ok(git(&seed, &["init", "--quiet", "-b", "main"])).await;
-        std::fs::write(seed.join("README.md"), "hello\n").unwrap();
-        run_ok(git(&seed, &["add", "."])).await;
-        run_ok(git(&seed, &["commit", "--quiet", "-m", "seed"])).await;
-        run_ok(git(&seed, &["push", "--quiet"]).arg(&bare).arg("main")).await;
-
-        let store = SqliteStore::open(&state.join("store.sqlite")).unwrap();
-        let ws = Workspace::open(&bare).unwrap();
-        let hub =
-            agensh_hub::start_with_workspace(Arc::new(store), Some(ws), config, "127.0.0.1:0")
-                .await
-                .unwrap();
-        let workers = if workers > 0 {
-            Client::new(&hub.url, &hub.admin_token)
-                .add_workers(workers)
-                .await
-                .unwrap()
-                .into_iter()
-                .map(|w| (w.id, w.token))
-                .collect()
-        } else {
-            Vec::new()
-        };
-        Org { tmp, hub, workers }
-    }
-
-    fn org_dir(&self) -> PathBuf {
-        self.tmp.path().join("org")
-    }
-
-    fn bare(&self) -> PathBuf {
-        self.org_dir().join(".agensh").join("workspace.git")
-    }
-
-    fn token(&self, id: &str) -> &str {
-        &self.workers.iter().find(|(w, _)| w == id).unwrap().1
-    }
-
+/// What these tests add to the test kit's organization.
+trait GitOrg {
     /// The workspace URL with `user:token` credentials.
-    fn url_as(&self, user: &str, token: &str) -> String {
-        let host = self.hub.url.strip_prefix("http://").unwrap();
+    fn git_url_as(&self, user: &str, token: &str) -> String;
+    /// The workspace URL with `id`'s credentials (`admin`: the admin's).
+    fn git_url(&self, id: &str) -> String;
+    /// A scratch directory outside the organization.
+    fn scratch(&self, name: &str) -> PathBuf;
+    /// Clones over HTTP as `id` into the scratch directory `name`.
+    async fn clone_as(&self, id: &str, name: &str) -> PathBuf;
+}
+
+impl GitOrg for Org {
+    fn git_url_as(&self, user: &str, token: &str) -> String {
+        let host = self.url().strip_prefix("http://").unwrap();
         format!("http://{user}:{token}@{host}/git/workspace.git")
     }
 
-    fn url(&self, id: &str) -> String {
+    fn git_url(&self, id: &str) -> String {
         if id == "admin" {
-            self.url_as("admin", &self.hub.admin_token)
+            self.git_url_as("admin", &self.hub().admin_token)
         } else {
-            self.url_as(id, self.token(id))
+            self.git_url_as(id, self.token(id))
         }
     }
 
-    /// A scratch directory outside the organization.
     fn scratch(&self, name: &str) -> PathBuf {
         self.tmp.path().join(name)
     }
 
-    /// Clones over HTTP as `id` into the scratch directory `name`.
     async fn clone_as(&self, id: &str, name: &str) -> PathBuf {
         let dir = self.scratch(name);
-        run_ok(git(self.tmp.path(), &["clone", "--quiet", &self.url(id)]).arg(&dir)).await;
+        run_ok(git(self.tmp.path(), &["clone", "--quiet", &self.git_url(id)]).arg(&dir)).await;
         dir
     }
-
-    /// The commit `refname` points at in the bare repository.
-    fn resolve(&self, refname: &str) -> Option<String> {
-        let out = Command::new("git")
-            .arg("--git-dir")
-            .arg(self.bare())
-            .args(["rev-parse", "--verify", "--quiet", refname])
-            .output()
-            .unwrap();
-        out.status
-            .success()
-            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
-    }
-}
-
-/// A `git` command in `dir` that uses no credential helper, never prompts, ignores the
-/// user's configuration and commits as a test identity.
-fn git(dir: &Path, args: &[&str]) -> Command {
-    let mut c = Command::new("git");
-    c.current_dir(dir)
-        .args(["-c", "credential.helper=", "-c", "init.defaultBranch=main"])
-        .args(args)
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_AUTHOR_NAME", "Test")
-        .env("GIT_AUTHOR_EMAIL", "test@example.invalid")
-        .env("GIT_COMMITTER_NAME", "Test")
-        .env("GIT_COMMITTER_EMAIL", "test@example.invalid")
-        .env_remove("AGENSH_PUSHER")
-        .env_remove("GIT_DIR");
-    c
 }
 
 /// Runs a git command off the runtime's threads (the hub serves on them).
@@ -168,13 +101,13 @@ async fn commit(dir: &Path, name: &str, text: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn workers_clone_and_push_only_their_own_branches() {
-    let org = Org::start(2).await;
+    let org = start(2).await;
     let c1 = org.clone_as("w01", "c1").await;
     assert_eq!(
         std::fs::read_to_string(c1.join("README.md")).unwrap(),
         "hello\n"
     );
-    let main_before = org.resolve("refs/heads/main");
+    let main_before = org.resolve("refs/heads/main").await;
 
     commit(&c1, "a.txt", "a\n").await;
     run_ok(git(
@@ -184,7 +117,7 @@ async fn workers_clone_and_push_only_their_own_branches() {
     .await;
     let head = String::from_utf8(run_ok(git(&c1, &["rev-parse", "HEAD"])).await.stdout).unwrap();
     assert_eq!(
-        org.resolve("refs/heads/w01/feature").as_deref(),
+        org.resolve("refs/heads/w01/feature").await.as_deref(),
         Some(head.trim())
     );
 
@@ -192,14 +125,14 @@ async fn workers_clone_and_push_only_their_own_branches() {
     assert!(err.contains("pull request"), "{err}");
     assert!(err.contains("agensh pr open w01/<name>"), "{err}");
     assert_eq!(
-        org.resolve("refs/heads/main"),
+        org.resolve("refs/heads/main").await,
         main_before,
         "main did not move"
     );
 
     let err = run_err(git(&c1, &["push", "origin", "HEAD:refs/heads/w02/x"])).await;
     assert!(err.contains("refs/heads/w01/<name>"), "{err}");
-    assert!(org.resolve("refs/heads/w02/x").is_none());
+    assert!(org.resolve("refs/heads/w02/x").await.is_none());
 
     let err = run_err(git(&c1, &["push", "origin", "HEAD:refs/tags/v1"])).await;
     assert!(err.contains("refs/heads/w01/<name>"), "{err}");
@@ -209,13 +142,13 @@ async fn workers_clone_and_push_only_their_own_branches() {
         &["push", "--quiet", "origin", ":refs/heads/w01/feature"],
     ))
     .await;
-    assert!(org.resolve("refs/heads/w01/feature").is_none());
+    assert!(org.resolve("refs/heads/w01/feature").await.is_none());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn credentials_are_required_and_must_match() {
-    let org = Org::start(2).await;
-    let wrong = org.url_as("w01", "agw_not_a_token");
+    let org = start(2).await;
+    let wrong = org.git_url_as("w01", "agw_not_a_token");
     let err =
         run_err(git(org.tmp.path(), &["clone", "--quiet", &wrong]).arg(org.scratch("x"))).await;
     assert!(
@@ -223,13 +156,13 @@ async fn credentials_are_required_and_must_match() {
         "{err}"
     );
     // Another worker's token under my id.
-    let swapped = org.url_as("w01", org.token("w02"));
+    let swapped = org.git_url_as("w01", org.token("w02"));
     run_err(git(org.tmp.path(), &["clone", "--quiet", &swapped]).arg(org.scratch("y"))).await;
 
     let http = reqwest::Client::new();
     let info = format!(
         "{}/git/workspace.git/info/refs?service=git-upload-pack",
-        org.hub.url
+        org.hub().url
     );
     let resp = http.get(&info).send().await.unwrap();
     assert_eq!(resp.status(), 401);
@@ -270,7 +203,7 @@ async fn credentials_are_required_and_must_match() {
         "info/refs?service=git-upload-archive",
     ] {
         let resp = http
-            .get(format!("{}/git/workspace.git/{path}", org.hub.url))
+            .get(format!("{}/git/workspace.git/{path}", org.hub().url))
             .basic_auth("w01", Some(org.token("w01")))
             .send()
             .await
@@ -310,16 +243,21 @@ async fn a_hub_without_a_workspace_serves_no_git() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn admin_pushes_main_and_workers_hear_of_it() {
-    let org = Org::start(2).await;
+    let org = start(2).await;
     let a = org.clone_as("admin", "a").await;
     commit(&a, "admin.txt", "by admin\n").await;
     run_ok(git(&a, &["push", "--quiet", "origin", "HEAD:main"])).await;
-    let main = org.resolve("refs/heads/main").unwrap();
+    let main = org.resolve("refs/heads/main").await.unwrap();
     let head = String::from_utf8(run_ok(git(&a, &["rev-parse", "HEAD"])).await.stdout).unwrap();
     assert_eq!(main, head.trim());
 
     // The push's answer ends only after the announcement is stored.
-    let events = org.hub.store().pending_events("w02", 0, 10).await.unwrap();
+    let events = org
+        .hub()
+        .store()
+        .pending_events("w02", 0, 10)
+        .await
+        .unwrap();
     let updated: Vec<_> = events
         .iter()
         .filter(|e| e.kind == kinds::MAIN_UPDATED)
@@ -335,7 +273,12 @@ async fn admin_pushes_main_and_workers_hear_of_it() {
         &["push", "--quiet", "origin", "HEAD:refs/heads/admin-side"],
     ))
     .await;
-    let events = org.hub.store().pending_events("w02", 0, 10).await.unwrap();
+    let events = org
+        .hub()
+        .store()
+        .pending_events("w02", 0, 10)
+        .await
+        .unwrap();
     assert_eq!(
         events
             .iter()
@@ -347,7 +290,7 @@ async fn admin_pushes_main_and_workers_hear_of_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn workers_fetch_each_others_branches() {
-    let org = Org::start(2).await;
+    let org = start(2).await;
     let c1 = org.clone_as("w01", "c1").await;
     let c2 = org.clone_as("w02", "c2").await;
     commit(&c2, "two.txt", "from w02\n").await;
@@ -377,7 +320,7 @@ fn noise(len: usize, mut seed: u64) -> Vec<u8> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn large_pushes_and_fetches_stream() {
-    let org = Org::start(2).await;
+    let org = start(2).await;
     let c1 = org.clone_as("w01", "c1").await;
     std::fs::write(c1.join("big.bin"), noise(6 << 20, 0x9e37_79b9_7f4a_7c15)).unwrap();
     run_ok(git(&c1, &["add", "big.bin"])).await;
@@ -387,7 +330,7 @@ async fn large_pushes_and_fetches_stream() {
         &["push", "--quiet", "origin", "HEAD:refs/heads/w01/big"],
     ))
     .await;
-    assert!(org.resolve("refs/heads/w01/big").is_some());
+    assert!(org.resolve("refs/heads/w01/big").await.is_some());
 
     let c2 = org.clone_as("w02", "c2").await;
     run_ok(git(&c2, &["fetch", "--quiet", "origin"])).await;
@@ -400,12 +343,12 @@ async fn large_pushes_and_fetches_stream() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn local_pushes_follow_the_policy_by_checkout_directory() {
-    let org = Org::start(2).await;
+    let org = start(2).await;
     let bare = org.bare();
     let bare = bare.to_str().unwrap();
 
     // A worker's own checkout, as the node makes it.
-    let workers = org.org_dir().join("workers");
+    let workers = org.dir().join("workers");
     std::fs::create_dir_all(&workers).unwrap();
     run_ok(git(&workers, &["clone", "--quiet", bare, "w01"])).await;
     let w01 = workers.join("w01");
@@ -415,7 +358,7 @@ async fn local_pushes_follow_the_policy_by_checkout_directory() {
         &["push", "--quiet", "origin", "HEAD:refs/heads/w01/local"],
     ))
     .await;
-    assert!(org.resolve("refs/heads/w01/local").is_some());
+    assert!(org.resolve("refs/heads/w01/local").await.is_some());
 
     // From a subdirectory of the checkout, too.
     std::fs::create_dir_all(w01.join("src")).unwrap();
@@ -436,7 +379,7 @@ async fn local_pushes_follow_the_policy_by_checkout_directory() {
     )
     .await;
     assert!(err.contains("w02 may not push refs/heads/w01/x"), "{err}");
-    assert!(org.resolve("refs/heads/w01/x").is_none());
+    assert!(org.resolve("refs/heads/w01/x").await.is_none());
 
     // Outside any worker's checkout nobody is known.
     let outside = org.scratch("outside");
@@ -447,13 +390,13 @@ async fn local_pushes_follow_the_policy_by_checkout_directory() {
     assert!(err.contains("over HTTP"), "{err}");
     assert!(err.contains("workers/<id>/"), "{err}");
     assert!(err.contains("AGENSH_PUSHER"), "{err}");
-    assert!(org.resolve("refs/heads/w01/o").is_none());
+    assert!(org.resolve("refs/heads/w01/o").await.is_none());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn gzipped_requests_are_inflated_by_git() {
-    let org = Org::start(1).await;
-    let main = org.resolve("refs/heads/main").unwrap();
+    let org = start(1).await;
+    let main = org.resolve("refs/heads/main").await.unwrap();
     let request = format!("0032want {main}\n00000009done\n");
     let gz = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(gz.path(), &request).unwrap();
@@ -464,7 +407,10 @@ async fn gzipped_requests_are_inflated_by_git() {
         .unwrap();
     assert!(out.status.success());
     let resp = reqwest::Client::new()
-        .post(format!("{}/git/workspace.git/git-upload-pack", org.hub.url))
+        .post(format!(
+            "{}/git/workspace.git/git-upload-pack",
+            org.hub().url
+        ))
         .basic_auth("w01", Some(org.token("w01")))
         .header("content-type", "application/x-git-upload-pack-request")
         .header("content-encoding", "gzip")
@@ -506,46 +452,40 @@ fn backends_in(state: &Path) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_backend_ends_when_the_client_goes_away() {
-    let org = Org::start(1).await;
-    let state = org.org_dir().join(".agensh");
+    let org = start(1).await;
+    let state = org.dir().join(".agensh");
     let conn = stalled_push(&org, 1_000_000).await;
     drop(conn);
-    backends_end(
-        &state,
-        std::time::Duration::from_secs(10),
-        "the backend is still running after its client left",
+    wait_until(
+        Duration::from_secs(10),
+        "the backend to end after its client left",
+        async || backends_in(&state) == 0,
     )
     .await;
-}
-
-/// Waits until no git process serves the organization at `state`, or fails after `within`.
-async fn backends_end(state: &Path, within: std::time::Duration, what: &str) {
-    let deadline = std::time::Instant::now() + within;
-    while backends_in(state) > 0 {
-        assert!(std::time::Instant::now() < deadline, "{what}");
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
 }
 
 /// Opens a push that sends its headers and a few bytes of a `len`-byte body, then
 /// stalls; returns the connection once the backend runs.
 async fn stalled_push(org: &Org, len: u64) -> tokio::net::TcpStream {
     use tokio::io::AsyncWriteExt;
-    let state = org.org_dir().join(".agensh");
+    let state = org.dir().join(".agensh");
     let before = backends_in(&state);
-    let mut conn = tokio::net::TcpStream::connect(org.hub.addr).await.unwrap();
+    let mut conn = tokio::net::TcpStream::connect(org.hub().addr)
+        .await
+        .unwrap();
     let head = format!(
         "POST /git/workspace.git/git-receive-pack HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\nContent-Type: application/x-git-receive-pack-request\r\nContent-Length: {len}\r\n\r\n0000",
-        org.hub.addr,
+        org.hub().addr,
         org.token("w01")
     );
     conn.write_all(head.as_bytes()).await.unwrap();
     conn.flush().await.unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while backends_in(&state) <= before {
-        assert!(std::time::Instant::now() < deadline, "the backend starts");
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    wait_until(
+        Duration::from_secs(10),
+        "the backend to start",
+        async || backends_in(&state) > before,
+    )
+    .await;
     conn
 }
 
@@ -553,14 +493,14 @@ async fn stalled_push(org: &Org, len: u64) -> tokio::net::TcpStream {
 async fn a_stalled_push_is_cut_off_and_its_backend_killed() {
     let mut config = Config::with_goal("test");
     config.hub.body_timeout_secs = 1;
-    let org = Org::start_with(1, config).await;
-    let state = org.org_dir().join(".agensh");
+    let org = start_with(1, config).await;
+    let state = org.dir().join(".agensh");
     let conn = stalled_push(&org, 100_000).await;
     // The client stays connected, sending nothing: the stall timer ends it.
-    backends_end(
-        &state,
-        std::time::Duration::from_secs(10),
-        "the backend of a stalled push still runs",
+    wait_until(
+        Duration::from_secs(10),
+        "the stall timer to end the backend of a stalled push",
+        async || backends_in(&state) == 0,
     )
     .await;
     drop(conn);
@@ -571,10 +511,10 @@ async fn git_requests_wait_in_line_for_a_backend() {
     let mut config = Config::with_goal("test");
     config.hub.git_processes = 1;
     config.hub.body_timeout_secs = 60;
-    let org = Org::start_with(1, config).await;
+    let org = start_with(1, config).await;
     let conn = stalled_push(&org, 100_000).await;
     // The only slot is taken: a clone waits.
-    let url = org.url("w01");
+    let url = org.git_url("w01");
     let target = org.scratch("waiting");
     let dir = org.tmp.path().to_path_buf();
     let clone =
@@ -600,7 +540,7 @@ async fn git_requests_wait_in_line_for_a_backend() {
 async fn a_push_past_the_pack_limit_is_refused_and_nothing_lands() {
     let mut config = Config::with_goal("test");
     config.limits.push_bytes = 1 << 20;
-    let org = Org::start_with(1, config).await;
+    let org = start_with(1, config).await;
     let c1 = org.clone_as("w01", "c1").await;
     std::fs::write(c1.join("big.bin"), noise(3 << 20, 0x2545_f491_4f6c_dd1d)).unwrap();
     run_ok(git(&c1, &["add", "big.bin"])).await;
@@ -608,13 +548,13 @@ async fn a_push_past_the_pack_limit_is_refused_and_nothing_lands() {
     let err = run_err(git(&c1, &["push", "origin", "HEAD:refs/heads/w01/big"])).await;
     // git's own refusal (receive.maxInputSize), in its protocol.
     assert!(err.contains("pack exceeds maximum allowed size"), "{err}");
-    assert!(org.resolve("refs/heads/w01/big").is_none());
+    assert!(org.resolve("refs/heads/w01/big").await.is_none());
 
     // A push whose length is known up front is refused before git runs, with our advice.
     let resp = reqwest::Client::new()
         .post(format!(
             "{}/git/workspace.git/git-receive-pack",
-            org.hub.url
+            org.hub().url
         ))
         .bearer_auth(org.token("w01"))
         .header("content-type", "application/x-git-receive-pack-request")
@@ -648,7 +588,7 @@ async fn a_push_past_the_pack_limit_is_refused_and_nothing_lands() {
 async fn a_namespace_past_its_quota_refuses_the_push_until_branches_are_deleted() {
     let mut config = Config::with_goal("test");
     config.limits.namespace_bytes = 3 << 20;
-    let org = Org::start_with(1, config).await;
+    let org = start_with(1, config).await;
     let c1 = org.clone_as("w01", "c1").await;
     std::fs::write(c1.join("a.bin"), noise(2 << 20, 1)).unwrap();
     run_ok(git(&c1, &["add", "a.bin"])).await;
@@ -666,7 +606,7 @@ async fn a_namespace_past_its_quota_refuses_the_push_until_branches_are_deleted(
     let err = run_err(git(&c1, &["push", "origin", "HEAD:refs/heads/w01/b"])).await;
     assert!(err.contains("limits.namespace_bytes"), "{err}");
     assert!(err.contains("git push origin --delete w01/<name>"), "{err}");
-    assert!(org.resolve("refs/heads/w01/b").is_none());
+    assert!(org.resolve("refs/heads/w01/b").await.is_none());
 
     // Deleting the first branch makes room.
     run_ok(git(
@@ -679,5 +619,5 @@ async fn a_namespace_past_its_quota_refuses_the_push_until_branches_are_deleted(
         &["push", "--quiet", "origin", "HEAD:refs/heads/w01/b"],
     ))
     .await;
-    assert!(org.resolve("refs/heads/w01/b").is_some());
+    assert!(org.resolve("refs/heads/w01/b").await.is_some());
 }

@@ -6,7 +6,7 @@
 mod common;
 
 use agensh_client::mcp::McpClient;
-use common::org::Org;
+use common::org::{self, Org};
 use reqwest::Method;
 use serde_json::{json, Value};
 
@@ -19,8 +19,8 @@ async fn as_worker(
     body: Option<Value>,
 ) -> (u16, Value) {
     let mut r = reqwest::Client::new()
-        .request(method, format!("{}{path}", org.hub.url))
-        .bearer_auth(&org.tokens[i]);
+        .request(method, format!("{}{path}", org.hub().url))
+        .bearer_auth(&org.workers[i].1);
     if let Some(b) = body {
         r = r.json(&b);
     }
@@ -57,7 +57,7 @@ fn code(answer: &(u16, Value)) -> (u16, &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn workers_claim_for_themselves_only_and_refusals_say_what_to_do() {
-    let org = Org::start().await;
+    let org = org::example().await;
     let n = admin_open(&org, "Parser loses line numbers", &["bug"]).await;
     let path = format!("/api/v1/issues/{n}/assign");
 
@@ -197,12 +197,12 @@ async fn workers_claim_for_themselves_only_and_refusals_say_what_to_do() {
         )
         .await;
     assert_eq!(code(&r), (400, "bad_worker_id"), "{}", r.1);
-    org.hub.shutdown().await;
+    org.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_finds_claims_comments_and_closes_an_issue_over_mcp() {
-    let org = Org::start().await;
+    let org = org::example().await;
     let taken = admin_open(&org, "Taken already", &[]).await;
     let free = admin_open(&org, "Add a --json flag", &["cli"]).await;
     org.call(
@@ -212,7 +212,7 @@ async fn a_worker_finds_claims_comments_and_closes_an_issue_over_mcp() {
         Some(json!({"assignee": "w01"})),
     )
     .await;
-    let mcp = McpClient::connect(&format!("{}/mcp", org.hub.url), &org.tokens[1])
+    let mcp = McpClient::connect(&format!("{}/mcp", org.hub().url), org.token("w02"))
         .await
         .unwrap();
     let r = mcp
@@ -284,12 +284,12 @@ async fn a_worker_finds_claims_comments_and_closes_an_issue_over_mcp() {
         .await
         .unwrap();
     assert!(r.text.starts_with("refused (bad_title): "), "{}", r.text);
-    org.hub.shutdown().await;
+    org.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn merging_a_pr_that_says_closes_n_closes_issue_n() {
-    let org = Org::start().await;
+    let org = org::example().await;
     let a = admin_open(&org, "Parser skeleton", &[]).await;
     let b = admin_open(&org, "Roman numerals", &[]).await;
     let untouched = admin_open(&org, "Not named", &[]).await;
@@ -337,7 +337,7 @@ async fn merging_a_pr_that_says_closes_n_closes_issue_n() {
     assert_eq!(closed[0]["payload"]["number"], a);
 
     // Through ship: the title says it.
-    let mcp = McpClient::connect(&format!("{}/mcp", org.hub.url), &org.tokens[0])
+    let mcp = McpClient::connect(&format!("{}/mcp", org.hub().url), org.token("w01"))
         .await
         .unwrap();
     let r = mcp
@@ -352,5 +352,5 @@ async fn merging_a_pr_that_says_closes_n_closes_issue_n() {
     assert_eq!(v["state"], "closed", "{v}");
     assert!(v["closed_by"].as_str().unwrap().starts_with("pr#"), "{v}");
     assert_eq!(issue(&org, untouched).await["state"], "open");
-    org.hub.shutdown().await;
+    org.shutdown().await;
 }

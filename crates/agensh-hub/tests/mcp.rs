@@ -5,15 +5,13 @@
 mod common;
 
 use std::collections::{BTreeSet, HashMap};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
-use agensh_client::Client;
 use agensh_domain::event::{kinds, Priority};
 use agensh_domain::message::NewMessage;
 use agensh_domain::record::RecordKind;
-use agensh_hub::RunningHub;
-use agensh_store::SqliteStore;
+use agensh_testkit::Org;
 use common::{rec, TestHub};
 use reqwest::header::{HeaderName, HeaderValue};
 use rmcp::model::{CallToolRequestParams, CallToolResult, ClientConfig, ProtocolVersion};
@@ -22,7 +20,6 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::{ClientLifecycleMode, ClientServiceExt, RoleClient, ServiceExt};
 use serde_json::{json, Value};
-use tempfile::TempDir;
 
 type Mcp = RunningService<RoleClient, ClientConfig>;
 
@@ -849,130 +846,35 @@ async fn the_transport_speaks_plain_json_rpc() {
 
 // ------------------------------------------------------------------ pull requests
 
-/// An organization with a seeded workspace, a hub serving it, and `n` workers.
-struct Org {
-    tmp: TempDir,
-    hub: RunningHub,
-    ws: agensh_workspace::Workspace,
-    tokens: Vec<String>,
-}
-
-impl Org {
-    async fn start(n: usize) -> Org {
-        let tmp = tempfile::tempdir().unwrap();
-        let state = tmp.path().join("org").join(".agensh");
-        std::fs::create_dir_all(&state).unwrap();
-        let seed = tmp.path().join("seed");
-        std::fs::create_dir_all(&seed).unwrap();
-        std::fs::write(seed.join("shared.txt"), "one\ntwo\nthree\n").unwrap();
-        let ws = agensh_workspace::seed::create(
-            &state.join("workspace.git"),
-            agensh_workspace::seed::Source::Dir(&seed),
-            "test",
-        )
+/// An organization over a workspace seeded with `shared.txt`, with `n` workers.
+async fn start(n: usize) -> Org {
+    Org::builder()
+        .file("shared.txt", "one\ntwo\nthree\n")
+        .config(common::config())
+        .workers(n)
+        .start()
         .await
-        .unwrap();
-        let store = SqliteStore::open(&state.join("store.sqlite")).unwrap();
-        let hub = agensh_hub::start_with_workspace(
-            Arc::new(store),
-            Some(ws.clone()),
-            common::config(),
-            "127.0.0.1:0",
-        )
-        .await
-        .unwrap();
-        let tokens = Client::new(&hub.url, &hub.admin_token)
-            .add_workers(n)
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|w| w.token)
-            .collect();
-        Org {
-            tmp,
-            hub,
-            ws,
-            tokens,
-        }
-    }
-
-    /// `id` commits `files` on a new `branch` from `main` and pushes it.
-    async fn push_branch(&self, id: &str, branch: &str, files: &[(&str, &str)]) {
-        let org = self.tmp.path().join("org");
-        let dir = agensh_workspace::checkout::checkout_dir(&org, id);
-        agensh_workspace::checkout::create(&self.ws, id, &dir)
-            .await
-            .unwrap();
-        git(&dir, id, &["fetch", "--quiet", "origin"]).await;
-        git(
-            &dir,
-            id,
-            &["checkout", "--quiet", "-B", branch, "origin/main"],
-        )
-        .await;
-        for (name, text) in files {
-            std::fs::write(dir.join(name), text).unwrap();
-        }
-        git(&dir, id, &["add", "--all"]).await;
-        git(
-            &dir,
-            id,
-            &["commit", "--quiet", "-m", &format!("{id}: {branch}")],
-        )
-        .await;
-        git(
-            &dir,
-            id,
-            &[
-                "push",
-                "--quiet",
-                "origin",
-                &format!("+HEAD:refs/heads/{branch}"),
-            ],
-        )
-        .await;
-    }
-
-    async fn main(&self) -> String {
-        self.ws
-            .git()
-            .resolve("refs/heads/main")
-            .await
-            .unwrap()
-            .unwrap()
-    }
-}
-
-async fn git(dir: &Path, pusher: &str, args: &[&str]) -> String {
-    let out = tokio::process::Command::new("git")
-        .current_dir(dir)
-        .args(args)
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("AGENSH_PUSHER", pusher)
-        .env_remove("GIT_DIR")
-        .stdin(std::process::Stdio::null())
-        .output()
-        .await
-        .expect("git runs");
-    assert!(
-        out.status.success(),
-        "git {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pull_requests_through_mcp_with_reviews_and_failed_merges_as_notices() {
-    let org = Org::start(2).await;
-    let a = connect(&org.hub.url, &org.tokens[0]).await;
-    let b = connect(&org.hub.url, &org.tokens[1]).await;
-    org.push_branch("w01", "w01/three", &[("shared.txt", "one\ntwo\nTHREE\n")])
-        .await;
-    org.push_branch("w02", "w02/three", &[("shared.txt", "one\ntwo\n3\n")])
-        .await;
+    let org = start(2).await;
+    let a = connect(&org.hub().url, org.token("w01")).await;
+    let b = connect(&org.hub().url, org.token("w02")).await;
+    org.push_branch(
+        "w01",
+        "w01/three",
+        &[("shared.txt", "one\ntwo\nTHREE\n")],
+        "w01: w01/three",
+    )
+    .await;
+    org.push_branch(
+        "w02",
+        "w02/three",
+        &[("shared.txt", "one\ntwo\n3\n")],
+        "w02: w02/three",
+    )
+    .await;
 
     let r = call(
         &a,

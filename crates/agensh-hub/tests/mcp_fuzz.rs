@@ -16,7 +16,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use common::org::Org;
+use common::org::{self, Org};
 use reqwest::Method;
 use serde_json::{json, Map, Value};
 
@@ -341,7 +341,7 @@ struct Outcome {
 
 async fn post(org: &Org, token: &str, as_worker: Option<&str>, body: Vec<u8>) -> Outcome {
     let mut r = reqwest::Client::new()
-        .post(format!("{}/mcp", org.hub.url))
+        .post(format!("{}/mcp", org.hub().url))
         .bearer_auth(token)
         .header("content-type", "application/json")
         .header("accept", "application/json, text/event-stream")
@@ -441,18 +441,18 @@ async fn no_tool_argument_breaks_the_hub_or_stores_anything_partly() {
     config.limits.record_bytes_per_hour = 0;
     config.limits.messages_per_hour = 0;
     let body_limit = config.hub.body_limit;
-    let org = Org::with_config(config).await;
-    let admin = org.hub.admin_token.clone();
+    let org = org::example_with(config).await;
+    let admin = org.hub().admin_token.clone();
     let callers: [(&str, &str, Option<&str>); 4] = [
-        ("w01", &org.tokens[0], None),
-        ("w02", &org.tokens[1], None),
+        ("w01", org.token("w01"), None),
+        ("w02", org.token("w02"), None),
         ("admin as w01", &admin, Some("w01")),
         ("admin", &admin, None),
     ];
 
     let listed = post(
         &org,
-        &org.tokens[0],
+        org.token("w01"),
         None,
         br#"{"jsonrpc":"2.0","id":0,"method":"tools/list"}"#.to_vec(),
     )
@@ -704,5 +704,5 @@ async fn no_tool_argument_breaks_the_hub_or_stores_anything_partly() {
         prs.as_array().unwrap().len(),
         issues.as_array().unwrap().len()
     );
-    org.hub.shutdown().await;
+    org.shutdown().await;
 }

@@ -6,7 +6,7 @@ mod common;
 
 use std::collections::BTreeSet;
 
-use common::org::Org;
+use common::org;
 use reqwest::Method;
 use serde_json::{json, Value};
 
@@ -148,10 +148,10 @@ fn encode(s: &str) -> String {
 
 #[tokio::test]
 async fn the_document_lists_every_route_and_each_answers_as_documented() {
-    let org = Org::start().await;
+    let org = org::example().await;
 
     // Served without a token, as JSON, and shaped as OpenAPI 3.
-    let resp = reqwest::get(format!("{}/api/v1/openapi.json", org.hub.url))
+    let resp = reqwest::get(format!("{}/api/v1/openapi.json", org.hub().url))
         .await
         .unwrap();
     assert_eq!(resp.status().as_u16(), 200);
@@ -250,7 +250,7 @@ async fn the_document_lists_every_route_and_each_answers_as_documented() {
         }
         let mut req = reqwest::Client::new().request(
             Method::from_bytes(method.as_bytes()).unwrap(),
-            format!("{}{url_path}", org.hub.url),
+            format!("{}{url_path}", org.hub().url),
         );
         if op["operationId"] == "registerNode" {
             // A node registers with its own token: the one `addNode`'s example issued.
@@ -259,7 +259,7 @@ async fn the_document_lists_every_route_and_each_answers_as_documented() {
                 .expect("addNode comes before registerNode");
             req = req.bearer_auth(token);
         } else if !public {
-            req = req.bearer_auth(&org.hub.admin_token);
+            req = req.bearer_auth(&org.hub().admin_token);
         }
         for (name, value) in headers {
             req = req.header(name, value);
@@ -347,7 +347,7 @@ async fn the_document_lists_every_route_and_each_answers_as_documented() {
         .map(|(m, p, s, c)| (m.to_string(), p.to_string(), *s, c.to_string()))
         .collect();
     assert_eq!(refused, expected, "operations whose example was refused");
-    org.hub.shutdown().await;
+    org.shutdown().await;
 }
 
 #[tokio::test]

@@ -4,136 +4,47 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Output;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agensh_client::Client;
 use agensh_domain::config::Config;
 use agensh_domain::event::{kinds, Event, Priority};
 use agensh_domain::pr::{NewPr, PrState};
 use agensh_domain::ErrorKind;
-use agensh_hub::RunningHub;
-use agensh_store::SqliteStore;
-use agensh_workspace::seed::Source;
-use agensh_workspace::Workspace;
+use agensh_testkit::Org;
 use common::{api_error, expect_err};
 use reqwest::Method;
 use serde_json::{json, Value};
-use tempfile::TempDir;
 
 /// What `shared.txt` on the first `main` holds: lines that PRs edit to conflict.
 const SHARED: &str = "one\ntwo\nthree\nfour\nfive\n";
 
-/// An organization directory with a seeded workspace, a hub serving it, and workers.
-struct Org {
-    tmp: TempDir,
-    hub: RunningHub,
-    ws: Workspace,
-    /// (id, token) of each worker, in id order.
-    workers: Vec<(String, String)>,
+/// An organization over a workspace seeded with `README.md` and `shared.txt`, with `n`
+/// workers.
+async fn start(n: usize, config: Config) -> Org {
+    Org::builder()
+        .file("README.md", "hello\n")
+        .file("shared.txt", SHARED)
+        .config(config)
+        .workers(n)
+        .start()
+        .await
 }
 
-impl Org {
-    /// A hub over a workspace seeded with `README.md` and `shared.txt`, with `n` workers.
-    async fn start(n: usize, config: Config) -> Org {
-        let tmp = tempfile::tempdir().unwrap();
-        let state = tmp.path().join("org").join(".agensh");
-        std::fs::create_dir_all(&state).unwrap();
-        let seed = tmp.path().join("seed");
-        std::fs::create_dir_all(&seed).unwrap();
-        std::fs::write(seed.join("README.md"), "hello\n").unwrap();
-        std::fs::write(seed.join("shared.txt"), SHARED).unwrap();
-        let ws = agensh_workspace::seed::create(
-            &state.join("workspace.git"),
-            Source::Dir(&seed),
-            "test",
-        )
-        .await
-        .unwrap();
-        let store = SqliteStore::open(&state.join("store.sqlite")).unwrap();
-        let hub = agensh_hub::start_with_workspace(
-            Arc::new(store),
-            Some(ws.clone()),
-            config,
-            "127.0.0.1:0",
-        )
-        .await
-        .unwrap();
-        let workers = Client::new(&hub.url, &hub.admin_token)
-            .add_workers(n)
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|w| (w.id, w.token))
-            .collect();
-        Org {
-            tmp,
-            hub,
-            ws,
-            workers,
-        }
-    }
-
-    fn org_dir(&self) -> PathBuf {
-        self.tmp.path().join("org")
-    }
-
-    fn bare(&self) -> PathBuf {
-        self.ws.git_dir().to_path_buf()
-    }
-
-    fn ids(&self) -> Vec<String> {
-        self.workers.iter().map(|(id, _)| id.clone()).collect()
-    }
-
-    fn token(&self, id: &str) -> &str {
-        &self
-            .workers
-            .iter()
-            .find(|(w, _)| w == id)
-            .unwrap_or_else(|| panic!("no worker {id}"))
-            .1
-    }
-
-    /// A client with `id`'s own token.
-    fn client(&self, id: &str) -> Client {
-        Client::new(&self.hub.url, self.token(id))
-    }
-
-    /// `id`'s checkout under `org/workers/`, made on first use.
-    async fn checkout(&self, id: &str) -> PathBuf {
-        let dir = agensh_workspace::checkout::checkout_dir(&self.org_dir(), id);
-        agensh_workspace::checkout::create(&self.ws, id, &dir)
-            .await
-            .unwrap();
-        dir
-    }
-
-    /// `id` starts `branch` from the current `main`, commits `files` as `subject`, and
-    /// pushes the branch; returns the checkout.
-    async fn push_branch(
-        &self,
-        id: &str,
-        branch: &str,
-        files: &[(&str, &str)],
-        subject: &str,
-    ) -> PathBuf {
-        let dir = self.checkout(id).await;
-        git_ok(&dir, id, &["fetch", "--quiet", "origin"]).await;
-        git_ok(
-            &dir,
-            id,
-            &["checkout", "--quiet", "-B", branch, "origin/main"],
-        )
-        .await;
-        commit(&dir, id, files, subject).await;
-        push(&dir, id, branch).await;
-        dir
-    }
-
+/// What these tests add to the test kit's organization.
+trait PrOrg {
     /// `id` opens a PR from `branch`; returns its number.
+    async fn open(&self, id: &str, branch: &str, title: &str) -> i64;
+    /// Where `branch` points in the bare repository.
+    async fn branch_head(&self, branch: &str) -> String;
+    /// A raw request with `id`'s token; the status and the body as JSON.
+    async fn raw(&self, method: Method, path: &str, id: &str, body: Option<Value>) -> (u16, Value);
+    /// `id`'s pending events of `kind`.
+    async fn events(&self, id: &str, kind: &str) -> Vec<Event>;
+}
+
+impl PrOrg for Org {
     async fn open(&self, id: &str, branch: &str, title: &str) -> i64 {
         let pr = self
             .client(id)
@@ -149,69 +60,15 @@ impl Org {
         pr.number
     }
 
-    /// Where `refname` points in the bare repository.
-    async fn resolve(&self, refname: &str) -> Option<String> {
-        self.ws.git().resolve(refname).await.unwrap()
-    }
-
-    async fn main(&self) -> String {
-        self.resolve("refs/heads/main").await.expect("main exists")
-    }
-
     async fn branch_head(&self, branch: &str) -> String {
         self.resolve(&format!("refs/heads/{branch}"))
             .await
             .expect("the branch exists")
     }
 
-    /// Runs git in the bare repository and returns its trimmed output.
-    async fn bare_git(&self, args: &[&str]) -> String {
-        let out = git(&self.bare(), "admin", &[&["--git-dir", "."], args].concat()).await;
-        assert!(
-            out.status.success(),
-            "git {args:?} failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
-    }
-
-    /// The files on `main`.
-    async fn files_on_main(&self) -> BTreeSet<String> {
-        self.bare_git(&["ls-tree", "-r", "--name-only", "main"])
-            .await
-            .lines()
-            .map(str::to_string)
-            .collect()
-    }
-
-    /// Fails unless `git fsck --strict` finds nothing wrong in the bare repository.
-    async fn assert_fsck_clean(&self) {
-        let out = git(
-            &self.bare(),
-            "admin",
-            &[
-                "--git-dir",
-                ".",
-                "fsck",
-                "--strict",
-                "--no-dangling",
-                "--no-progress",
-            ],
-        )
-        .await;
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert!(out.status.success(), "git fsck failed:\n{text}");
-        assert!(text.trim().is_empty(), "git fsck complains:\n{text}");
-    }
-
-    /// A raw request with `id`'s token; the status and the body as JSON.
     async fn raw(&self, method: Method, path: &str, id: &str, body: Option<Value>) -> (u16, Value) {
         let mut r = reqwest::Client::new()
-            .request(method, format!("{}/api/v1{path}", self.hub.url))
+            .request(method, format!("{}/api/v1{path}", self.url()))
             .bearer_auth(self.token(id));
         if let Some(b) = body {
             r = r.json(&b);
@@ -225,7 +82,6 @@ impl Org {
         )
     }
 
-    /// `id`'s pending events of `kind`.
     async fn events(&self, id: &str, kind: &str) -> Vec<Event> {
         self.client(id)
             .events(0, 0)
@@ -312,7 +168,7 @@ fn shared_with(line2: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn thirty_two_concurrent_merges_of_disjoint_prs_all_land() {
     const N: usize = 32;
-    let org = Org::start(N, config()).await;
+    let org = start(N, config()).await;
     let main_before = org.main().await;
     let reflog = ["reflog", "show", "--format=%H", "refs/heads/main"];
     let moves_before = org.bare_git(&reflog).await.lines().count();
@@ -320,14 +176,14 @@ async fn thirty_two_concurrent_merges_of_disjoint_prs_all_land() {
 
     // Preparation, concurrently: a checkout, a commit and a push per worker.
     let started = Instant::now();
-    agensh_workspace::checkout::create_many(&org.ws, &org.org_dir(), &ids, 8, |_, _| {})
+    agensh_workspace::checkout::create_many(&org.ws, &org.dir(), &ids, 8, |_, _| {})
         .await
         .unwrap();
     let mut set = tokio::task::JoinSet::new();
     for id in &ids {
         let (id, dir) = (
             id.clone(),
-            agensh_workspace::checkout::checkout_dir(&org.org_dir(), id),
+            agensh_workspace::checkout::checkout_dir(&org.dir(), id),
         );
         set.spawn(async move {
             let name = format!("{id}.txt");
@@ -405,7 +261,7 @@ async fn thirty_two_concurrent_merges_of_disjoint_prs_all_land() {
     // The merge queue merged them in batches: fewer moves of main than merges.
     let moves = org.bare_git(&reflog).await.lines().count() - moves_before;
     assert!(moves < N, "{moves} moves of main for {N} merges");
-    let metrics = reqwest::get(format!("{}/metrics", org.hub.url))
+    let metrics = reqwest::get(format!("{}/metrics", org.hub().url))
         .await
         .unwrap()
         .text()
@@ -449,7 +305,7 @@ async fn thirty_two_concurrent_merges_of_disjoint_prs_all_land() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_conflicting_pr_is_refused_with_the_file_and_stays_open() {
-    let org = Org::start(3, config()).await;
+    let org = start(3, config()).await;
     let shared1 = shared_with("two by w01");
     let shared2 = shared_with("two by w02");
     org.push_branch(
@@ -525,7 +381,7 @@ async fn a_conflicting_pr_is_refused_with_the_file_and_stays_open() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_passing_gate_on_the_merged_tree_lets_the_merge_through() {
-    let org = Org::start(3, config_with_gate("test -f feature.txt", 60)).await;
+    let org = start(3, config_with_gate("test -f feature.txt", 60)).await;
     // Opened before the gate's file exists anywhere: refused.
     org.push_branch(
         "w02",
@@ -568,7 +424,7 @@ async fn a_passing_gate_on_the_merged_tree_lets_the_merge_through() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_gate_refuses_the_merge_with_the_tail_of_its_output() {
     let gate = "for i in $(seq 1 100); do echo line$i; done; echo boom; exit 1";
-    let org = Org::start(2, config_with_gate(gate, 60)).await;
+    let org = start(2, config_with_gate(gate, 60)).await;
     org.push_branch("w01", "w01/x", &[("x.txt", "x\n")], "Add x.txt")
         .await;
     let n = org.open("w01", "w01/x", "X").await;
@@ -592,8 +448,8 @@ async fn a_failing_gate_refuses_the_merge_with_the_tail_of_its_output() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tokens_printed_by_a_gate_are_redacted_before_workers_see_them() {
-    let org = Org::start(2, config_with_gate("cat leak.txt; exit 1", 60)).await;
-    let stolen = format!("{} {}", org.hub.admin_token, org.token("w02"));
+    let org = start(2, config_with_gate("cat leak.txt; exit 1", 60)).await;
+    let stolen = format!("{} {}", org.hub().admin_token, org.token("w02"));
     org.push_branch("w01", "w01/x", &[("leak.txt", &stolen)], "Add leak.txt")
         .await;
     let n = org.open("w01", "w01/x", "X").await;
@@ -605,15 +461,15 @@ async fn tokens_printed_by_a_gate_are_redacted_before_workers_see_them() {
         message.contains("[token redacted] [token redacted]"),
         "{message}"
     );
-    assert!(!message.contains(&org.hub.admin_token), "{message}");
+    assert!(!message.contains(&org.hub().admin_token), "{message}");
     let failed = org.events("w01", "pr.merge_failed").await;
     let payload = serde_json::to_string(&failed[0].payload).unwrap();
-    assert!(!payload.contains(&org.hub.admin_token) && !payload.contains(org.token("w02")));
+    assert!(!payload.contains(&org.hub().admin_token) && !payload.contains(org.token("w02")));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gate_that_runs_too_long_is_killed_and_refuses_the_merge() {
-    let org = Org::start(1, config_with_gate("echo started; sleep 30", 1)).await;
+    let org = start(1, config_with_gate("echo started; sleep 30", 1)).await;
     org.push_branch("w01", "w01/x", &[("x.txt", "x\n")], "Add x.txt")
         .await;
     let n = org.open("w01", "w01/x", "X").await;
@@ -643,7 +499,7 @@ fn config_with_approvals(n: u32) -> Config {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pr_merges_only_with_the_required_approvals() {
-    let org = Org::start(2, config_with_approvals(1)).await;
+    let org = start(2, config_with_approvals(1)).await;
     org.push_branch("w01", "w01/x", &[("x.txt", "x\n")], "Add x.txt")
         .await;
     let n = org.open("w01", "w01/x", "X").await;
@@ -669,7 +525,7 @@ async fn a_pr_merges_only_with_the_required_approvals() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_push_after_an_approval_voids_it_and_only_the_approved_commit_merges() {
-    let org = Org::start(2, config_with_approvals(1)).await;
+    let org = start(2, config_with_approvals(1)).await;
     let dir = org
         .push_branch("w01", "w01/x", &[("x.txt", "x\n")], "Add x.txt")
         .await;
@@ -710,7 +566,7 @@ async fn a_push_after_an_approval_voids_it_and_only_the_approved_commit_merges()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_later_request_for_changes_withdraws_the_reviewers_approval() {
-    let org = Org::start(3, config_with_approvals(1)).await;
+    let org = start(3, config_with_approvals(1)).await;
     org.push_branch("w01", "w01/x", &[("x.txt", "x\n")], "Add x.txt")
         .await;
     let n = org.open("w01", "w01/x", "X").await;
@@ -753,7 +609,7 @@ async fn a_later_request_for_changes_withdraws_the_reviewers_approval() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_branch_names_are_refused_when_opening_a_pr() {
-    let org = Org::start(2, config()).await;
+    let org = start(2, config()).await;
     org.push_branch("w02", "w02/x", &[("x.txt", "x\n")], "Add x.txt")
         .await;
     let main_before = org.main().await;
@@ -794,7 +650,7 @@ async fn bad_branch_names_are_refused_when_opening_a_pr() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unknown_and_malformed_pr_numbers_are_refused() {
-    let org = Org::start(2, config()).await;
+    let org = start(2, config()).await;
     let main_before = org.main().await;
     for (method, path) in [
         (Method::GET, "/prs/99"),
@@ -841,7 +697,7 @@ async fn unknown_and_malformed_pr_numbers_are_refused() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_open_prs_with_existing_branches_merge() {
-    let org = Org::start(2, config()).await;
+    let org = start(2, config()).await;
     let w01 = org.client("w01");
 
     // A merged PR.
@@ -913,7 +769,7 @@ async fn only_open_prs_with_existing_branches_merge() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_branch_has_one_open_pr_and_nobody_reviews_their_own() {
-    let org = Org::start(2, config()).await;
+    let org = start(2, config()).await;
     org.push_branch("w01", "w01/x", &[("x.txt", "x\n")], "Add x.txt")
         .await;
     let n = org.open("w01", "w01/x", "X").await;
@@ -959,7 +815,7 @@ async fn a_branch_has_one_open_pr_and_nobody_reviews_their_own() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn opening_a_pr_tells_peers_but_not_the_author() {
-    let org = Org::start(3, config()).await;
+    let org = start(3, config()).await;
     org.push_branch("w01", "w01/x", &[("x.txt", "x\n")], "Add x.txt")
         .await;
     let n = org.open("w01", "w01/x", "X").await;
@@ -976,7 +832,7 @@ async fn opening_a_pr_tells_peers_but_not_the_author() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_review_is_urgent_for_the_author_and_normal_news_for_peers() {
-    let org = Org::start(3, config()).await;
+    let org = start(3, config()).await;
     org.push_branch("w01", "w01/x", &[("x.txt", "x\n")], "Add x.txt")
         .await;
     let n = org.open("w01", "w01/x", "X").await;
@@ -1022,7 +878,7 @@ async fn a_review_is_urgent_for_the_author_and_normal_news_for_peers() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_merge_tells_everyone_but_the_merger() {
-    let org = Org::start(3, config()).await;
+    let org = start(3, config()).await;
     org.push_branch("w01", "w01/x", &[("x.txt", "x\n")], "Add x.txt")
         .await;
     let n = org.open("w01", "w01/x", "X").await;
@@ -1051,7 +907,7 @@ async fn a_merge_tells_everyone_but_the_merger() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pr_view_shows_commits_files_and_mergeability() {
-    let org = Org::start(3, config()).await;
+    let org = start(3, config()).await;
     let dir = org
         .push_branch(
             "w01",
@@ -1145,7 +1001,7 @@ async fn pr_view_shows_commits_files_and_mergeability() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pr_whose_commits_are_on_main_merges_as_up_to_date() {
-    let org = Org::start(2, config()).await;
+    let org = start(2, config()).await;
     let dir = org
         .push_branch("w01", "w01/a", &[("a.txt", "a\n")], "Add a.txt")
         .await;
@@ -1186,7 +1042,7 @@ async fn a_pr_whose_commits_are_on_main_merges_as_up_to_date() {
     assert_eq!(merged.len(), 2, "{merged:?}");
 
     // A branch reset to main, on a hub that never merged anything, too.
-    let org = Org::start(2, config()).await;
+    let org = start(2, config()).await;
     let main_before = org.main().await;
     let dir = org.checkout("w01").await;
     push(&dir, "w01", "w01/nothing").await;
@@ -1204,7 +1060,7 @@ async fn a_pr_whose_commits_are_on_main_merges_as_up_to_date() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_up_to_date_merge_does_not_announce_that_main_moved() {
-    let org = Org::start(2, config()).await;
+    let org = start(2, config()).await;
     let dir = org.checkout("w01").await;
     push(&dir, "w01", "w01/nothing").await;
     let n = org.open("w01", "w01/nothing", "Nothing").await;
@@ -1217,7 +1073,7 @@ async fn an_up_to_date_merge_does_not_announce_that_main_moved() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn merging_the_same_pr_several_times_at_once_merges_it_once() {
-    let org = Org::start(4, config()).await;
+    let org = start(4, config()).await;
     org.push_branch("w01", "w01/x", &[("x.txt", "x\n")], "Add x.txt")
         .await;
     let n = org.open("w01", "w01/x", "X").await;
@@ -1270,7 +1126,7 @@ async fn merging_the_same_pr_several_times_at_once_merges_it_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pr_list_filters_by_state_and_author() {
-    let org = Org::start(2, config()).await;
+    let org = start(2, config()).await;
     org.push_branch("w01", "w01/a", &[("a.txt", "a\n")], "Add a.txt")
         .await;
     org.push_branch("w01", "w01/b", &[("b.txt", "b\n")], "Add b.txt")

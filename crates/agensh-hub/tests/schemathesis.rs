@@ -20,7 +20,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::org::Org;
+use common::org;
 
 /// The checks: the ones where the document is precise. Not `negative_data_rejection` and
 /// `positive_data_acceptance`: the document gives types and limits, not every rule (a
@@ -46,8 +46,8 @@ async fn schemathesis_finds_no_server_error_and_no_answer_off_the_document() {
     config.limits.record_bytes_per_hour = 0;
     config.limits.messages_per_hour = 0;
     config.hub.max_wait_secs = 2;
-    let org = Org::with_config(config).await;
-    let url = format!("{}/api/v1/openapi.json", org.hub.url);
+    let org = org::example_with(config).await;
+    let url = format!("{}/api/v1/openapi.json", org.hub().url);
     let reports = org.tmp.path().join("schemathesis");
     // Both at once, each in one thread: schemathesis' own threads (`--workers 2`) broke
     // inside Python now and then (a `SystemError` from its AST walk), which is not the
@@ -102,11 +102,11 @@ async fn schemathesis_finds_no_server_error_and_no_answer_off_the_document() {
         }
     };
     let (admin, worker) = tokio::join!(
-        run("admin", org.hub.admin_token.clone()),
-        run("w01", org.tokens[0].clone())
+        run("admin", org.hub().admin_token.clone()),
+        run("w01", org.token("w01").to_string())
     );
     let failed: Vec<String> = admin.into_iter().chain(worker).collect();
-    org.hub.shutdown().await;
+    org.shutdown().await;
     assert!(failed.is_empty(), "{}", failed.join("\n\n"));
 }
 

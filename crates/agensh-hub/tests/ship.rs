@@ -4,88 +4,43 @@
 
 mod common;
 
-use std::path::PathBuf;
-use std::sync::Arc;
-
 use agensh_client::mcp::{McpClient, ToolResult};
-use agensh_client::Client;
 use agensh_domain::config::Config;
 use agensh_domain::pr::PrState;
 use agensh_domain::record::RecordKind;
-use agensh_hub::RunningHub;
-use agensh_store::SqliteStore;
-use agensh_workspace::checkout;
+use agensh_testkit::Org;
 use agensh_workspace::ship::commit_and_push;
 use serde_json::{json, Value};
-use tempfile::TempDir;
 
-struct Org {
-    tmp: TempDir,
-    hub: RunningHub,
-    ws: agensh_workspace::Workspace,
-    tokens: Vec<String>,
+/// An organization over a workspace seeded with `shared.txt`, with `n` workers and `gate`.
+async fn start(n: usize, gate: &str) -> Org {
+    let mut config: Config = common::config();
+    config.merge.gate = gate.to_string();
+    Org::builder()
+        .file("shared.txt", "one\ntwo\nthree\n")
+        .config(config)
+        .workers(n)
+        .start()
+        .await
 }
 
-impl Org {
-    /// A hub over a workspace seeded with `shared.txt`, with `n` workers and `gate`.
-    async fn start(n: usize, gate: &str) -> Org {
-        let tmp = tempfile::tempdir().unwrap();
-        let state = tmp.path().join("org").join(".agensh");
-        std::fs::create_dir_all(&state).unwrap();
-        let seed = tmp.path().join("seed");
-        std::fs::create_dir_all(&seed).unwrap();
-        std::fs::write(seed.join("shared.txt"), "one\ntwo\nthree\n").unwrap();
-        let ws = agensh_workspace::seed::create(
-            &state.join("workspace.git"),
-            agensh_workspace::seed::Source::Dir(&seed),
-            "test",
-        )
-        .await
-        .unwrap();
-        let mut config: Config = common::config();
-        config.merge.gate = gate.to_string();
-        let store = SqliteStore::open(&state.join("store.sqlite")).unwrap();
-        let hub = agensh_hub::start_with_workspace(
-            Arc::new(store),
-            Some(ws.clone()),
-            config,
-            "127.0.0.1:0",
-        )
-        .await
-        .unwrap();
-        let tokens = Client::new(&hub.url, &hub.admin_token)
-            .add_workers(n)
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|w| w.token)
-            .collect();
-        Org {
-            tmp,
-            hub,
-            ws,
-            tokens,
-        }
-    }
-
-    fn client(&self, i: usize) -> Client {
-        Client::new(&self.hub.url, &self.tokens[i])
-    }
-
-    async fn mcp(&self, i: usize) -> McpClient {
-        McpClient::connect(&format!("{}/mcp", self.hub.url), &self.tokens[i])
-            .await
-            .unwrap()
-    }
-
-    /// `id`'s checkout on `<id>/work`, made on first use.
-    async fn checkout(&self, id: &str) -> PathBuf {
-        let dir = checkout::checkout_dir(&self.tmp.path().join("org"), id);
-        checkout::create(&self.ws, id, &dir).await.unwrap();
-        dir
-    }
-
+/// What these tests add to the test kit's organization.
+trait ShipOrg {
+    /// An MCP session of the `i`-th worker.
+    async fn mcp(&self, i: usize) -> McpClient;
     /// Writes `files` in `id`'s checkout, commits and pushes them to `<id>/work`.
+    async fn push(&self, id: &str, files: &[(&str, &str)]);
+    /// `id`'s live claims.
+    async fn claims(&self, id: &str) -> Vec<String>;
+}
+
+impl ShipOrg for Org {
+    async fn mcp(&self, i: usize) -> McpClient {
+        McpClient::connect(&format!("{}/mcp", self.url()), &self.workers[i].1)
+            .await
+            .unwrap()
+    }
+
     async fn push(&self, id: &str, files: &[(&str, &str)]) {
         let dir = self.checkout(id).await;
         for (name, text) in files {
@@ -96,17 +51,8 @@ impl Org {
             .unwrap();
     }
 
-    async fn on_main(&self, path: &str) -> Option<String> {
-        self.ws
-            .git()
-            .run(["show", &format!("main:{path}")])
-            .await
-            .ok()
-    }
-
-    /// `id`'s live claims.
     async fn claims(&self, id: &str) -> Vec<String> {
-        self.client(0)
+        self.client("w01")
             .workers()
             .await
             .unwrap()
@@ -136,8 +82,8 @@ fn refused(r: &ToolResult, code: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ship_opens_merges_posts_the_summary_and_releases_the_claim_in_one_call() {
-    let org = Org::start(1, "test -f feature.txt").await;
-    let w01 = org.client(0);
+    let org = start(1, "test -f feature.txt").await;
+    let w01 = org.client("w01");
     let claim = w01
         .post_record(&common::claim(
             "add the feature",
@@ -212,13 +158,13 @@ async fn ship_opens_merges_posts_the_summary_and_releases_the_claim_in_one_call(
 
 #[tokio::test]
 async fn a_branch_not_on_the_hub_is_refused_with_the_command_that_pushes_it() {
-    let org = Org::start(1, "").await;
+    let org = start(1, "").await;
     let r = ship(&org.mcp(0).await, json!({"title": "t", "summary": "s"})).await;
     let m = refused(&r, "unknown_branch");
     assert!(m.contains("git push origin HEAD:w01/work"), "{m}");
     assert!(m.contains("ship does this for you"), "{m}");
     assert!(org
-        .client(0)
+        .client("w01")
         .list_prs(None, None, None)
         .await
         .unwrap()
@@ -227,13 +173,13 @@ async fn a_branch_not_on_the_hub_is_refused_with_the_command_that_pushes_it() {
 
 #[tokio::test]
 async fn a_branch_with_nothing_main_lacks_is_refused_as_nothing_to_merge() {
-    let org = Org::start(1, "").await;
+    let org = start(1, "").await;
     org.push("w01", &[]).await;
     let r = ship(&org.mcp(0).await, json!({"title": "t", "summary": "s"})).await;
     let m = refused(&r, "nothing_to_merge");
     assert!(m.contains("w01/work has no commits that main lacks"), "{m}");
     assert!(org
-        .client(0)
+        .client("w01")
         .list_prs(None, None, None)
         .await
         .unwrap()
@@ -242,8 +188,8 @@ async fn a_branch_with_nothing_main_lacks_is_refused_as_nothing_to_merge() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_gate_refuses_with_its_output_keeps_the_pr_and_the_claim_and_a_fix_ships() {
-    let org = Org::start(1, "echo checking the tests; test -f fixed.txt").await;
-    let w01 = org.client(0);
+    let org = start(1, "echo checking the tests; test -f fixed.txt").await;
+    let w01 = org.client("w01");
     let claim = w01
         .post_record(&common::claim("fix it", Some("fix"), &[], None))
         .await
@@ -279,7 +225,7 @@ async fn a_failing_gate_refuses_with_its_output_keeps_the_pr_and_the_claim_and_a
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_conflict_with_main_is_refused_with_how_to_pull_and_resolve() {
-    let org = Org::start(2, "").await;
+    let org = start(2, "").await;
     org.push("w01", &[("shared.txt", "one\nTWO\nthree\n")])
         .await;
     org.push("w02", &[("shared.txt", "one\n2\nthree\n")]).await;
@@ -301,7 +247,7 @@ async fn a_conflict_with_main_is_refused_with_how_to_pull_and_resolve() {
 
 #[tokio::test]
 async fn a_summary_that_breaks_a_limit_is_refused_before_anything_moves() {
-    let org = Org::start(1, "").await;
+    let org = start(1, "").await;
     org.push("w01", &[("a.txt", "a\n")]).await;
     let r = ship(
         &org.mcp(0).await,
@@ -311,7 +257,7 @@ async fn a_summary_that_breaks_a_limit_is_refused_before_anything_moves() {
     let m = refused(&r, "text_control_chars");
     assert!(m.contains("nothing was done"), "{m}");
     assert!(org
-        .client(0)
+        .client("w01")
         .list_prs(None, None, None)
         .await
         .unwrap()
@@ -320,9 +266,9 @@ async fn a_summary_that_breaks_a_limit_is_refused_before_anything_moves() {
 
 #[tokio::test]
 async fn a_claim_that_is_not_the_callers_is_refused_naming_its_live_claims() {
-    let org = Org::start(1, "").await;
+    let org = start(1, "").await;
     let mine = org
-        .client(0)
+        .client("w01")
         .post_record(&common::claim("mine", None, &[], None))
         .await
         .unwrap()
@@ -336,7 +282,7 @@ async fn a_claim_that_is_not_the_callers_is_refused_naming_its_live_claims() {
     let m = refused(&r, "not_your_live_claim");
     assert!(m.contains(&format!("yours: {}", mine.id)), "{m}");
     assert!(org
-        .client(0)
+        .client("w01")
         .list_prs(None, None, None)
         .await
         .unwrap()
@@ -345,11 +291,11 @@ async fn a_claim_that_is_not_the_callers_is_refused_naming_its_live_claims() {
 
 #[tokio::test]
 async fn rest_ship_answers_the_same_steps() {
-    let org = Org::start(1, "").await;
+    let org = start(1, "").await;
     org.push("w01", &[("a.txt", "a\n")]).await;
     let resp = reqwest::Client::new()
-        .post(format!("{}/api/v1/ship", org.hub.url))
-        .bearer_auth(&org.tokens[0])
+        .post(format!("{}/api/v1/ship", org.hub().url))
+        .bearer_auth(org.token("w01"))
         .json(&json!({"title": "A", "summary": "added a"}))
         .send()
         .await

@@ -26,7 +26,7 @@
 //! first posts (docs/PERFORMANCE.md, "Agents without cgroups").
 //!
 //! Needs root, `ip` (iproute2) and `nsenter` (util-linux); [`check`] says what is missing.
-//! `pg` starts a throwaway PostgreSQL server inside a host.
+//! A throwaway PostgreSQL server inside a host is agensh-testkit's `pg::Postgres`.
 
 use std::io::Write as _;
 use std::net::Ipv4Addr;
@@ -35,8 +35,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
-
-pub mod pg;
 
 /// Most hosts on one bridge (addresses .2 to .254 of a /24).
 pub const MAX_HOSTS: usize = 250;
@@ -64,7 +62,7 @@ pub fn check() -> Result<(), String> {
 
 /// The command line prefix that runs a program inside network namespace `netns` (named by
 /// `ip netns add`), and in nothing else of its own.
-fn enter(netns: &str) -> [String; 3] {
+pub fn enter(netns: &str) -> [String; 3] {
     [
         "nsenter".to_string(),
         format!("--net=/run/netns/{netns}"),
@@ -107,7 +105,7 @@ pub struct Testnet {
     stops: Vec<String>,
     /// Directories removed last.
     remove: Vec<PathBuf>,
-    watchdog: Option<(Child, ChildStdin)>,
+    watchdog: Option<Watchdog>,
 }
 
 impl Testnet {
@@ -267,33 +265,17 @@ impl Testnet {
             .map_err(|e| format!("cannot write the teardown script: {e}"))
     }
 
-    /// A shell in a process group of its own: it waits for its stdin to close (this
-    /// process ended, however) or for `limit`, then runs the teardown script.
+    /// The watchdog that runs the teardown script when this process ends, or after `limit`.
     fn start_watchdog(&mut self, limit: Duration) -> Result<(), String> {
-        let script = format!(
-            "timeout {} cat >/dev/null; sh {}",
-            limit.as_secs().max(1),
-            quote(&self.teardown_path().to_string_lossy())
-        );
-        let mut child = Command::new("sh")
-            .args(["-c", &script])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .process_group(0)
-            .spawn()
-            .map_err(|e| format!("cannot start the testnet's watchdog: {e}"))?;
-        let stdin = child.stdin.take().expect("piped stdin");
-        self.watchdog = Some((child, stdin));
+        let script = format!("sh {}", quote(&self.teardown_path().to_string_lossy()));
+        self.watchdog = Some(Watchdog::start(&script, Some(limit), "the testnet")?);
         Ok(())
     }
 
     /// Tears everything down now (and waits for it): what dropping does.
     pub fn teardown(&mut self) {
-        if let Some((mut child, mut stdin)) = self.watchdog.take() {
-            let _ = stdin.flush();
-            drop(stdin);
-            let _ = child.wait();
+        if let Some(mut watchdog) = self.watchdog.take() {
+            watchdog.fire();
         }
     }
 }
@@ -301,6 +283,50 @@ impl Testnet {
 impl Drop for Testnet {
     fn drop(&mut self) {
         self.teardown();
+    }
+}
+
+/// A shell in a process group of its own that runs a cleanup script once its standard input
+/// closes: when this process ends, however it ends (a panic, `kill -9`), or when
+/// [`Watchdog::fire`] (or dropping it) closes the pipe only this process holds.
+pub struct Watchdog {
+    child: Child,
+    stdin: Option<ChildStdin>,
+}
+
+impl Watchdog {
+    /// Starts the watchdog of `script` (a line for `sh`); with `limit`, it also runs the
+    /// script after that long. `what` names what it cleans up, for the error.
+    pub fn start(script: &str, limit: Option<Duration>, what: &str) -> Result<Watchdog, String> {
+        let wait = match limit {
+            Some(limit) => format!("timeout {} cat >/dev/null", limit.as_secs().max(1)),
+            None => "cat >/dev/null".to_string(),
+        };
+        let mut child = Command::new("sh")
+            .args(["-c", &format!("{wait}; {script}")])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .map_err(|e| format!("cannot start {what}'s watchdog: {e}"))?;
+        let stdin = child.stdin.take();
+        Ok(Watchdog { child, stdin })
+    }
+
+    /// Runs the script now and waits for it to finish (once; what dropping does).
+    pub fn fire(&mut self) {
+        if let Some(mut stdin) = self.stdin.take() {
+            let _ = stdin.flush();
+            drop(stdin);
+            let _ = self.child.wait();
+        }
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        self.fire();
     }
 }
 

@@ -75,8 +75,9 @@ use tokio::sync::oneshot;
 /// The environment variable naming the JSON-lines log of tool calls.
 pub const LOG_ENV: &str = "AGENSH_SCRIPT_LOG";
 
-/// A scenario: the parts of the goal, file templates, and the steps.
-#[derive(Debug, Clone, Deserialize)]
+/// A scenario: the parts of the goal, file templates, and the steps. It serializes back to
+/// the same TOML (agensh-testkit's scenario builder writes scenarios with it).
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Scenario {
     /// Parts of the goal; each worker tries them in this order and takes the first free one.
@@ -106,7 +107,7 @@ fn default_test_path() -> String {
 }
 
 /// File templates for `write_part`.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Templates {
     pub part: Option<String>,
@@ -114,7 +115,7 @@ pub struct Templates {
 }
 
 /// Fixed usage reported for every turn.
-#[derive(Debug, Clone, Copy, Default, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct UsageSpec {
     #[serde(default)]
@@ -127,7 +128,7 @@ pub struct UsageSpec {
 }
 
 /// One step of a scenario.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(tag = "action", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Step {
     /// Claims the first part that is not done and not claimed (label `part-<name>`, paths
@@ -216,14 +217,14 @@ pub enum Step {
     /// Any tool with literal arguments (strings are templates).
     Call {
         tool: String,
-        #[serde(default)]
+        #[serde(default, skip_serializing_if = "Value::is_null")]
         args: Value,
     },
     /// Calls `tool` every `every_ms` for `for_ms`, recording any notices (to observe
     /// in-turn delivery); stops early at the first notice with `until_notice`.
     Poll {
         tool: String,
-        #[serde(default)]
+        #[serde(default, skip_serializing_if = "Value::is_null")]
         args: Value,
         #[serde(default = "default_every_ms")]
         every_ms: u64,
@@ -251,7 +252,7 @@ pub enum Step {
     /// answers what it does not offer).
     ClientRequest {
         method: String,
-        #[serde(default)]
+        #[serde(default, skip_serializing_if = "Value::is_null")]
         params: Value,
     },
     /// Allocates `mib` MiB, writes to every page and holds them until the process ends: a

@@ -2,8 +2,9 @@
 //!
 //! [`Workspace`] is what `cargo metadata --format-version 1` says about the packages and
 //! their dependency graph; [`CodeMap`] is what `ARCHITECTURE.md` says: one `## crates/<dir>`
-//! section per crate and a "Dependency rules" table. [`check`] compares the two and lists
-//! every broken promise as a [`Violation`].
+//! section per crate, a "Dependency rules" table, a "Test dependency rules" table and a
+//! "Test-only crates" table. [`check`] compares the two and lists every broken promise as a
+//! [`Violation`].
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -279,6 +280,10 @@ pub struct CodeMap {
     /// The rows of the "Test dependency rules" table: (crate, what it must never reach, not
     /// even through the dev dependencies of its own tests).
     pub test_rules: Vec<(String, BTreeSet<String>)>,
+    /// The rows of the "Test-only crates" table: (a crate for tests only, the crates that
+    /// may still have it as a normal dependency). Any other crate may use it only through
+    /// dev-dependencies.
+    pub test_only: Vec<(String, BTreeSet<String>)>,
 }
 
 /// The heading of the table [`CodeMap::parse`] reads the rules from.
@@ -286,6 +291,9 @@ pub const RULES_HEADING: &str = "## Dependency rules";
 
 /// The heading of the table [`CodeMap::parse`] reads the rules that hold for tests too.
 pub const TEST_RULES_HEADING: &str = "## Test dependency rules";
+
+/// The heading of the table [`CodeMap::parse`] reads the crates for tests only from.
+pub const TEST_ONLY_HEADING: &str = "## Test-only crates";
 
 /// The rows of the first table after `heading`, split into trimmed cells (header and
 /// separator rows left out), or `None` when `text` has no such heading.
@@ -318,10 +326,40 @@ fn list(cell: &str) -> BTreeSet<String> {
         .collect()
 }
 
+/// The rows of the two-column table after `heading`: a crate and a list of crates each.
+/// `what` says what the table is, `row` how to write a row, for the errors.
+fn crate_lists(
+    text: &str,
+    heading: &str,
+    what: &str,
+    row: &str,
+) -> Result<Vec<(String, BTreeSet<String>)>, ParseError> {
+    let Some(table) = table_rows(text, heading) else {
+        return Err(ParseError(format!(
+            "ARCHITECTURE.md has no \"{heading}\" section — add {what}"
+        )));
+    };
+    table
+        .into_iter()
+        .map(|cells| {
+            if cells.len() != 2 {
+                return Err(ParseError(format!(
+                    "row `| {} |` of \"{heading}\" has {} cells — write {row}",
+                    cells.join(" | "),
+                    cells.len()
+                )));
+            }
+            Ok((cells[0].trim_matches('`').to_string(), list(&cells[1])))
+        })
+        .collect()
+}
+
 impl CodeMap {
-    /// Reads the sections, the `crates/<dir>` mentions and the rules table. The table's
-    /// rows are `| crate | depends only on | never reaches |`; `any` in the middle column
-    /// allows every dependency, `nothing` none, and an empty last cell forbids nothing.
+    /// Reads the sections, the `crates/<dir>` mentions and the three tables. The rules
+    /// table's rows are `| crate | depends only on | never reaches |`; `any` in the middle
+    /// column allows every dependency, `nothing` none, and an empty last cell forbids
+    /// nothing. The test rules' rows are `| crate | never reaches, tests included |`, the
+    /// test-only crates' `| crate | a normal dependency only of |`.
     pub fn parse(text: &str) -> Result<CodeMap, ParseError> {
         let mut map = CodeMap::default();
         for line in text.lines() {
@@ -387,22 +425,18 @@ impl CodeMap {
                 "the \"{RULES_HEADING}\" section has no table rows"
             )));
         }
-        let Some(table) = table_rows(text, TEST_RULES_HEADING) else {
-            return Err(ParseError(format!(
-                "ARCHITECTURE.md has no \"{TEST_RULES_HEADING}\" section — add the table of what a crate must not reach even in its tests"
-            )));
-        };
-        for cells in table {
-            if cells.len() != 2 {
-                return Err(ParseError(format!(
-                    "test rules row `| {} |` has {} cells — write | crate | never reaches, tests included |",
-                    cells.join(" | "),
-                    cells.len()
-                )));
-            }
-            map.test_rules
-                .push((cells[0].trim_matches('`').to_string(), list(&cells[1])));
-        }
+        map.test_rules = crate_lists(
+            text,
+            TEST_RULES_HEADING,
+            "the table of what a crate must not reach even in its tests",
+            "| crate | never reaches, tests included |",
+        )?;
+        map.test_only = crate_lists(
+            text,
+            TEST_ONLY_HEADING,
+            "the table of the crates for tests only and the crates that may still depend on them",
+            "| crate | a normal dependency only of |",
+        )?;
         Ok(map)
     }
 }
@@ -511,6 +545,26 @@ pub fn check(ws: &Workspace, map: &CodeMap, has_readme: &dyn Fn(&str) -> bool) -
             }
         }
     }
+    for (krate, allowed) in &map.test_only {
+        for name in std::iter::once(krate).chain(allowed) {
+            if !members.contains(name) {
+                out.push(Violation(format!(
+                    "the test-only crates name {name}, which is not a crate of the workspace"
+                )));
+            }
+        }
+        for m in &members {
+            if m == krate || allowed.contains(m) {
+                continue;
+            }
+            if let Some(chain) = ws.reached(m).get(krate) {
+                out.push(Violation(format!(
+                    "{m} reaches {krate} through normal dependencies ({}), but {krate} is for tests only — make it a [dev-dependencies] entry",
+                    chain.join(" → ")
+                )));
+            }
+        }
+    }
     for m in &members {
         if !map.rules.iter().any(|r| &r.krate == m) {
             out.push(Violation(format!(
@@ -591,6 +645,10 @@ mod tests {
 | crate | never reaches, tests included |
 | --- | --- |
 | core | db |
+## Test-only crates
+| crate | a normal dependency only of |
+| --- | --- |
+| core | app |
 ";
 
     fn violations(ws: &Workspace, map: &str) -> Vec<String> {
@@ -724,6 +782,80 @@ mod tests {
         let err = CodeMap::parse(map).unwrap_err();
         assert!(
             err.0.contains("no \"## Test dependency rules\" section"),
+            "{err}"
+        );
+    }
+
+    /// [`MAP`] with a test kit, `kit`, that `bench` may link and `app` and `core` use in
+    /// their tests.
+    fn with_kit(extra: &[(&str, &str, Option<&str>)]) -> (Workspace, String) {
+        let mut deps = vec![
+            ("core", "serde", None),
+            ("app", "core", None),
+            ("kit", "core", None),
+            ("app", "kit", Some("dev")),
+            ("core", "kit", Some("dev")),
+            ("bench", "kit", None),
+        ];
+        deps.extend_from_slice(extra);
+        let ws = workspace(
+            &[
+                ("core", Some("1.88"), true),
+                ("app", Some("1.88"), true),
+                ("kit", Some("1.88"), true),
+                ("bench", Some("1.88"), true),
+                ("serde", None, false),
+            ],
+            &deps,
+        );
+        let map = MAP
+            .replace(
+                "## Dependency rules",
+                "## crates/kit — for tests\n## crates/bench — benchmarks\n## Dependency rules",
+            )
+            .replace(
+                "| app | any | sqlite |",
+                "| app | any | sqlite |\n| kit | any | |\n| bench | any | |",
+            )
+            .replace("| core | app |", "| kit | bench |");
+        (ws, map)
+    }
+
+    #[test]
+    fn a_test_only_crate_in_tests_and_in_the_crates_allowed_is_no_violation() {
+        let (ws, map) = with_kit(&[]);
+        assert_eq!(violations(&ws, &map), Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_test_only_crate_as_a_normal_dependency_is_reported_with_the_chain() {
+        let (ws, map) = with_kit(&[("app", "kit", None)]);
+        assert_eq!(
+            violations(&ws, &map),
+            vec!["app reaches kit through normal dependencies (app → kit), but kit is for tests only — make it a [dev-dependencies] entry".to_string()]
+        );
+        // Through a crate that may depend on it: the chain says which.
+        let (ws, map) = with_kit(&[("app", "bench", None)]);
+        assert_eq!(
+            violations(&ws, &map),
+            vec!["app reaches kit through normal dependencies (app → bench → kit), but kit is for tests only — make it a [dev-dependencies] entry".to_string()]
+        );
+    }
+
+    #[test]
+    fn a_test_only_table_naming_no_crate_of_the_workspace_is_reported() {
+        let (ws, map) = with_kit(&[]);
+        let map = map.replace("| kit | bench |", "| kit | bench, gone |");
+        assert_eq!(
+            violations(&ws, &map),
+            vec![
+                "the test-only crates name gone, which is not a crate of the workspace".to_string()
+            ]
+        );
+        let map = MAP.split("## Test-only crates").next().unwrap();
+        let err = CodeMap::parse(map).unwrap_err();
+        assert!(
+            err.0.contains("no \"## Test-only crates\" section"),
             "{err}"
         );
     }

@@ -1,65 +1,25 @@
 //! Merging in the bare repository with real git: disjoint changes, conflicts, gates,
 //! and many merges racing for `main`.
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use agensh_workspace::checkout;
+use agensh_testkit::Org;
 use agensh_workspace::merge::{Gate, MergeOutcome, MergeRequest, Mergeability};
-use agensh_workspace::seed::{self, Source};
-use agensh_workspace::{Git, Workspace};
+use agensh_workspace::Workspace;
 
-struct Org {
-    _tmp: tempfile::TempDir,
-    root: PathBuf,
-    ws: Workspace,
-}
-
+/// A workspace seeded with `shared.txt`, without a hub.
 async fn org() -> Org {
-    let tmp = tempfile::tempdir().unwrap();
-    let root = tmp.path().join("org");
-    let src = tmp.path().join("src");
-    std::fs::create_dir_all(&src).unwrap();
-    std::fs::write(src.join("shared.txt"), "one\ntwo\nthree\n").unwrap();
-    let ws = seed::create(
-        &root.join(".agensh/workspace.git"),
-        Source::Dir(&src),
-        "test",
-    )
-    .await
-    .unwrap();
-    Org {
-        _tmp: tmp,
-        root,
-        ws,
-    }
+    Org::builder()
+        .file("shared.txt", "one\ntwo\nthree\n")
+        .no_hub()
+        .start()
+        .await
 }
 
 /// Commits `files` on `branch` in `worker`'s checkout and pushes it.
 async fn push_branch(org: &Org, worker: &str, branch: &str, files: &[(&str, &str)]) {
-    let dir = checkout::checkout_dir(&org.root, worker);
-    checkout::create(&org.ws, worker, &dir).await.unwrap();
-    let g = Git::worktree(&dir);
-    g.run(["checkout", "--quiet", "-B", branch, "origin/main"])
-        .await
-        .unwrap();
-    for (path, text) in files {
-        let p = dir.join(path);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, text).unwrap();
-        g.run(["add", path]).await.unwrap();
-    }
-    g.run(["commit", "--quiet", "-m", &format!("change on {branch}")])
-        .await
-        .unwrap();
-    let mut push = g.command(["push", "--quiet", "--force", "origin", branch]);
-    push.env("AGENSH_PUSHER", worker);
-    let out = push.output().await.unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    org.push_branch(worker, branch, files, &format!("change on {branch}"))
+        .await;
 }
 
 fn request(branch: &str) -> MergeRequest {
@@ -71,39 +31,17 @@ fn request(branch: &str) -> MergeRequest {
     }
 }
 
-async fn main_files(ws: &Workspace) -> Vec<String> {
-    let out = ws
-        .git()
-        .run(["ls-tree", "-r", "--name-only", "main"])
-        .await
-        .unwrap();
-    out.lines().map(str::to_string).collect()
-}
-
-async fn main_head(ws: &Workspace) -> String {
-    ws.git().run(["rev-parse", "main"]).await.unwrap()
-}
-
-async fn assert_fsck_clean(ws: &Workspace) {
-    let out = ws
-        .git()
-        .output(["fsck", "--strict", "--no-progress"])
-        .await
-        .unwrap();
-    assert!(out.success(), "fsck: {}{}", out.stdout, out.stderr);
-}
-
 #[tokio::test]
 async fn a_branch_merges_into_main_with_a_merge_commit() {
     let org = org().await;
     push_branch(&org, "w01", "w01/feature", &[("a.txt", "a\n")]).await;
-    let before = main_head(&org.ws).await;
+    let before = org.main().await;
     let MergeOutcome::Merged { commit, head, .. } =
         org.ws.merge(&request("w01/feature")).await.unwrap()
     else {
         panic!("not merged")
     };
-    assert_eq!(main_head(&org.ws).await, commit);
+    assert_eq!(org.main().await, commit);
     let parents = org
         .ws
         .git()
@@ -111,8 +49,8 @@ async fn a_branch_merges_into_main_with_a_merge_commit() {
         .await
         .unwrap();
     assert_eq!(parents, format!("{before}\n{head}"));
-    assert!(main_files(&org.ws).await.contains(&"a.txt".to_string()));
-    assert_fsck_clean(&org.ws).await;
+    assert!(org.files_on_main().await.contains("a.txt"));
+    org.assert_fsck_clean().await;
 }
 
 #[tokio::test]
@@ -145,7 +83,7 @@ async fn two_branches_editing_the_same_lines_conflict_and_name_the_file() {
         org.ws.merge(&request("w01/edit")).await.unwrap(),
         MergeOutcome::Merged { .. }
     ));
-    let head = main_head(&org.ws).await;
+    let head = org.main().await;
     let second = org.ws.merge(&request("w02/edit")).await.unwrap();
     assert_eq!(
         second,
@@ -153,7 +91,7 @@ async fn two_branches_editing_the_same_lines_conflict_and_name_the_file() {
             files: vec!["shared.txt".into()]
         }
     );
-    assert_eq!(main_head(&org.ws).await, head, "main did not move");
+    assert_eq!(org.main().await, head, "main did not move");
     let summary = org.ws.summary("w02/edit").await.unwrap();
     assert_eq!(
         summary.mergeability,
@@ -161,7 +99,7 @@ async fn two_branches_editing_the_same_lines_conflict_and_name_the_file() {
             files: vec!["shared.txt".into()]
         }
     );
-    assert_fsck_clean(&org.ws).await;
+    org.assert_fsck_clean().await;
 }
 
 #[tokio::test]
@@ -210,7 +148,7 @@ async fn a_passing_gate_lets_main_move() {
 async fn a_failing_gate_refuses_the_merge_with_the_tail_of_its_output() {
     let org = org().await;
     push_branch(&org, "w01", "w01/feature", &[("bad.txt", "broken\n")]).await;
-    let head = main_head(&org.ws).await;
+    let head = org.main().await;
     let mut req = request("w01/feature");
     req.gate = Some(Gate {
         command: "seq 1 100; echo 'test parser ... FAILED'; exit 3".into(),
@@ -230,7 +168,7 @@ async fn a_failing_gate_refuses_the_merge_with_the_tail_of_its_output() {
         "{output_tail}"
     );
     assert!(!output_tail.contains("\n50\n"), "only the tail is kept");
-    assert_eq!(main_head(&org.ws).await, head);
+    assert_eq!(org.main().await, head);
     let worktrees = org
         .ws
         .git()
@@ -269,7 +207,7 @@ async fn a_gate_does_not_see_the_hubs_secrets_in_its_environment() {
 #[tokio::test]
 async fn a_gate_runs_on_a_merge_commit_whose_first_parent_is_main_before_the_merge() {
     let org = org().await;
-    let before = main_head(&org.ws).await;
+    let before = org.main().await;
     push_branch(&org, "w01", "w01/feature", &[("x.txt", "x\n")]).await;
     let mut req = request("w01/feature");
     req.gate = Some(Gate {
@@ -307,7 +245,7 @@ async fn a_gate_can_refuse_a_change_to_protected_files_by_diffing_against_head_1
 async fn background_processes_of_a_passing_gate_do_not_outlive_it() {
     let org = org().await;
     push_branch(&org, "w01", "w01/feature", &[("x.txt", "x\n")]).await;
-    let marker = org.root.join("leftover-ran");
+    let marker = org.dir().join("leftover-ran");
     let mut req = request("w01/feature");
     req.gate = Some(Gate {
         command: format!("(sleep 2; touch {}) & exit 0", marker.display()),
@@ -328,7 +266,7 @@ async fn background_processes_of_a_passing_gate_do_not_outlive_it() {
 async fn a_gate_that_runs_too_long_is_killed_with_its_children() {
     let org = org().await;
     push_branch(&org, "w01", "w01/feature", &[("x.txt", "x\n")]).await;
-    let marker = org.root.join("child-survived");
+    let marker = org.dir().join("child-survived");
     let mut req = request("w01/feature");
     req.gate = Some(Gate {
         command: format!("(sleep 3; touch {}) & sleep 30", marker.display()),
@@ -383,7 +321,7 @@ async fn thirty_two_disjoint_merges_racing_for_main_all_land() {
             other => panic!("not merged: {other:?}"),
         }
     }
-    let files = main_files(&org.ws).await;
+    let files = org.files_on_main().await;
     for i in 0..32 {
         assert!(
             files.contains(&format!("parts/{i}.txt")),
@@ -398,7 +336,7 @@ async fn thirty_two_disjoint_merges_racing_for_main_all_land() {
         .unwrap();
     assert_eq!(merges_on_main, "32");
     assert!(attempts >= 32);
-    assert_fsck_clean(&org.ws).await;
+    org.assert_fsck_clean().await;
 }
 
 /// Moves of `main` recorded in its reflog (the seed's first commit included).
@@ -452,7 +390,7 @@ async fn many_merges_at_once_all_land_with_fewer_moves_of_main_than_merges() {
         }
     }
     assert_eq!(commits.len(), count, "each PR has its own merge commit");
-    let files = main_files(&org.ws).await;
+    let files = org.files_on_main().await;
     for i in 0..count {
         assert!(
             files.contains(&format!("parts/{i}.txt")),
@@ -472,7 +410,7 @@ async fn many_merges_at_once_all_land_with_fewer_moves_of_main_than_merges() {
         moves < count,
         "{moves} moves of main for {count} merges: no batching"
     );
-    assert_fsck_clean(&org.ws).await;
+    org.assert_fsck_clean().await;
 }
 
 #[tokio::test]
@@ -494,7 +432,7 @@ async fn a_conflicting_merge_in_a_batch_fails_alone_with_its_files() {
     )
     .await;
     push_branch(&org, "w04", "w04/b", &[("b.txt", "b\n")]).await;
-    let before = main_head(&org.ws).await;
+    let before = org.main().await;
     let reqs: Vec<MergeRequest> = ["w01/a", "w02/edit", "w03/edit", "w04/b"]
         .into_iter()
         .map(request)
@@ -512,11 +450,7 @@ async fn a_conflicting_merge_in_a_batch_fails_alone_with_its_files() {
     let MergeOutcome::Merged { commit: last, .. } = &out[3] else {
         panic!("{out:?}")
     };
-    assert_eq!(
-        &main_head(&org.ws).await,
-        last,
-        "main is the batch's last merge"
-    );
+    assert_eq!(&org.main().await, last, "main is the batch's last merge");
     assert_eq!(org.ws.main_moves(), 1, "one move of main for the batch");
     // History stays per merge: each merge commit's first parent is the previous one.
     let chain = org
@@ -526,11 +460,11 @@ async fn a_conflicting_merge_in_a_batch_fails_alone_with_its_files() {
         .await
         .unwrap();
     assert_eq!(chain.lines().count(), 3);
-    let files = main_files(&org.ws).await;
-    assert!(files.contains(&"a.txt".into()) && files.contains(&"b.txt".into()));
+    let files = org.files_on_main().await;
+    assert!(files.contains("a.txt") && files.contains("b.txt"));
     let shared = org.ws.git().run(["show", "main:shared.txt"]).await.unwrap();
     assert_eq!(shared, "one\nTWO by w02\nthree");
-    assert_fsck_clean(&org.ws).await;
+    org.assert_fsck_clean().await;
 }
 
 #[tokio::test]
@@ -612,13 +546,10 @@ async fn a_batch_that_loses_main_to_an_outside_move_is_merged_again_on_the_new_m
             other => panic!("not merged: {other:?}"),
         }
     }
-    assert_eq!(main_head(&org.ws).await, commits[1]);
-    let files = main_files(&org.ws).await;
+    assert_eq!(org.main().await, commits[1]);
+    let files = org.files_on_main().await;
     for f in ["outside.txt", "a.txt", "b.txt"] {
-        assert!(
-            files.contains(&f.to_string()),
-            "{f} missing from main: {files:?}"
-        );
+        assert!(files.contains(f), "{f} missing from main: {files:?}");
     }
     // The outside commit is kept under the batch, not overwritten.
     let outside = org
@@ -636,7 +567,7 @@ async fn a_batch_that_loses_main_to_an_outside_move_is_merged_again_on_the_new_m
         .unwrap();
     assert_eq!(first, outside, "the batch was redone on the moved main");
     assert_eq!(org.ws.main_moves(), 1);
-    assert_fsck_clean(&org.ws).await;
+    org.assert_fsck_clean().await;
 }
 
 #[tokio::test]

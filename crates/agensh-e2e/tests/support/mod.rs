@@ -1,24 +1,20 @@
-//! Shared test harness for the adapter and scripted-agent tests: a real hub in-process over
-//! a seeded workspace, worker checkouts, the `agensh` binary (for `agensh agent script`),
-//! and helpers to read the scripted agent's log and to look for processes in /proc.
+//! Shared test harness for the adapter and scripted-agent tests: the test kit's
+//! organization (a real hub in-process over a seeded workspace) with agents' contexts, the
+//! `agensh` binary (for `agensh agent script`), and helpers to read the scripted agent's log
+//! and to look for processes in /proc.
 
 // Each test file uses a different part of this module.
 #![allow(dead_code)]
 
-use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 
-use agensh_client::Client;
 use agensh_domain::config::Config;
-use agensh_hub::RunningHub;
 use agensh_node::adapters::acp::AcpAgent;
 use agensh_node::adapters::AgentContext;
-use agensh_store::SqliteStore;
-use agensh_workspace::seed::Source;
-use agensh_workspace::Workspace;
 use serde_json::Value;
-use tempfile::TempDir;
+
+pub use agensh_testkit::Org;
 
 pub mod replay;
 
@@ -69,93 +65,44 @@ pub fn agensh_bin() -> PathBuf {
     .clone()
 }
 
-/// An organization directory with a seeded workspace, a hub serving it, and workers.
-pub struct Org {
-    pub tmp: TempDir,
-    pub hub: RunningHub,
-    pub ws: Workspace,
-    /// (id, token) of each worker, in id order.
-    pub workers: Vec<(String, String)>,
+/// An organization over a workspace seeded with `README.md` and `PARTS.md`, with `n`
+/// workers.
+pub async fn start(n: usize) -> Org {
+    start_with(n, Config::with_goal("test")).await
 }
 
-impl Org {
-    /// A hub over a workspace seeded with `README.md` and `PARTS.md`, with `n` workers.
-    pub async fn start(n: usize) -> Org {
-        Org::start_with(n, Config::with_goal("test")).await
-    }
-
-    /// [`Org::start`] with the hub's configuration `config` (a merge gate, say).
-    pub async fn start_with(n: usize, config: Config) -> Org {
-        let tmp = tempfile::tempdir().unwrap();
-        let state = tmp.path().join("org").join(".agensh");
-        std::fs::create_dir_all(&state).unwrap();
-        let seed = tmp.path().join("seed");
-        std::fs::create_dir_all(&seed).unwrap();
-        std::fs::write(seed.join("README.md"), "hello\n").unwrap();
-        std::fs::write(seed.join("PARTS.md"), PARTS_MD).unwrap();
-        let ws = agensh_workspace::seed::create(
-            &state.join("workspace.git"),
-            Source::Dir(&seed),
-            "test",
-        )
+/// [`start`] with the hub's configuration `config` (a merge gate, say).
+pub async fn start_with(n: usize, config: Config) -> Org {
+    Org::builder()
+        .file("README.md", "hello\n")
+        .file("PARTS.md", PARTS_MD)
+        .config(config)
+        .workers(n)
+        .start()
         .await
-        .unwrap();
-        let store = SqliteStore::open(&state.join("store.sqlite")).unwrap();
-        let hub = agensh_hub::start_with_workspace(
-            Arc::new(store),
-            Some(ws.clone()),
-            config,
-            "127.0.0.1:0",
-        )
-        .await
-        .unwrap();
-        let workers = Client::new(&hub.url, &hub.admin_token)
-            .add_workers(n)
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|w| (w.id, w.token))
-            .collect();
-        Org {
-            tmp,
-            hub,
-            ws,
-            workers,
-        }
-    }
+}
 
-    pub fn dir(&self) -> PathBuf {
-        self.tmp.path().join("org")
-    }
-
-    pub fn id(&self, i: usize) -> String {
-        self.workers[i].0.clone()
-    }
-
-    pub fn token(&self, id: &str) -> &str {
-        &self
-            .workers
-            .iter()
-            .find(|(w, _)| w == id)
-            .unwrap_or_else(|| panic!("no worker {id}"))
-            .1
-    }
-
-    /// A REST client with `id`'s token.
-    pub fn client(&self, id: &str) -> Client {
-        Client::new(&self.hub.url, self.token(id))
-    }
-
+/// What these tests add to the test kit's organization: agents in it.
+pub trait AgentOrg {
     /// `id`'s checkout (made on first use) and the context an adapter gets for it.
-    pub async fn context(&self, id: &str) -> AgentContext {
-        let checkout = agensh_workspace::checkout::checkout_dir(&self.dir(), id);
-        agensh_workspace::checkout::create(&self.ws, id, &checkout)
-            .await
-            .unwrap();
+    async fn context(&self, id: &str) -> AgentContext;
+    /// Writes a scenario file and returns its path.
+    fn scenario(&self, name: &str, text: &str) -> PathBuf;
+    /// Where the scripted agents of a test log their tool calls.
+    fn script_log(&self) -> PathBuf;
+    /// The scripted agent on `scenario`, logging to [`AgentOrg::script_log`].
+    fn script_agent(&self, scenario: &Path) -> AcpAgent;
+    /// Every line of the script log.
+    fn log_entries(&self) -> Vec<Value>;
+}
+
+impl AgentOrg for Org {
+    async fn context(&self, id: &str) -> AgentContext {
+        let checkout = self.checkout(id).await;
         AgentContext {
             worker: id.to_string(),
             checkout,
-            hub_url: self.hub.url.clone(),
+            hub_url: self.url().to_string(),
             token: self.token(id).to_string(),
             mcp_proxy: None,
             state_dir: self.dir().join(".agensh").join("logs").join(id),
@@ -165,20 +112,17 @@ impl Org {
         }
     }
 
-    /// Writes a scenario file and returns its path.
-    pub fn scenario(&self, name: &str, text: &str) -> PathBuf {
+    fn scenario(&self, name: &str, text: &str) -> PathBuf {
         let path = self.tmp.path().join(format!("{name}.toml"));
         std::fs::write(&path, text).unwrap();
         path
     }
 
-    /// Where the scripted agents of a test log their tool calls.
-    pub fn script_log(&self) -> PathBuf {
+    fn script_log(&self) -> PathBuf {
         self.tmp.path().join("script.jsonl")
     }
 
-    /// The scripted agent on `scenario`, logging to [`Org::script_log`].
-    pub fn script_agent(&self, scenario: &Path) -> AcpAgent {
+    fn script_agent(&self, scenario: &Path) -> AcpAgent {
         AcpAgent::new(
             vec![
                 agensh_bin().display().to_string(),
@@ -194,46 +138,12 @@ impl Org {
         )
     }
 
-    /// Every line of the script log.
-    pub fn log_entries(&self) -> Vec<Value> {
+    fn log_entries(&self) -> Vec<Value> {
         std::fs::read_to_string(self.script_log())
             .unwrap_or_default()
             .lines()
             .map(|l| serde_json::from_str(l).expect("log lines are JSON"))
             .collect()
-    }
-
-    /// Runs git in the bare repository; its trimmed output.
-    pub async fn bare_git(&self, args: &[&str]) -> String {
-        let out = tokio::process::Command::new("git")
-            .arg("--git-dir")
-            .arg(self.ws.git_dir())
-            .args(args)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .output()
-            .await
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "git {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
-    }
-
-    /// The files on `main`.
-    pub async fn files_on_main(&self) -> BTreeSet<String> {
-        self.bare_git(&["ls-tree", "-r", "--name-only", "main"])
-            .await
-            .lines()
-            .map(str::to_string)
-            .collect()
-    }
-
-    /// A file's text on `main`.
-    pub async fn on_main(&self, path: &str) -> String {
-        self.bare_git(&["show", &format!("main:{path}")]).await
     }
 }
 

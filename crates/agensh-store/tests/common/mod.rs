@@ -1,10 +1,12 @@
 //! What the store tests share: each case runs against the SQLite store and the PostgreSQL
-//! store (`stores!` makes one test per store), and a real PostgreSQL server (`pg`).
+//! store (`stores!` makes one test per store), on a real PostgreSQL server (`pg`, the test
+//! kit's).
 
 #![allow(dead_code)]
 
-pub mod pg;
 pub mod rows;
+
+pub use agensh_testkit::pg;
 
 use std::ops::Deref;
 use std::sync::Arc;

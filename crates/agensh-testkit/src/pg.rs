@@ -1,22 +1,32 @@
-//! Throwaway PostgreSQL servers for tests and benchmarks, in one place.
+//! Every throwaway PostgreSQL server of the project, in one place.
 //!
 //! [`Programs`] finds the server's programs — `AGENSH_PG_BIN`, then `PATH` (`initdb`), then
 //! Debian's `/usr/lib/postgresql/*/bin/` (newest first) — and runs them as `postgres`
 //! through `runuser` when this process is root (PostgreSQL refuses to run as root; Debian's
 //! package creates the user): `initdb` of a new data directory with trust authentication for
-//! [`USER`], `pg_ctl start` with the options of [`options`], a stop.
+//! [`USER`], `pg_ctl start` with the options of [`options`], a stop. On them:
 //!
-//! [`Postgres`] is a server inside one host of a [`Testnet`], listening on 127.0.0.1:5432
-//! *inside the host's namespace* only, so just the processes of that host reach it — the hub
-//! beside it; it is stopped (`pg_ctl stop -m immediate`) and its directory removed by the
-//! testnet's teardown, the watchdog's included. The store's tests
-//! (`agensh-store/tests/common/pg.rs`) and `agensh-bench --postgres` start theirs on a free
-//! 127.0.0.1 port of this machine with the same [`Programs`].
+//! - [`PgServer`] — a server in a temporary directory on a free 127.0.0.1 port, stopped and
+//!   removed when dropped — and when this process ends however it ends, by a watchdog
+//!   process that waits for the end of a pipe only this process holds. The tests share one
+//!   per test binary ([`shared`], [`database`]: one database per test, so tests run in
+//!   parallel); a test that stops its server has its own; `agensh-bench --postgres` starts
+//!   one with fsync on and its own settings.
+//! - [`Postgres`] — a server inside one host of a [`Testnet`], listening on 127.0.0.1:5432
+//!   *inside the host's namespace* only, so just the processes of that host reach it (the
+//!   hub beside it); it is stopped (`pg_ctl stop -m immediate`) and its directory removed by
+//!   the testnet's teardown, the watchdog's included. The multi-host test and
+//!   `agensh-bench cluster` use it.
+//!
+//! A machine without PostgreSQL fails the tests with what to install; they are never
+//! skipped.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Mutex, OnceLock};
 
-use crate::{is_root, quote, Testnet};
+use agensh_netns::{enter, is_root, quote, Testnet, Watchdog};
 
 /// The user clients connect as (trust authentication, loopback only).
 pub const USER: &str = "agensh";
@@ -131,11 +141,11 @@ impl Programs {
     }
 
     /// `program` (`pg_ctl`, `createdb`, …), run as the server's user, inside network
-    /// namespace `netns` when one is given (`nsenter --net`, as [`crate::Testnet::command`]).
+    /// namespace `netns` when one is given (`nsenter --net`, as [`Testnet::command`]).
     pub fn command(&self, netns: Option<&str>, program: &str) -> Command {
         let mut words: Vec<String> = Vec::new();
         if let Some(ns) = netns {
-            words.extend(crate::enter(ns));
+            words.extend(enter(ns));
         }
         if let Some(user) = &self.run_as {
             words.extend(["runuser", "-u", user, "--"].map(String::from));
@@ -289,6 +299,195 @@ impl Postgres {
     pub fn url(&self) -> String {
         format!("postgres://{USER}@127.0.0.1:{PORT}/postgres")
     }
+}
+
+/// One running server on a free port of 127.0.0.1.
+pub struct PgServer {
+    fsync: bool,
+    max_connections: u32,
+    /// More server settings, `NAME=VALUE` each.
+    settings: Vec<String>,
+    pub port: u16,
+    /// The temporary directory: `data/`, the socket and the log.
+    pub dir: PathBuf,
+    programs: Programs,
+    /// Stops the server and removes its directory when this process ends, however it ends.
+    watchdog: Option<Watchdog>,
+}
+
+impl PgServer {
+    /// Initializes and starts a new server for tests (300 connections, 32 MB of shared
+    /// buffers); it stops when the value is dropped (and when this process ends). `fsync`
+    /// off makes a server for tests that never crash it (the shared one: databases are
+    /// created many times faster); the durability test's own server has it on.
+    pub fn start(fsync: bool) -> Result<PgServer, String> {
+        PgServer::start_with(fsync, 300, &["shared_buffers=32MB".to_string()])
+    }
+
+    /// [`PgServer::start`] with `max_connections` and `settings` (`NAME=VALUE` each, given
+    /// to the server as `-c` after the others, so they win).
+    pub fn start_with(
+        fsync: bool,
+        max_connections: u32,
+        settings: &[String],
+    ) -> Result<PgServer, String> {
+        let programs = Programs::find()?;
+        let dir = tempfile::Builder::new()
+            .prefix("agensh-pg-")
+            .tempdir()
+            .map_err(|e| format!("no temporary directory: {e}"))?
+            .keep();
+        programs.give(&dir)?;
+        let mut server = PgServer {
+            fsync,
+            max_connections,
+            settings: settings.to_vec(),
+            port: 0,
+            dir,
+            programs,
+            watchdog: None,
+        };
+        server.watch()?;
+        server.programs.initdb(&server.dir)?;
+        server.port = server
+            .programs
+            .start_on_free_port(&server.dir, |port| server.options_at(port))?;
+        Ok(server)
+    }
+
+    /// The server's options listening on `port`.
+    fn options_at(&self, port: u16) -> String {
+        options(
+            port,
+            &self.dir,
+            self.max_connections,
+            self.fsync,
+            &self.settings,
+        )
+    }
+
+    /// Starts the server again after [`PgServer::stop`].
+    pub fn restart(&self) {
+        self.programs
+            .start(None, &self.dir, &self.options_at(self.port))
+            .expect("the server starts again");
+    }
+
+    /// Stops the server in `mode` (`fast`, `immediate`: as if the machine lost power for
+    /// PostgreSQL — no checkpoint, recovery from the WAL at the next start).
+    pub fn stop(&self, mode: &str) {
+        self.programs.stop(&self.dir, mode);
+    }
+
+    /// The shell command that stops this server and removes its directory.
+    fn teardown_script(&self) -> String {
+        format!(
+            "{} -D {} -w -m immediate stop >/dev/null 2>&1; rm -rf {}",
+            self.programs.shell(None, "pg_ctl"),
+            quote(&self.dir.join("data").to_string_lossy()),
+            quote(&self.dir.to_string_lossy())
+        )
+    }
+
+    /// Starts the watchdog that stops the server when this process ends, however it ends.
+    fn watch(&mut self) -> Result<(), String> {
+        self.watchdog = Some(Watchdog::start(
+            &self.teardown_script(),
+            None,
+            "the server",
+        )?);
+        Ok(())
+    }
+
+    /// Stops the server and removes its directory now.
+    pub fn teardown(&mut self) {
+        if let Some(mut watchdog) = self.watchdog.take() {
+            watchdog.fire();
+        }
+    }
+
+    /// A URL for database `db` on this server.
+    pub fn url(&self, db: &str) -> String {
+        format!("postgres://{USER}@127.0.0.1:{}/{db}", self.port)
+    }
+
+    /// Creates a new, empty database and returns its URL.
+    pub async fn database(&self) -> String {
+        new_database(self.port).await
+    }
+
+    /// Creates the database `name` and returns its URL.
+    pub async fn create_database(&self, name: &str) -> Result<String, String> {
+        create_database(self.port, name).await
+    }
+}
+
+impl Drop for PgServer {
+    fn drop(&mut self) {
+        self.teardown();
+    }
+}
+
+static SHARED: OnceLock<Mutex<Option<PgServer>>> = OnceLock::new();
+
+extern "C" fn stop_shared_at_exit() {
+    if let Some(m) = SHARED.get() {
+        if let Ok(mut s) = m.lock() {
+            if let Some(mut server) = s.take() {
+                server.teardown();
+                std::mem::forget(server);
+            }
+        }
+    }
+}
+
+/// The test binary's server, started on first use. Panics with what to install when
+/// PostgreSQL is missing.
+pub fn shared() -> (u16, String) {
+    let m = SHARED.get_or_init(|| {
+        let server = PgServer::start(false)
+            .unwrap_or_else(|e| panic!("no PostgreSQL server for the tests: {e}"));
+        // SAFETY: registers a plain function to run at exit.
+        unsafe { libc::atexit(stop_shared_at_exit) };
+        Mutex::new(Some(server))
+    });
+    let s = m.lock().expect("server lock");
+    let s = s.as_ref().expect("the server is running");
+    (s.port, s.url("postgres"))
+}
+
+/// A new database on the shared server.
+pub async fn database() -> String {
+    new_database(shared().0).await
+}
+
+/// Creates a new, empty database with a name of its own on the server at `port`; its URL.
+async fn new_database(port: u16) -> String {
+    static N: AtomicU32 = AtomicU32::new(0);
+    let name = format!(
+        "t{}_{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    );
+    create_database(port, &name)
+        .await
+        .unwrap_or_else(|e| panic!("no test database: {e}"))
+}
+
+/// Creates the database `name` on the server at `port` and returns its URL.
+async fn create_database(port: u16, name: &str) -> Result<String, String> {
+    let url_of = |db: &str| format!("postgres://{USER}@127.0.0.1:{port}/{db}");
+    let (client, conn) = tokio_postgres::connect(&url_of("postgres"), tokio_postgres::NoTls)
+        .await
+        .map_err(|e| format!("cannot connect to the server on port {port}: {e}"))?;
+    let task = tokio::spawn(conn);
+    let made = client
+        .batch_execute(&format!("CREATE DATABASE {name}"))
+        .await
+        .map_err(|e| format!("cannot create the database {name}: {e}"));
+    drop(client);
+    let _ = task.await;
+    made.map(|()| url_of(name))
 }
 
 #[cfg(test)]
