@@ -560,6 +560,8 @@ fn mkdir(p: &Path) -> Result<(), String> {
 
 /// Brings the loopback interface of a new network namespace up.
 fn loopback_up() -> Result<(), String> {
+    // SAFETY: `fd` is a socket this block opens and closes; `req` is a zeroed ifreq (a valid
+    // value) named "lo" within its bounds, passed to ioctl as the request it expects.
     unsafe {
         let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
         if fd < 0 {

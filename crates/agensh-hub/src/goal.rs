@@ -35,6 +35,8 @@ const OPEN_NAMED: usize = 10;
 pub struct Goal {
     conditions: Vec<DoneWhen>,
     timeout: Duration,
+    /// `run.keep_going`: the goal met changes nothing for the workers.
+    keep_going: bool,
     status: Mutex<GoalStatus>,
     /// The best kept score posted (`POST /scores`), with its commit.
     score: Mutex<Option<(f64, String)>>,
@@ -54,10 +56,27 @@ impl Goal {
             }),
             conditions,
             timeout: Duration::from_secs(config.organization.done_timeout_secs),
+            keep_going: config.run.keep_going,
             score: Mutex::new(None),
             wake: tokio::sync::Notify::new(),
             met: tokio::sync::watch::Sender::new(None),
         })
+    }
+
+    /// Why the model gateway refuses a new model request: the goal is met and the run ends
+    /// (not with `run.keep_going`); none while the workers may spend.
+    pub fn refusal(&self) -> Option<String> {
+        if self.keep_going {
+            return None;
+        }
+        // Once announced (the stop is in every queue): a worker whose request is refused
+        // finds it when its turn ends in the error.
+        let met = self.met.borrow();
+        let commit = met.as_ref()?.met_commit.as_deref()?;
+        Some(format!(
+            "the organization's goal is met at {}: the run is ending and no new model request is sent — end your turn (run.keep_going lets the workers go on after the goal)",
+            short(commit)
+        ))
     }
 
     /// Changes to the goal's state once it is met: none until then.

@@ -2,8 +2,9 @@
 //! (a shell's commands, an agent's tools, pack-objects under http-backend) is signalled,
 //! stopped and counted with it.
 //!
-//! Together with [`crate::resources`], this is the only place in agensh with `unsafe` for
-//! processes: every signal, priority change and `pre_exec` goes through here.
+//! Together with [`crate::resources`], this holds the `unsafe` for agensh's child processes:
+//! every signal, priority change and `pre_exec` of theirs goes through here (the evaluator's
+//! sandbox forks and enters namespaces itself, with its own `unsafe`).
 
 use std::io;
 use std::process::ExitStatus;

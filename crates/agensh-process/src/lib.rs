@@ -8,8 +8,9 @@
 //! session, a double fork) by a mark in the environment; [`cgroup`] puts each worker's
 //! agent into a control group of its own with a memory limit and a CPU weight, and tells a
 //! kill by that limit from any other death. [`resources`] reads and raises this process's
-//! limits and its CPU time. These modules are the only place in agensh with `unsafe` for
-//! processes.
+//! limits and its CPU time. These modules hold the `unsafe` for managing agensh's child
+//! processes; the evaluator's sandbox (agensh-eval) has its own for the namespaces it
+//! builds, and the store its writer thread's priority. Every other crate forbids `unsafe`.
 
 pub mod cgroup;
 pub mod contain;

@@ -40,6 +40,7 @@ mod tests {
         let (before, after, allowed) = std::thread::spawn(|| {
             // SAFETY: plain syscalls about the calling thread.
             let tid = unsafe { libc::gettid() } as libc::id_t;
+            // SAFETY: getpriority takes integers and touches no memory.
             let nice = || unsafe { libc::getpriority(libc::PRIO_PROCESS, tid) };
             let before = nice();
             // Whether this process may lower a thread's nice value: CAP_SYS_NICE (bit 23)
@@ -55,6 +56,7 @@ mod tests {
                 rlim_cur: 0,
                 rlim_max: 0,
             };
+            // SAFETY: `limit` is a live rlimit getrlimit writes into.
             let by_limit = unsafe { libc::getrlimit(libc::RLIMIT_NICE, &mut limit) } == 0
                 && limit.rlim_cur >= (20 - WRITER_NICE) as libc::rlim_t;
             let allowed = caps & (1 << 23) != 0 || by_limit;

@@ -338,6 +338,11 @@ async fn serve(
         );
     }
     if let Op::Generate { .. } = op {
+        // The goal is met and the run ends: nothing more is spent (a request already on its
+        // way finishes; its worker stops at its turn's end).
+        if let Some(why) = s.goal.refusal() {
+            return error(family, StatusCode::FORBIDDEN, "goal_met", &why);
+        }
         if let Err((why, actions)) = gw.budgets.check(&worker, s.now()) {
             spawn_actions(&s, actions);
             return error(

@@ -131,6 +131,7 @@ impl Unicode61 {
             // SAFETY: `ctx` is the `Vec` `tokens` passes, and `token` points at `len`
             // bytes for the duration of this call.
             let out = unsafe { &mut *ctx.cast::<Vec<String>>() };
+            // SAFETY: as above: `token` points at `len` readable bytes during this call.
             let bytes =
                 unsafe { std::slice::from_raw_parts(token.cast::<u8>(), len.max(0) as usize) };
             let bytes = &bytes[..bytes.len().min(MAX_TOKEN_BYTES)];
