@@ -242,8 +242,8 @@ fn run_to_end(agensh: &Path, dir: &Path, limit: Duration) -> Result<(Option<i32>
     }
 }
 
-/// Every worker's completed turns: (worker, started at Unix seconds, prompt).
-fn turns(dir: &Path) -> Result<Vec<(String, f64, String)>> {
+/// Every worker's completed turns: (worker, started at Unix seconds).
+fn turns(dir: &Path) -> Result<Vec<(String, f64)>> {
     let mut out = Vec::new();
     let logs = dir.join(".agensh/logs");
     for entry in std::fs::read_dir(&logs).with_context(|| format!("no {}", logs.display()))? {
@@ -258,30 +258,10 @@ fn turns(dir: &Path) -> Result<Vec<(String, f64, String)>> {
                 continue;
             }
             let started = v["started"].as_i64().unwrap_or(0) as f64 / 1000.0;
-            let prompt = v["prompt"].as_str().unwrap_or("").to_string();
-            out.push((worker.clone(), started, prompt));
+            out.push((worker.clone(), started));
         }
     }
     Ok(out)
-}
-
-/// Merge times of `main` (Unix seconds of its first-parent commits after the seed).
-fn merge_times(dir: &Path) -> Result<Vec<f64>> {
-    let out = std::process::Command::new("git")
-        .args(["--git-dir"])
-        .arg(dir.join(".agensh/workspace.git"))
-        .args([
-            "log",
-            "--first-parent",
-            "--min-parents=2",
-            "--format=%ct",
-            "main",
-        ])
-        .output()?;
-    Ok(String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| l.trim().parse::<f64>().ok())
-        .collect())
 }
 
 async fn done_run(a: &Args, agensh: &Path) -> Result<Done> {
@@ -364,7 +344,8 @@ async fn parking_run(a: &Args, agensh: &Path, park: bool) -> Result<Parking> {
             idle_turns += 1;
         }
     }
-    let merges = merge_times(&dir)?.len();
+    // One merge commit on main per merged part, each naming its author.
+    let merges = busy_ones.len();
     let p = Parking {
         park_idle: park,
         workers: a.parking_workers,
@@ -378,7 +359,7 @@ async fn parking_run(a: &Args, agensh: &Path, park: bool) -> Result<Parking> {
     Ok(p)
 }
 
-/// The workers that merged a part (the PR authors on `main`'s merge commits).
+/// The author of each merge commit on `main` (one per part merged, in that order).
 fn busy_workers(dir: &Path) -> Result<Vec<String>> {
     let out = std::process::Command::new("git")
         .args(["--git-dir"])
