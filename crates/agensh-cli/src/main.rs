@@ -6,6 +6,7 @@ mod output;
 mod cli;
 mod cmd;
 mod connect;
+mod view;
 
 use std::ffi::OsString;
 use std::io::IsTerminal;
@@ -92,9 +93,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Eval(a) => cmd::eval::run(a).await,
         Command::Bench(a) => cmd::bench::run(&g, a).await,
         Command::Run(a) => cmd::run::run(&g, a).await,
-        Command::Node(a) => cmd::run::node(&g, a).await,
+        Command::Node(a) => cmd::node::node(&g, a).await,
         Command::Status(a) if a.watch => cmd::dashboard::watch(&g, a.json).await,
-        Command::Status(a) => cmd::run::status(&g, a).await,
+        Command::Status(a) => cmd::status::status(&g, a).await,
         Command::Dashboard(a) => cmd::dashboard::run(&g, a).await,
         Command::Config(a) => cmd::config::run(&g, a),
         Command::Store(a) => cmd::store::run(&g, a).await,

@@ -321,6 +321,82 @@ log_bodies = {bodies}
     }
 }
 
+/// The name of the upstream of `run.agents[i]`'s own endpoint.
+pub fn group_upstream(i: usize) -> String {
+    format!("agents-{}", i + 1)
+}
+
+/// The gateway's upstreams from the one-upstream shorthand: each `run.agents` group with an
+/// endpoint of its own, then `[model]` (or the local model at `local_url`) for every other
+/// worker. A preset without an endpoint reaches its vendor's API through the gateway when
+/// its key is set (`key_set` says, from the environment; the hub holds the key, the agent
+/// never sees it); without the key the CLI signs in its own way, directly.
+pub fn shorthand(
+    config: &crate::config::Config,
+    local_url: Option<&str>,
+    key_set: &dyn Fn(&str) -> bool,
+) -> Vec<Shorthand> {
+    let m = &config.model;
+    let pick = |own: &str, shared: &str| if own.is_empty() { shared } else { own }.to_string();
+    let mut out = Vec::new();
+    for (i, g) in config.run.agents.iter().enumerate() {
+        let url = pick(&g.model_url, &m.url);
+        let key_env = pick(&g.api_key_env, &m.api_key_env);
+        if let Some((url, key_env)) = upstream_of(&g.agent, &url, &key_env, key_set) {
+            out.push(Shorthand {
+                workers: g.workers.clone(),
+                name: group_upstream(i),
+                url,
+                model: pick(&g.model, &m.name),
+                api_key_env: key_env,
+            });
+        }
+    }
+    let builtin = matches!(config.run.agent.as_str(), "builtin" | "");
+    let main = match local_url {
+        Some(local) if builtin && m.is_local() => Some(("local", local.to_string(), String::new())),
+        _ if builtin && m.is_local() => None,
+        _ => upstream_of(&config.run.agent, &m.url, &m.api_key_env, key_set)
+            .map(|(url, key)| ("model", url, key)),
+    };
+    if let Some((name, url, api_key_env)) = main {
+        out.push(Shorthand {
+            workers: "all".into(),
+            name: name.into(),
+            url,
+            model: m.name.clone(),
+            api_key_env,
+        });
+    }
+    out
+}
+
+/// The upstream an agent's endpoint makes: its URL and key variable; or a preset's vendor
+/// with the key the preset reads, when that key is set; or none.
+fn upstream_of(
+    agent: &str,
+    url: &str,
+    key_env: &str,
+    key_set: &dyn Fn(&str) -> bool,
+) -> Option<(String, String)> {
+    if matches!(agent, "acp" | "script") {
+        return None;
+    }
+    if !url.trim().is_empty() {
+        return Some((url.trim().to_string(), key_env.to_string()));
+    }
+    let p = crate::agents::preset(agent)?;
+    if p.vendor_url.is_empty() {
+        return None;
+    }
+    let var = if key_env.is_empty() {
+        p.key_var
+    } else {
+        key_env
+    };
+    key_set(var).then(|| (p.vendor_url.to_string(), var.to_string()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -372,6 +448,47 @@ mod tests {
         assert_eq!((r.upstream.as_str(), r.model.as_str()), ("model", "m0"));
         let u = g.upstream("model").unwrap();
         assert_eq!((u.api.as_str(), u.api_key_env.as_str()), ("any", "K"));
+    }
+
+    #[test]
+    fn the_shorthand_routes_groups_then_the_local_model_or_a_vendor_with_its_key() {
+        let config = crate::config::Config::parse(
+            r#"
+[organization]
+goal = "g"
+[run]
+agent = "builtin"
+[[run.agents]]
+workers = "w01"
+agent = "claude"
+[[run.agents]]
+workers = "w02"
+agent = "codex"
+model_url = "http://127.0.0.1:9/v1"
+model = "m2"
+"#,
+        )
+        .unwrap();
+        let none = |_: &str| false;
+        let got = shorthand(&config, Some("http://127.0.0.1:7/v1"), &none);
+        let names: Vec<_> = got
+            .iter()
+            .map(|s| (s.name.as_str(), s.workers.as_str()))
+            .collect();
+        // claude without its key signs in its own way: no upstream for group 1.
+        assert_eq!(names, [("agents-2", "w02"), ("local", "all")]);
+        assert_eq!(
+            (got[0].url.as_str(), got[0].model.as_str()),
+            ("http://127.0.0.1:9/v1", "m2")
+        );
+        // The local model is routed only when its server runs here.
+        assert_eq!(shorthand(&config, None, &none).len(), 1);
+        // With its key set, claude reaches its vendor through the gateway.
+        let key = |v: &str| v == "ANTHROPIC_API_KEY";
+        let got = shorthand(&config, None, &key);
+        assert_eq!(got[0].name, "agents-1");
+        assert_eq!(got[0].api_key_env, "ANTHROPIC_API_KEY");
+        assert!(got[0].url.starts_with("https://"), "{}", got[0].url);
     }
 
     #[test]

@@ -16,5 +16,6 @@ pub mod mcp_proxy;
 pub mod node;
 pub mod parking;
 pub mod pump;
+pub mod setup;
 pub mod status;
 pub mod turn;

@@ -77,6 +77,27 @@ pub struct RunClock {
     pub ends_at: Option<i64>,
 }
 
+impl RunClock {
+    /// The clock of a run that began at `started` and ends at `ends` (none: no limit).
+    pub fn of(started: std::time::SystemTime, ends: Option<std::time::SystemTime>) -> Self {
+        let ms = |t: std::time::SystemTime| {
+            t.duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as i64)
+        };
+        RunClock {
+            started_at: ms(started),
+            ends_at: ends.map(ms),
+        }
+    }
+
+    /// The clock of a run that starts now and lasts `hours` (0: no limit).
+    pub fn from_now(hours: f64) -> Self {
+        let now = std::time::SystemTime::now();
+        let ends = (hours > 0.0).then(|| now + std::time::Duration::from_secs_f64(hours * 3600.0));
+        RunClock::of(now, ends)
+    }
+}
+
 /// One merge into `main`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Merge {

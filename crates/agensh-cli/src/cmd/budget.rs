@@ -59,7 +59,7 @@ fn cell(d: Dimension, limits: &Limits, spent: &Spent, now: i64) -> String {
     let short = |x: f64| match d {
         Dimension::Cost => format!("${x:.2}"),
         Dimension::Hours => format!("{x:.2}h"),
-        _ => crate::cmd::run::count(x as u64),
+        _ => crate::view::count(x as u64),
     };
     if limit > 0.0 {
         format!("{} / {}", short(used), short(limit))

@@ -201,7 +201,7 @@ pub async fn watch(g: &Global, as_json: bool) -> Result<()> {
                 json(&frame);
             } else if tty {
                 let (_, cols) = console::Term::stderr().size_checked().unwrap_or((24, 100));
-                drawn = crate::cmd::run::redraw(&seen.render(&dashboard, cols as usize), drawn);
+                drawn = crate::view::redraw(&seen.render(&dashboard, cols as usize), drawn);
             } else {
                 for c in changes {
                     outln!(

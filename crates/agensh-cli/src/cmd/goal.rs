@@ -32,7 +32,7 @@ pub async fn end_at_goal(
     eprintln!(
         "goal met at {} after {}: {next}",
         short(&commit),
-        crate::cmd::run::clock(started.elapsed())
+        crate::view::clock(started.elapsed())
     );
     if keep_going {
         return;
@@ -53,7 +53,7 @@ pub fn summary_lines(goal: &GoalStatus, economy: &Economy, started_ms: i64) -> V
             (Some(at), Some(commit)) => out.push(format!(
                 "goal met at {} after {} ({})",
                 short(commit),
-                crate::cmd::run::clock(Duration::from_millis((at - started_ms).max(0) as u64)),
+                crate::view::clock(Duration::from_millis((at - started_ms).max(0) as u64)),
                 goal.conditions.join("; ")
             )),
             _ => out.push(format!("goal not met: {}", goal.line())),

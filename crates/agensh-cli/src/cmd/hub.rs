@@ -15,7 +15,8 @@ pub async fn run(g: &Global, a: HubArgs) -> Result<()> {
     if config.model.gateway {
         // The local model runs on each node, out of the hub's reach: only endpoints by URL
         // and vendors' keys become upstreams here.
-        let shorthand = crate::cmd::run::gateway_shorthand(&config, None);
+        let shorthand =
+            agensh_domain::gateway::shorthand(&config, None, &agensh_node::setup::env_set);
         config.gateway = config.gateway.with_shorthand(&shorthand);
         config.gateway.validate()?;
     }
@@ -23,7 +24,7 @@ pub async fn run(g: &Global, a: HubArgs) -> Result<()> {
     raise_open_file_limit();
     refuse_if_running(&dir)?;
     let listen = config.hub.listen.clone();
-    let pack = crate::cmd::run::read_pack(&config, &dir)?;
+    let pack = agensh_node::setup::read_pack(&config, &dir)?;
     let hours = config.run.hours;
     let (store, workspace) = open_state(&dir, &config.hub.store).await?;
     let hub = agensh_hub::start_with_workspace(store, workspace, config, &listen).await?;
@@ -31,7 +32,7 @@ pub async fn run(g: &Global, a: HubArgs) -> Result<()> {
     // run's end — `run.hours` from now (a hub started again starts the clock again, as
     // `agensh run` does).
     hub.set_pack(pack);
-    hub.set_run_clock(crate::cmd::run::run_clock_from_now(hours));
+    hub.set_run_clock(agensh_protocol::dashboard::RunClock::from_now(hours));
     let info = HubInfo {
         url: hub.url.clone(),
         admin_token: hub.admin_token.clone(),

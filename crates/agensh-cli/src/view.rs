@@ -1,0 +1,545 @@
+//! The terminal's view of a run: the live view while it runs (redrawn on a terminal, lines
+//! of changes otherwise), the dashboard link, and the summary at its end.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::io::{IsTerminal, Write};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use agensh_client::Client;
+use agensh_domain::worker::{WorkerInfo, WorkerStatus};
+use agensh_node::node::{NodeSummary, WorkerLine};
+use agensh_node::turn::Progress;
+use agensh_protocol::rest::ModelUsage;
+use agensh_store::Store;
+use tokio::sync::mpsc;
+
+use crate::output::{json, now_ms, one_line};
+
+/// How the run ended: its length, its goal and what it spent.
+pub(crate) struct RunEnd<'a> {
+    pub elapsed: Duration,
+    /// Unix ms the run started.
+    pub started_ms: i64,
+    pub goal: &'a agensh_domain::goal::GoalStatus,
+    pub economy: &'a agensh_domain::goal::Economy,
+}
+
+/// Most recent changes the live view keeps for its compact form.
+const RECENT_CHANGES: usize = 64;
+/// Off a terminal, each worker's steps are printed as lines only up to this many workers.
+const STEP_LINES_UP_TO: usize = 32;
+
+/// When the run started and when it ends, for the live view's first line.
+#[derive(Debug, Clone)]
+pub(crate) struct RunClock {
+    pub started: Instant,
+    pub ends_at: Option<SystemTime>,
+    /// The dashboard's address (the hub's `/`).
+    pub dashboard: String,
+}
+
+/// Gives the hub the run's clock (the dashboard's time left) and prints a one-time link
+/// that logs a browser in to the dashboard. Neither stops the run when it fails.
+pub(crate) async fn tell_dashboard(admin: &Client, clock: &RunClock) {
+    let started = SystemTime::now() - clock.started.elapsed();
+    let run = agensh_protocol::dashboard::RunClock::of(started, clock.ends_at);
+    if let Err(e) = admin.set_run_clock(&run).await {
+        tracing::warn!("the hub did not take the run's clock: {e}");
+    }
+    match admin.dashboard_link().await {
+        Ok(link) => eprintln!(
+            "dashboard: {} — open this link once to log in (it works for 10 minutes; `agensh dashboard` makes another)",
+            link.url
+        ),
+        Err(e) => tracing::warn!("no dashboard link: {e}"),
+    }
+}
+
+/// The run as a whole at one moment, the live view's first line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct RunLine {
+    elapsed: Duration,
+    /// None: the run has no time limit.
+    left: Option<Duration>,
+    merged: u64,
+    open: u64,
+    /// Unix ms now, to age each worker's step.
+    now: i64,
+}
+
+impl RunLine {
+    fn render(&self) -> String {
+        let left = self.left.map_or("no time limit".to_string(), |l| {
+            format!("{} left", clock(l))
+        });
+        format!(
+            "elapsed {} · {left} · parts merged {} (PRs open {})",
+            clock(self.elapsed),
+            self.merged,
+            self.open
+        )
+    }
+}
+
+/// `1h02m03s`, `4m05s`, `9s`.
+pub(crate) fn clock(d: Duration) -> String {
+    let s = d.as_secs();
+    match (s / 3600, s / 60 % 60, s % 60) {
+        (0, 0, s) => format!("{s}s"),
+        (0, m, s) => format!("{m}m{s:02}s"),
+        (h, m, s) => format!("{h}h{m:02}m{s:02}s"),
+    }
+}
+
+/// `950`, `12.3k`, `1.2M`.
+pub(crate) fn count(n: u64) -> String {
+    match n {
+        0..=999 => n.to_string(),
+        1_000..=999_999 => format!("{:.1}k", n as f64 / 1e3),
+        _ => format!("{:.1}M", n as f64 / 1e6),
+    }
+}
+
+/// Redraws the view (on a terminal) or prints changes (otherwise).
+pub(crate) async fn live_view(
+    mut rx: mpsc::UnboundedReceiver<(String, Progress)>,
+    store: Arc<dyn Store>,
+    run: RunClock,
+    quiet: bool,
+) {
+    let mut lines: BTreeMap<String, WorkerLine> = BTreeMap::new();
+    let mut recent: VecDeque<String> = VecDeque::with_capacity(RECENT_CHANGES);
+    let tty = std::io::stderr().is_terminal() && !quiet;
+    let term = console::Term::stderr();
+    let mut drawn = 0usize;
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        tokio::select! {
+            got = rx.recv() => match got {
+                None => break,
+                Some((id, p)) => {
+                    let print_steps = !tty && !quiet && lines.len() <= STEP_LINES_UP_TO;
+                    let line = lines.entry(id.clone()).or_insert(WorkerLine {
+                        status: WorkerStatus::Starting, turns: 0, last_action: String::new(), usage: Default::default(), progress: None,
+                    });
+                    let change = match p {
+                        Progress::Status(s) => {
+                            line.status = s;
+                            line.progress = None;
+                            Some(format!("{id}: {}", s.as_str()))
+                        }
+                        Progress::Step(step) => {
+                            if print_steps {
+                                eprintln!("{id}: {} (turn tokens {})", one_line(&step.step), step.tokens);
+                            }
+                            line.progress = Some(step);
+                            None
+                        }
+                        Progress::Turn { turns, last_action, usage } => {
+                            line.turns = turns;
+                            line.last_action = last_action.clone();
+                            line.usage = usage;
+                            line.progress = None;
+                            let change = format!("{id}: turn {turns} ended ({last_action})");
+                            if !tty && !quiet {
+                                eprintln!("{}", one_line(&change));
+                            }
+                            Some(change)
+                        }
+                    };
+                    if let Some(change) = change {
+                        if recent.len() == RECENT_CHANGES {
+                            recent.pop_front();
+                        }
+                        recent.push_back(change);
+                    }
+                }
+            },
+            _ = tick.tick() => {
+                if tty {
+                    let claims = store.list_workers(now_ms()).await.unwrap_or_default();
+                    let stats = store.stats().await.unwrap_or_default();
+                    let head = RunLine {
+                        elapsed: run.started.elapsed(),
+                        left: run.ends_at.map(|e| e.duration_since(SystemTime::now()).unwrap_or_default()),
+                        merged: stats.prs_merged,
+                        open: stats.prs_open,
+                        now: now_ms(),
+                    };
+                    let (rows, cols) = term.size_checked().unwrap_or((24, 80));
+                    let mut view = render_view(&head, &lines, &claims, &recent, (rows as usize).saturating_sub(1).max(2), cols as usize);
+                    view.insert(1, truncate(&format!("dashboard {} (log in: agensh dashboard)", run.dashboard), cols as usize));
+                    drawn = redraw(&view, drawn);
+                }
+            }
+        }
+    }
+}
+
+/// Moves up over the `drawn` lines of the last view, writes `view` and clears what is left
+/// below it; returns how many lines it wrote.
+pub(crate) fn redraw(view: &[String], drawn: usize) -> usize {
+    let mut err = std::io::stderr().lock();
+    if drawn > 0 {
+        let _ = write!(err, "\x1b[{drawn}A");
+    }
+    for line in view {
+        let _ = writeln!(err, "\x1b[2K{}", one_line(line));
+    }
+    let _ = write!(err, "\x1b[J");
+    let _ = err.flush();
+    view.len()
+}
+
+/// A worker's tokens: those of its finished turns and those of the turn it is in.
+fn tokens_of(l: &WorkerLine) -> u64 {
+    l.usage.input_tokens + l.usage.output_tokens + l.progress.as_ref().map_or(0, |p| p.tokens)
+}
+
+/// The live view for a terminal of `rows` × `cols`: the run's line (elapsed, time left,
+/// parts merged), then a line per worker when they fit (one row stays free) — its current
+/// step and for how long, its tokens and its last speed — else counts per state and the
+/// most recent changes. No line is wider than `cols`, and never more than `rows - 1` lines.
+fn render_view(
+    head: &RunLine,
+    lines: &BTreeMap<String, WorkerLine>,
+    workers: &[WorkerInfo],
+    recent: &VecDeque<String>,
+    rows: usize,
+    cols: usize,
+) -> Vec<String> {
+    let room = rows.saturating_sub(1).max(1);
+    let mut view = vec![head.render()];
+    if lines.len() < room {
+        let claims: BTreeMap<&str, String> = workers
+            .iter()
+            .filter_map(|w| {
+                w.claims.last().map(|c| {
+                    let what = c.label.as_deref().unwrap_or(&c.text);
+                    (w.id.as_str(), format!("{} {what}", c.id))
+                })
+            })
+            .collect();
+        view.extend(lines.iter().map(|(id, l)| {
+            let claim = claims.get(id.as_str()).map_or("", String::as_str);
+            let (step, speed) = match &l.progress {
+                Some(p) => {
+                    let secs = (head.now - p.since).max(0) as u64 / 1000;
+                    (
+                        format!("{} {}", p.step, clock(Duration::from_secs(secs))),
+                        format!("{:.1} tok/s", p.tokens_per_sec),
+                    )
+                }
+                None if l.last_action.is_empty() => (String::new(), String::new()),
+                None => (format!("last {}", l.last_action), String::new()),
+            };
+            format!(
+                "{id:<6} {:<8} turns {:<4} {:<40} tokens {:<6} {:<10} claim {}",
+                l.status.as_str(),
+                l.turns,
+                truncate(&step, 40),
+                count(tokens_of(l)),
+                speed,
+                truncate(claim, 28)
+            )
+        }));
+    } else {
+        let counts: Vec<String> = WorkerStatus::ALL
+            .iter()
+            .map(|s| {
+                let n = lines.values().filter(|l| l.status == *s).count();
+                format!("{n} {}", s.as_str())
+            })
+            .collect();
+        let turns: u64 = lines.values().map(|l| l.turns).sum();
+        let tokens: u64 = lines.values().map(tokens_of).sum();
+        let claiming = workers.iter().filter(|w| !w.claims.is_empty()).count();
+        view.push(format!(
+            "{} workers: {} · {turns} turns · {claiming} with a claim · tokens {tokens}",
+            lines.len(),
+            counts.join(", ")
+        ));
+        view.push("most recent changes:".to_string());
+        let shown = room.saturating_sub(view.len());
+        let skip = recent.len().saturating_sub(shown);
+        view.extend(recent.iter().skip(skip).map(|c| format!("  {c}")));
+    }
+    view.into_iter()
+        .take(room)
+        .map(|l| truncate(&l, cols.max(1)))
+        .collect()
+}
+
+pub(crate) fn truncate(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        s.chars().take(n.saturating_sub(1)).chain(['…']).collect()
+    }
+}
+
+/// The gateway's usage summed per worker over its models (the key `""` holds the whole
+/// organization's).
+pub(crate) fn per_worker(rows: &[ModelUsage]) -> BTreeMap<String, ModelUsage> {
+    let mut out: BTreeMap<String, ModelUsage> = BTreeMap::new();
+    for r in rows {
+        for key in [r.worker.as_str(), ""] {
+            let t = out.entry(key.to_string()).or_insert_with(|| ModelUsage {
+                worker: key.to_string(),
+                ..ModelUsage::default()
+            });
+            t.requests += r.requests;
+            t.input_tokens += r.input_tokens;
+            t.cached_input_tokens += r.cached_input_tokens;
+            t.output_tokens += r.output_tokens;
+            t.cost_usd += r.cost_usd;
+            if !t.model.split(", ").any(|m| m == r.model) {
+                if !t.model.is_empty() {
+                    t.model.push_str(", ");
+                }
+                t.model.push_str(&r.model);
+            }
+        }
+    }
+    out
+}
+
+/// Usage counted by the gateway, as JSON.
+fn gateway_json(u: Option<&ModelUsage>) -> serde_json::Value {
+    let u = u.cloned().unwrap_or_default();
+    serde_json::json!({
+        "requests": u.requests, "input_tokens": u.input_tokens,
+        "cached_input_tokens": u.cached_input_tokens, "output_tokens": u.output_tokens,
+        "cost_usd": u.cost_usd,
+    })
+}
+
+/// Usage counted by the gateway, in words.
+pub(crate) fn gateway_text(u: &ModelUsage) -> String {
+    format!(
+        "{} model request(s) through the gateway: tokens in {} (cached {}) out {}; cost ${:.4}",
+        u.requests, u.input_tokens, u.cached_input_tokens, u.output_tokens, u.cost_usd
+    )
+}
+
+pub(crate) fn print_summary(
+    summary: &NodeSummary,
+    stats: &agensh_store::Stats,
+    gateway: &BTreeMap<String, ModelUsage>,
+    run: &RunEnd<'_>,
+    as_json: bool,
+) {
+    let elapsed = run.elapsed;
+    let usage = summary.usage();
+    let failed = summary.failed();
+    if as_json {
+        let workers: Vec<_> = summary
+            .workers
+            .iter()
+            .filter_map(|(id, r)| r.as_ref().ok().map(|w| (id, w)))
+            .map(|(id, w)| {
+                serde_json::json!({
+                    "id": id, "turns": w.turns,
+                    "input_tokens": w.usage.input_tokens,
+                    "cached_input_tokens": w.usage.cached_input_tokens,
+                    "output_tokens": w.usage.output_tokens,
+                    "cost_usd": w.usage.cost_usd,
+                    "turns_without_usage": w.usage.unreported_turns,
+                    "restarts": w.restarts,
+                    "memory_kills": w.memory_kills,
+                    "gateway": gateway_json(gateway.get(id.as_str())),
+                })
+            })
+            .collect();
+        json(&serde_json::json!({
+            "seconds": elapsed.as_secs_f64(),
+            "turns": summary.turns(),
+            "prs_merged": stats.prs_merged, "prs_open": stats.prs_open,
+            "records": stats.records, "messages": stats.messages,
+            "input_tokens": usage.input_tokens, "cached_input_tokens": usage.cached_input_tokens,
+            "output_tokens": usage.output_tokens, "cost_usd": usage.cost_usd,
+            "turns_without_usage": usage.unreported_turns,
+            "gateway": gateway_json(gateway.get("")),
+            "workers": workers,
+            "failed_workers": failed.iter().map(|(id, e)| serde_json::json!({"id": id, "error": e})).collect::<Vec<_>>(),
+            "goal": crate::cmd::goal::summary_json(run.goal, run.economy, run.started_ms),
+        }));
+        return;
+    }
+    outln!(
+        "done in {:.0} s: {} turn(s) by {} worker(s); PRs merged {} (open {}); {} board record(s); {} message(s); {}",
+        elapsed.as_secs_f64(),
+        summary.turns(),
+        summary.workers.len(),
+        stats.prs_merged,
+        stats.prs_open,
+        stats.records,
+        stats.messages,
+        usage_text(&usage, summary.turns())
+    );
+    if let Some(g) = gateway.get("") {
+        outln!("{}", gateway_text(g));
+    }
+    for line in crate::cmd::goal::summary_lines(run.goal, run.economy, run.started_ms) {
+        outln!("{line}");
+    }
+    for (id, w) in summary.workers.iter() {
+        if let Some(w) = w.as_ref().ok().filter(|w| w.memory_kills > 0) {
+            outln!(
+                "{id}: its agent was killed by its memory limit (run.worker_memory) {} time(s) and restarted",
+                w.memory_kills
+            );
+        }
+    }
+    for (id, e) in failed {
+        outln!("{id} failed: {e}");
+    }
+}
+
+/// Tokens and cost as counted, and how many turns' agents reported none (never guessed).
+fn usage_text(u: &agensh_node::adapters::Usage, turns: u64) -> String {
+    if turns > 0 && u.unreported_turns >= turns {
+        return "tokens not reported by the agent".into();
+    }
+    let mut t = format!(
+        "tokens in {} (cached {}) out {}; cost ${:.4}",
+        u.input_tokens, u.cached_input_tokens, u.output_tokens, u.cost_usd
+    );
+    if u.unreported_turns > 0 {
+        t.push_str(&format!(
+            " ({} turn(s) without usage from the agent, not counted)",
+            u.unreported_turns
+        ));
+    }
+    t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn workers(n: usize) -> BTreeMap<String, WorkerLine> {
+        (0..n)
+            .map(|i| {
+                let status = WorkerStatus::ALL[i % 3];
+                let line = WorkerLine {
+                    status,
+                    turns: 2,
+                    last_action: "board_write".into(),
+                    usage: Default::default(),
+                    progress: None,
+                };
+                (format!("w{:04}", i + 1), line)
+            })
+            .collect()
+    }
+
+    const NOW: i64 = 1_700_000_000_000;
+
+    fn head() -> RunLine {
+        RunLine {
+            elapsed: Duration::from_secs(250),
+            left: Some(Duration::from_secs(950)),
+            merged: 1,
+            open: 2,
+            now: NOW,
+        }
+    }
+
+    #[test]
+    fn a_thousand_workers_become_counts_and_recent_changes() {
+        let lines = workers(1_024);
+        let recent: VecDeque<String> = (0..RECENT_CHANGES)
+            .map(|i| format!("w{:04}: turn 2 ended (board_write)", i + 1))
+            .collect();
+        let view = render_view(&head(), &lines, &[], &recent, 40, 100);
+        assert_eq!(view.len(), 39, "{view:#?}");
+        assert!(
+            view[1]
+                .starts_with("1024 workers: 342 starting, 341 busy, 341 idle, 0 parked, 0 stalled"),
+            "{}",
+            view[1]
+        );
+        assert!(view[1].contains("2048 turns"), "{}", view[1]);
+        assert_eq!(view[2], "most recent changes:");
+        assert_eq!(
+            view[38],
+            format!("  w{:04}: turn 2 ended (board_write)", RECENT_CHANGES)
+        );
+        assert!(view.iter().all(|l| l.chars().count() <= 100));
+    }
+
+    #[test]
+    fn workers_that_fit_get_a_line_each() {
+        let lines = workers(5);
+        let view = render_view(&head(), &lines, &[], &VecDeque::new(), 40, 200);
+        assert_eq!(view.len(), 6);
+        assert!(
+            view[1].starts_with("w0001  starting turns 2"),
+            "{}",
+            view[1]
+        );
+        assert_eq!(
+            render_view(&head(), &lines, &[], &VecDeque::new(), 7, 200).len(),
+            6
+        );
+        assert_eq!(
+            render_view(&head(), &lines, &[], &VecDeque::new(), 6, 200)[1],
+            {
+                "5 workers: 2 starting, 2 busy, 1 idle, 0 parked, 0 stalled, 0 stopped, 0 dead · 10 turns · 0 with a claim · tokens 0"
+            }
+        );
+    }
+
+    #[test]
+    fn a_narrow_terminal_cuts_lines() {
+        let view = render_view(&head(), &workers(3), &[], &VecDeque::new(), 40, 20);
+        assert!(view.iter().all(|l| l.chars().count() == 20), "{view:#?}");
+        assert!(view[1].ends_with('…'));
+    }
+
+    #[test]
+    fn the_first_line_has_the_time_and_the_parts_merged() {
+        let view = render_view(&head(), &workers(2), &[], &VecDeque::new(), 40, 200);
+        assert_eq!(
+            view[0],
+            "elapsed 4m10s · 15m50s left · parts merged 1 (PRs open 2)"
+        );
+        let endless = RunLine {
+            left: None,
+            elapsed: Duration::from_secs(3_725),
+            ..head()
+        };
+        assert_eq!(
+            render_view(&endless, &workers(2), &[], &VecDeque::new(), 40, 200)[0],
+            "elapsed 1h02m05s · no time limit · parts merged 1 (PRs open 2)"
+        );
+    }
+
+    #[test]
+    fn a_busy_worker_shows_its_step_for_how_long_its_tokens_and_speed() {
+        let mut lines = workers(2);
+        let busy = lines.get_mut("w0002").unwrap();
+        busy.usage.input_tokens = 10_000;
+        busy.usage.output_tokens = 300;
+        busy.progress = Some(agensh_domain::worker::WorkerProgress {
+            step: "model request 3 (1204 tokens in)".into(),
+            since: NOW - 42_000,
+            tokens: 2_000,
+            tokens_per_sec: 9.54,
+        });
+        let view = render_view(&head(), &lines, &[], &VecDeque::new(), 40, 200);
+        let line = &view[2];
+        assert!(
+            line.starts_with("w0002  busy     turns 2    model request 3 (1204 tokens in) 42s"),
+            "{line}"
+        );
+        assert!(line.contains("tokens 12.3k  9.5 tok/s"), "{line}");
+        // A worker between turns shows what it did last.
+        assert!(view[1].contains("last board_write"), "{}", view[1]);
+        // The compact form counts the tokens of the turns in progress too.
+        let compact = render_view(&head(), &lines, &[], &VecDeque::new(), 3, 200);
+        assert!(compact[1].ends_with("tokens 12300"), "{}", compact[1]);
+    }
+}
