@@ -162,6 +162,13 @@ pub fn too_new(found: u32, known: u32) -> Error {
     )
 }
 
+/// Unix ms now: when a migration was applied.
+pub(crate) fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
 /// The error of a migration that failed: the store stays at the version before it.
 pub fn failed(m: &Migration, at: u32, why: impl std::fmt::Display) -> Error {
     Error::internal(format!(

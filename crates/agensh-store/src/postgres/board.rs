@@ -4,90 +4,34 @@
 use agensh_domain::event::{kinds, Event, NewEvent, Priority};
 use agensh_domain::ids::{parse_record_id, record_id};
 use agensh_domain::query::Query;
-use agensh_domain::record::{
-    check_takeover, overlaps_of, validate_lease, Appended, Lease, NewRecord, Record, RecordKind,
-    TakeOver, TakeoverReason,
-};
-use agensh_domain::view::{RecentView, ViewEntry};
+use agensh_domain::record::{validate_lease, Appended, NewRecord, Record, RecordKind};
+use agensh_domain::view::ViewEntry;
 use agensh_domain::worker::WorkerStatus;
 use agensh_domain::{Error, Result};
 use tokio_postgres::types::ToSql;
-use tokio_postgres::Row;
 
 use super::db::{Conn, WriteCtx};
 use super::search::{prefix_range, prefixes, Condition, Expansions, RecordTokens, EXPANSION_LIMIT};
-use crate::sqlite::fts::label_token;
-
-/// Most history rows one recent view reads before it stops looking further back.
-const VIEW_SCAN_LIMIT: usize = 50_000;
-/// Rows read per page while building a view.
-const VIEW_PAGE: usize = 1_000;
-
-macro_rules! base_columns {
-    () => {
-        "r.seq, r.kind, r.author, r.text, r.label, r.detail, r.paths, r.created_at, c.expires_at, c.released_at"
-    };
-}
-
-/// Every column [`row_to_record`] reads; needs [`TAKEOVER_JOINS`].
-const RECORD_COLUMNS: &str = concat!(base_columns!(), ", t.old, t.old_author, t.why, tb.seq");
+use crate::common::board::{self as rules, record_event, Takeover, VIEW_PAGE};
+use crate::common::label_token;
+use crate::common::rows::{self, record_base_columns, RECORD_COLUMNS, TAKEOVER_JOINS};
 
 /// The record's columns for rows that cannot be claims.
 const NON_CLAIM_COLUMNS: &str = concat!(
-    base_columns!(),
+    record_base_columns!(),
     ", NULL::bigint, NULL::text, NULL::text, NULL::bigint"
 );
-
-const TAKEOVER_JOINS: &str =
-    "LEFT JOIN takeovers t ON t.seq = r.seq LEFT JOIN takeovers tb ON tb.old = r.seq";
-
-fn row_to_record(row: &Row) -> Record {
-    let seq: i64 = row.get(0);
-    let kind: String = row.get(1);
-    let paths: Option<String> = row.get(6);
-    let expires_at: Option<i64> = row.get(8);
-    let old: Option<i64> = row.get(10);
-    let why: Option<String> = row.get(12);
-    let taken_over_by: Option<i64> = row.get(13);
-    Record {
-        seq,
-        id: record_id(seq),
-        kind: RecordKind::parse(&kind).unwrap_or(RecordKind::Observed),
-        author: row.get(2),
-        text: row.get(3),
-        label: row.get(4),
-        detail: row.get(5),
-        paths: paths
-            .and_then(|p| serde_json::from_str(&p).ok())
-            .unwrap_or_default(),
-        created_at: row.get(7),
-        lease: expires_at.map(|expires_at| Lease {
-            expires_at,
-            released_at: row.get(9),
-            taken_over_by: taken_over_by.map(record_id),
-        }),
-        takes_over: old.map(|old| TakeOver {
-            id: record_id(old),
-            author: row.get::<_, Option<String>>(11).unwrap_or_default(),
-            why: why
-                .as_deref()
-                .and_then(TakeoverReason::parse)
-                .unwrap_or(TakeoverReason::Expired),
-        }),
-    }
-}
 
 async fn query_records(
     conn: &mut Conn,
     sql: &str,
     params: &[&(dyn ToSql + Sync)],
 ) -> Result<Vec<Record>> {
-    Ok(conn
-        .query(sql, params)
+    conn.query(sql, params)
         .await?
         .iter()
-        .map(row_to_record)
-        .collect())
+        .map(rows::record)
+        .collect()
 }
 
 /// One record by sequence number, or a not-found error that says where to look.
@@ -96,15 +40,7 @@ pub async fn get(conn: &mut Conn, seq: i64) -> Result<Record> {
     query_records(conn, &sql, &[&seq])
         .await?
         .pop()
-        .ok_or_else(|| {
-            Error::not_found(
-                "unknown_record",
-                format!(
-                    "there is no record {} — search the board by content to find its id",
-                    record_id(seq)
-                ),
-            )
-        })
+        .ok_or_else(|| rules::unknown_record(seq))
 }
 
 async fn worker_status(conn: &mut Conn, id: &str) -> Result<Option<WorkerStatus>> {
@@ -115,12 +51,6 @@ async fn worker_status(conn: &mut Conn, id: &str) -> Result<Option<WorkerStatus>
     status.as_deref().map(WorkerStatus::parse).transpose()
 }
 
-struct Takeover {
-    old: Record,
-    to_worker: bool,
-    why: TakeoverReason,
-}
-
 async fn takeover(conn: &mut Conn, taker: &str, seq: i64, now: i64) -> Result<Takeover> {
     let old = get(conn, seq).await?;
     let status = worker_status(conn, &old.author).await?;
@@ -128,12 +58,7 @@ async fn takeover(conn: &mut Conn, taker: &str, seq: i64, now: i64) -> Result<Ta
         Some(id) => Some(get(conn, parse_record_id(id)?).await?),
         None => None,
     };
-    let why = check_takeover(&old, taker, status, taken_by.as_ref(), now)?;
-    Ok(Takeover {
-        old,
-        to_worker: status.is_some(),
-        why,
-    })
+    Takeover::check(old, taker, status, taken_by.as_ref(), now)
 }
 
 /// The search tokens of a record about to be appended, made by the caller before the
@@ -168,14 +93,9 @@ pub async fn append(
         None => None,
     };
     if let Some(t) = &taking {
-        if new.label.is_none() && new.paths.is_empty() {
-            new.label = t.old.label.clone();
-            new.paths = t.old.paths.clone();
-            new.validate()?;
-        }
+        t.lend_work(&mut new)?;
     }
-    let paths = (!new.paths.is_empty())
-        .then(|| serde_json::to_string(&new.paths).expect("paths serialize"));
+    let paths = rules::paths_json(&new.paths);
     let tokens = match tokens {
         // The label a takeover gave it was not known when they were made.
         Some(mut t) => {
@@ -212,22 +132,14 @@ pub async fn append(
         )
         .await?
         .get(0);
-    let lease = if new.kind == RecordKind::Claim {
-        let secs = new.lease_secs.unwrap_or(default_lease_secs);
-        let expires_at = now + (secs as i64) * 1000;
+    let lease = rules::lease_of(&new, default_lease_secs, now);
+    if let Some(l) = &lease {
         conn.execute(
             "INSERT INTO claims(seq, author, expires_at) VALUES ($1, $2, $3)",
-            &[&seq, &author, &expires_at],
+            &[&seq, &author, &l.expires_at],
         )
         .await?;
-        Some(Lease {
-            expires_at,
-            released_at: None,
-            taken_over_by: None,
-        })
-    } else {
-        None
-    };
+    }
     let mut record = Record::from_new(seq, author, new, now, lease);
     if let Some(t) = &taking {
         conn.execute(
@@ -240,70 +152,17 @@ pub async fn append(
             &[&t.old.seq, &now],
         )
         .await?;
-        record.takes_over = Some(TakeOver {
-            id: t.old.id.clone(),
-            author: t.old.author.clone(),
-            why: t.why,
-        });
+        record.takes_over = Some(t.took_over());
     }
     let overlaps = if record.kind == RecordKind::Claim {
-        let taken = taking.as_ref().map(|t| t.old.seq);
-        let live: Vec<Record> = live_claims(conn, now)
-            .await?
-            .into_iter()
-            .filter(|c| Some(c.seq) != taken)
-            .collect();
-        overlaps_of(&record, &live)
+        rules::overlaps(&record, live_claims(conn, now).await?, taking.as_ref())
     } else {
         Vec::new()
     };
-
-    let told = taking.as_ref().filter(|t| t.to_worker);
-    let event = record_event(&record, told.map(|t| t.old.author.clone()));
-    ctx.emit(&event, now).await?;
-    if let Some(t) = told {
-        ctx.emit(
-            &NewEvent {
-                kind: kinds::CLAIM_TAKEN_OVER.into(),
-                priority: Priority::Urgent,
-                payload: serde_json::json!({
-                    "id": t.old.id,
-                    "text": t.old.text,
-                    "label": t.old.label,
-                    "by": record.id,
-                    "author": record.author,
-                    "why": t.why,
-                }),
-                dedup_key: Some(format!("takeover:{}", t.old.id)),
-                source: Some(author.to_string()),
-                target: Some(t.old.author.clone()),
-                except: None,
-            },
-            now,
-        )
-        .await?;
+    for event in rules::appended_events(&record, taking.as_ref()) {
+        ctx.emit(&event, now).await?;
     }
     Ok(Appended { record, overlaps })
-}
-
-/// The `board.record` event of `record`, for every worker but its author (and `except`).
-fn record_event(record: &Record, except: Option<String>) -> NewEvent {
-    NewEvent {
-        kind: kinds::BOARD_RECORD.into(),
-        priority: Priority::Urgent,
-        payload: serde_json::json!({
-            "id": record.id,
-            "kind": record.kind,
-            "author": record.author,
-            "text": record.text,
-            "label": record.label,
-            "takes_over": record.takes_over.as_ref().map(|t| &t.id),
-        }),
-        dedup_key: Some(format!("board:{}", record.id)),
-        source: Some(record.author.clone()),
-        target: None,
-        except,
-    }
 }
 
 /// An append handed to the writer: [`append`]'s arguments.
@@ -518,33 +377,18 @@ pub async fn recent_view(
     (after, upto): (i64, i64),
     reader: Option<&str>,
 ) -> Result<Vec<ViewEntry>> {
-    let mut view = RecentView::new(cap);
     let sql = format!(
         "SELECT {NON_CLAIM_COLUMNS} FROM records r LEFT JOIN claims c ON c.seq = r.seq \
          WHERE r.seq < $1 AND r.seq > $2 AND r.kind != 'CLAIM' ORDER BY r.seq DESC LIMIT $3"
     );
-    let mut below = upto.saturating_add(1);
-    let mut scanned = 0;
-    while !view.is_full() && scanned < VIEW_SCAN_LIMIT {
-        let page = query_records(conn, &sql, &[&below, &after, &(VIEW_PAGE as i64)]).await?;
-        let n = page.len();
-        for r in page {
-            below = r.seq;
-            if Some(r.author.as_str()) != reader {
-                view.push(r);
-            }
-        }
-        scanned += n;
-        if n < VIEW_PAGE {
+    let mut scan = rules::ViewScan::new(cap, upto, reader);
+    while scan.wants_more() {
+        let page = query_records(conn, &sql, &[&scan.below, &after, &(VIEW_PAGE as i64)]).await?;
+        if scan.take(page) {
             break;
         }
     }
-    let claims = live_claims(conn, now)
-        .await?
-        .into_iter()
-        .filter(|c| c.seq > after && c.seq <= upto && Some(c.author.as_str()) != reader)
-        .collect();
-    Ok(view.finish(claims))
+    Ok(scan.finish(live_claims(conn, now).await?, (after, upto)))
 }
 
 /// A worker's board cursor and the newest record sequence number now.
@@ -612,21 +456,16 @@ pub async fn grep(
     for p in &cond.params {
         params.push(p.as_ref() as &(dyn ToSql + Sync));
     }
-    let rows = conn.query_once(&sql, &params).await.map_err(|e| {
-        Error::invalid(
-            "bad_query",
-            format!(
-                "the search could not run ({}) — simplify the query",
-                e.message
-            ),
-        )
-    })?;
-    Ok(rows.iter().map(row_to_record).collect())
+    let found = conn
+        .query_once(&sql, &params)
+        .await
+        .map_err(rules::bad_query)?;
+    found.iter().map(rows::record).collect()
 }
 
 pub async fn unfold(conn: &mut Conn, seq: i64) -> Result<crate::Unfolded> {
     let record = get(conn, seq).await?;
-    let (mut superseded_by, mut invalidated_by) = (None, None);
+    let (mut superseded_by, mut fail) = (None, None);
     if record.kind == RecordKind::PatchSummary {
         if let Some(label) = &record.label {
             let sql = format!(
@@ -637,84 +476,28 @@ pub async fn unfold(conn: &mut Conn, seq: i64) -> Result<crate::Unfolded> {
                 query_records(conn, &sql, &[&record.author, label, &seq, &"PATCH_SUMMARY"])
                     .await?
                     .pop();
-            let fail = query_records(conn, &sql, &[&record.author, label, &seq, &"FAIL"])
+            fail = query_records(conn, &sql, &[&record.author, label, &seq, &"FAIL"])
                 .await?
                 .pop();
-            invalidated_by = fail.filter(|f| superseded_by.as_ref().is_none_or(|s| f.seq < s.seq));
         }
     }
-    Ok(crate::Unfolded {
-        record,
-        superseded_by,
-        invalidated_by,
-    })
+    Ok(rules::unfolded(record, superseded_by, fail))
 }
 
 async fn own_live_claim(conn: &mut Conn, worker: &str, seq: i64, now: i64) -> Result<Record> {
     let r = get(conn, seq).await?;
-    let lease = match (&r.kind, &r.lease) {
-        (RecordKind::Claim, Some(l)) => l.clone(),
-        _ => {
-            let mine: Vec<String> = live_claims(conn, now)
-                .await?
-                .into_iter()
-                .filter(|c| c.author == worker)
-                .map(|c| format!("{} ({})", c.id, c.label.as_deref().unwrap_or(&c.text)))
-                .collect();
-            let yours = if mine.is_empty() {
-                "you hold no live claim".to_string()
-            } else {
-                format!("your live claims: {}", mine.join(", "))
-            };
-            return Err(Error::invalid(
-                "not_a_claim",
-                format!(
-                    "{} is a {}, not a CLAIM — pass the id of one of your claims ({yours})",
-                    r.id, r.kind
-                ),
-            ));
-        }
+    let Some(lease) = rules::claim_lease(&r) else {
+        return Err(rules::not_a_claim(
+            &r,
+            worker,
+            live_claims(conn, now).await?,
+        ));
     };
-    if let Some(by) = &lease.taken_over_by {
-        let taker = get(conn, parse_record_id(by)?).await?;
-        if r.author == worker {
-            return Err(Error::conflict(
-                "claim_taken_over",
-                format!(
-                    "{} was taken over by {by} ({}) while you were away — stop work on it; message {} to hand over what you have, or claim something else",
-                    r.id, taker.author, taker.author
-                ),
-            ));
-        }
-    }
-    if r.author != worker {
-        return Err(Error::forbidden(
-            "not_your_claim",
-            format!(
-                "{} is {}'s claim — you can only renew or release your own; message {} if you need the work",
-                r.id, r.author, r.author
-            ),
-        ));
-    }
-    if lease.released_at.is_some() {
-        return Err(Error::conflict(
-            "claim_released",
-            format!(
-                "{} was already released — post a new CLAIM to take the work again",
-                r.id
-            ),
-        ));
-    }
-    if lease.expires_at <= now {
-        return Err(Error::conflict(
-            "claim_expired",
-            format!(
-                "{} expired at {} — post a new CLAIM (others may have claimed the work since)",
-                r.id,
-                agensh_domain::time::rfc3339(lease.expires_at)
-            ),
-        ));
-    }
+    let taker = match &lease.taken_over_by {
+        Some(by) => Some(get(conn, parse_record_id(by)?).await?),
+        None => None,
+    };
+    rules::check_own_claim(&r, &lease, worker, taker.as_ref(), now)?;
     Ok(r)
 }
 

@@ -43,6 +43,7 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::{AsyncMessage, Client, NoTls, Row, Statement};
 
 use super::{events, writer};
+use crate::common::rows;
 
 /// The channel of the commit broadcast.
 pub const CHANNEL: &str = "agensh_events";
@@ -62,6 +63,22 @@ pub(crate) fn pg_err(e: tokio_postgres::Error) -> Error {
             db.code().code()
         )),
         None => Error::internal(format!("store error: {e}")),
+    }
+}
+
+/// PostgreSQL's rows, read by the engine-neutral conversions (`common::rows`). A read of
+/// the wrong type panics, as `Row::get` does; only a value the domain refuses is an error.
+impl rows::Columns for Row {
+    type Error = Error;
+
+    fn refused(&self, _: usize, e: Error) -> Error {
+        e
+    }
+}
+
+impl<T: for<'a> tokio_postgres::types::FromSql<'a>> rows::Column<T> for Row {
+    fn col(&self, i: usize) -> Result<T> {
+        Ok(self.get(i))
     }
 }
 

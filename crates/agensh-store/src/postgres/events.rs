@@ -4,38 +4,17 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use agensh_domain::event::{Event, NewEvent, Priority};
-use agensh_domain::{Error, Result};
+use agensh_domain::event::{Event, NewEvent};
+use agensh_domain::Result;
 use tokio_postgres::Row;
 
 use super::db::Conn;
+use crate::common::events::{check_acks, stored, too_many_acks, PendingScan, ACK_LIMIT};
+use crate::common::rows::{self, EVENT_COLUMNS};
 use crate::QueueState;
 
-/// Most events one ack call may name.
-pub const ACK_LIMIT: usize = 10_000;
-
-const EVENT_COLUMNS: &str =
-    "seq, kind, priority, payload, dedup_key, source, target, except_worker, created_at";
-
-fn row_to_event(row: &Row) -> Event {
-    event_at(row, 0)
-}
-
-/// The event whose [`EVENT_COLUMNS`] start at column `at` of `row`.
-fn event_at(row: &Row, at: usize) -> Event {
-    let priority: String = row.get(at + 2);
-    let payload: String = row.get(at + 3);
-    Event {
-        seq: row.get(at),
-        kind: row.get(at + 1),
-        priority: Priority::parse(&priority).unwrap_or(Priority::Normal),
-        payload: serde_json::from_str(&payload).unwrap_or(serde_json::Value::Null),
-        dedup_key: row.get(at + 4),
-        source: row.get(at + 5),
-        target: row.get(at + 6),
-        except: row.get(at + 7),
-        created_at: row.get(at + 8),
-    }
+fn row_to_event(row: &Row) -> Result<Event> {
+    rows::event_at(row, 0)
 }
 
 /// Every event above `after`, oldest first, at most `limit`.
@@ -46,7 +25,7 @@ pub async fn after(conn: &mut Conn, after: i64, limit: usize) -> Result<Vec<Even
             &[&after, &(limit as i64)],
         )
         .await?;
-    Ok(rows.iter().map(row_to_event).collect())
+    rows.iter().map(row_to_event).collect()
 }
 
 /// Stores an event unless one with the same target and dedup key exists. The caller holds
@@ -71,17 +50,7 @@ pub async fn insert(conn: &mut Conn, e: &NewEvent, now: i64) -> Result<Option<Ev
         )
         .await?;
     let Some(row) = row else { return Ok(None) };
-    Ok(Some(Event {
-        seq: row.get(0),
-        kind: e.kind.clone(),
-        priority: e.priority,
-        payload: e.payload.clone(),
-        dedup_key: e.dedup_key.clone(),
-        source: e.source.clone(),
-        target: e.target.clone(),
-        except: e.except.clone(),
-        created_at: now,
-    }))
+    Ok(Some(stored(e, row.get(0), now)))
 }
 
 async fn cursor(conn: &mut Conn, worker: &str, for_update: bool) -> Result<i64> {
@@ -110,7 +79,7 @@ async fn for_worker(conn: &mut Conn, worker: &str, from: i64, limit: usize) -> R
             &[&from, &worker, &(limit as i64)],
         )
         .await?;
-    Ok(rows.iter().map(row_to_event).collect())
+    rows.iter().map(row_to_event).collect()
 }
 
 async fn acked_above(conn: &mut Conn, worker: &str, from: i64) -> Result<HashSet<i64>> {
@@ -132,22 +101,11 @@ pub async fn pending(
     let c = cursor(conn, worker, false).await?;
     let from = c.max(after);
     let acked = acked_above(conn, worker, from).await?;
-    let mut out = Vec::new();
-    let mut start = from;
+    let mut scan = PendingScan::new(from, &acked, limit);
     loop {
-        let page = for_worker(conn, worker, start, limit + acked.len()).await?;
-        let n = page.len();
-        for e in page {
-            start = e.seq;
-            if !acked.contains(&e.seq) {
-                out.push(e);
-                if out.len() == limit {
-                    return Ok(out);
-                }
-            }
-        }
-        if n < limit + acked.len() {
-            return Ok(out);
+        let page = for_worker(conn, worker, scan.start, scan.page_size()).await?;
+        if scan.take(page) {
+            return Ok(scan.out);
         }
     }
 }
@@ -199,10 +157,15 @@ pub async fn pending_many(
             return Err(agensh_domain::worker::unknown_worker(&queries[i].0));
         }
         if let Some(seq) = row.get::<_, Option<i64>>(2) {
-            let e = made
-                .entry(seq)
-                .or_insert_with(|| Arc::new(event_at(row, 2)));
-            out[i].push(e.clone());
+            let e = match made.get(&seq) {
+                Some(e) => e.clone(),
+                None => {
+                    let e = Arc::new(rows::event_at(row, 2)?);
+                    made.insert(seq, e.clone());
+                    e
+                }
+            };
+            out[i].push(e);
         }
     }
     Ok(out)
@@ -364,21 +327,6 @@ async fn ack_alone(conn: &mut Conn, worker: &str, seqs: &[i64]) -> Result<Result
     Ok(r)
 }
 
-/// The checks of [`ack`]: at most [`ACK_LIMIT`], and every number above the cursor `c` an
-/// event in `worker`'s queue.
-fn check_acks(worker: &str, seqs: &[i64], c: i64, named: &HashMap<i64, Event>) -> Result<()> {
-    if seqs.len() > ACK_LIMIT {
-        return Err(too_many_acks(seqs.len()));
-    }
-    match seqs
-        .iter()
-        .find(|&&s| s > c && !named.get(&s).is_some_and(|e| e.is_for(worker)))
-    {
-        Some(&seq) => Err(not_your_event(worker, seq)),
-        None => Ok(()),
-    }
-}
-
 /// The events with the sequence numbers `seqs` (those that exist), by number.
 async fn events_named(conn: &mut Conn, seqs: &[i64]) -> Result<HashMap<i64, Event>> {
     let list: Vec<i64> = seqs.to_vec();
@@ -390,21 +338,9 @@ async fn events_named(conn: &mut Conn, seqs: &[i64]) -> Result<HashMap<i64, Even
             &[&list],
         )
         .await?;
-    Ok(rows.iter().map(row_to_event).map(|e| (e.seq, e)).collect())
-}
-
-fn too_many_acks(n: usize) -> Error {
-    Error::invalid(
-        "too_many_acks",
-        format!("{n} events in one ack; the limit is {ACK_LIMIT} — acknowledge in batches"),
-    )
-}
-
-fn not_your_event(worker: &str, seq: i64) -> Error {
-    Error::invalid(
-        "not_your_event",
-        format!("event {seq} is not in {worker}'s queue — acknowledge only events you received"),
-    )
+    rows.iter()
+        .map(|r| row_to_event(r).map(|e| (e.seq, e)))
+        .collect()
 }
 
 /// Acknowledges `seqs` for `worker` (whose row is locked for the transaction, so two

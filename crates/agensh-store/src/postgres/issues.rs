@@ -1,50 +1,19 @@
 //! Issues: open, list, read, comment, label, assign, close and reopen, and the closing of
 //! issues a merged pull request names — the rules of `sqlite/issues.rs`, in PostgreSQL.
 
-use agensh_domain::event::{kinds, NewEvent, Priority};
-use agensh_domain::ids::validate_worker_id;
+use agensh_domain::event::NewEvent;
 use agensh_domain::issue::{
-    self, apply_labels, check_assign, check_close, closed_by_pr, distinct_labels, validate_text,
-    Issue, IssueComment, IssueState, NewIssue,
+    self, apply_labels, check_close, closed_by_pr, validate_text, Issue, IssueComment, IssueState,
+    NewIssue,
 };
-use agensh_domain::{Error, Result};
-use serde_json::json;
-use tokio_postgres::Row;
+use agensh_domain::Result;
 
 use super::db::{Conn, WriteCtx};
 use super::workers;
-use crate::{AssigneeFilter, IssueQuery};
-
-const ISSUE_COLUMNS: &str =
-    "number, title, body, author, state, assignee, created_at, updated_at, closed_at, closed_by, \
-     (SELECT count(*) FROM issue_comments c WHERE c.issue = issues.number)";
-
-fn row_to_issue(row: &Row) -> Result<Issue> {
-    let state: String = row.get(4);
-    let count: i64 = row.get(10);
-    Ok(Issue {
-        number: row.get(0),
-        title: row.get(1),
-        body: row.get(2),
-        author: row.get(3),
-        state: IssueState::parse(&state)?,
-        labels: Vec::new(),
-        assignee: row.get(5),
-        comment_count: count.max(0) as u64,
-        comments: Vec::new(),
-        created_at: row.get(6),
-        updated_at: row.get(7),
-        closed_at: row.get(8),
-        closed_by: row.get(9),
-    })
-}
-
-fn unknown_issue(number: i64) -> Error {
-    Error::not_found(
-        "unknown_issue",
-        format!("there is no issue #{number} — list the issues to see their numbers"),
-    )
-}
+use crate::common::events::to_each;
+use crate::common::issues as rules;
+use crate::common::rows::{self, COMMENT_COLUMNS, ISSUE_COLUMNS};
+use crate::IssueQuery;
 
 async fn labels_of(conn: &mut Conn, number: i64) -> Result<Vec<String>> {
     let rows = conn
@@ -63,8 +32,8 @@ async fn load(conn: &mut Conn, number: i64) -> Result<Issue> {
             &[&number],
         )
         .await?
-        .ok_or_else(|| unknown_issue(number))?;
-    let mut issue = row_to_issue(&row)?;
+        .ok_or_else(|| rules::unknown_issue(number))?;
+    let mut issue = rows::issue(&row)?;
     issue.labels = labels_of(conn, number).await?;
     Ok(issue)
 }
@@ -81,45 +50,25 @@ async fn set_labels(conn: &mut Conn, number: i64, labels: &[String]) -> Result<(
     Ok(())
 }
 
-/// The workers involved in `issue` — author, assignee, `also`, every commenter — but
-/// `actor`, each once, in that order.
+/// The workers involved in `issue` but `actor` ([`rules::involved`]), its commenters read
+/// here.
 async fn involved(
     conn: &mut Conn,
     issue: &Issue,
     also: &[&str],
     actor: &str,
 ) -> Result<Vec<String>> {
-    let mut people: Vec<String> = vec![issue.author.clone()];
-    people.extend(issue.assignee.clone());
-    people.extend(also.iter().map(|s| s.to_string()));
-    let rows = conn
+    let found = conn
         .query(
             "SELECT author FROM issue_comments WHERE issue = $1 ORDER BY id",
             &[&issue.number],
         )
         .await?;
-    people.extend(rows.iter().map(|r| r.get::<_, String>(0)));
-    let mut out: Vec<String> = Vec::new();
-    for p in people {
-        if p != actor && validate_worker_id(&p).is_ok() && !out.contains(&p) {
-            out.push(p);
-        }
-    }
-    Ok(out)
+    let commenters = found.iter().map(|r| r.get::<_, String>(0));
+    Ok(rules::involved(issue, also, commenters, actor))
 }
 
-fn event(kind: &str, payload: serde_json::Value, key: String, actor: &str) -> NewEvent {
-    NewEvent {
-        kind: kind.into(),
-        priority: Priority::Normal,
-        payload,
-        dedup_key: Some(key),
-        source: Some(actor.to_string()),
-        target: None,
-        except: None,
-    }
-}
-
+/// Sends `e` to each of `to`: normal, but urgent to `urgent` when it is one of them.
 async fn tell(
     ctx: &mut WriteCtx<'_>,
     to: &[String],
@@ -127,12 +76,7 @@ async fn tell(
     urgent: Option<&str>,
     now: i64,
 ) -> Result<()> {
-    for w in to {
-        let mut one = e.clone();
-        if urgent == Some(w.as_str()) {
-            one.priority = Priority::Urgent;
-        }
-        one.target = Some(w.clone());
+    for one in to_each(to, &e, urgent) {
         ctx.emit(&one, now).await?;
     }
     Ok(())
@@ -155,40 +99,14 @@ pub async fn open(ctx: &mut WriteCtx<'_>, author: &str, new: NewIssue, now: i64)
         .query_one("SELECT coalesce(max(number), 0) + 1 FROM issues", &[])
         .await?
         .get(0);
+    let (out, e) = rules::opened(number, author, new, now);
     conn.execute(
         "INSERT INTO issues(number, title, body, author, state, created_at, updated_at) \
          VALUES ($1, $2, $3, $4, 'open', $5, $5)",
-        &[&number, &new.title, &new.body, &author, &now],
+        &[&number, &out.title, &out.body, &author, &now],
     )
     .await?;
-    let labels = distinct_labels(new.labels);
-    set_labels(conn, number, &labels).await?;
-    let out = Issue {
-        number,
-        title: new.title,
-        body: new.body,
-        author: author.to_string(),
-        state: IssueState::Open,
-        labels,
-        assignee: None,
-        comment_count: 0,
-        comments: Vec::new(),
-        created_at: now,
-        updated_at: now,
-        closed_at: None,
-        closed_by: None,
-    };
-    let e = event(
-        kinds::ISSUE_OPENED,
-        json!({
-            "number": number,
-            "title": out.title,
-            "author": author,
-            "labels": out.labels,
-        }),
-        format!("issue:{number}:opened"),
-        author,
-    );
+    set_labels(conn, number, &out.labels).await?;
     ctx.emit(&e, now).await?;
     Ok(out)
 }
@@ -199,20 +117,7 @@ pub async fn open_many(
     all: Vec<NewIssue>,
     now: i64,
 ) -> Result<Vec<Issue>> {
-    for (i, new) in all.iter().enumerate() {
-        new.validate().map_err(|e| {
-            Error::new(
-                e.kind,
-                &e.code,
-                format!(
-                    "issue {} (\"{}\"): {}",
-                    i + 1,
-                    agensh_domain::ids::truncate_for_message(&new.title),
-                    e.message
-                ),
-            )
-        })?;
-    }
+    rules::check_all(&all)?;
     let mut out = Vec::with_capacity(all.len());
     for n in all {
         out.push(open(ctx, author, n, now).await?);
@@ -221,11 +126,7 @@ pub async fn open_many(
 }
 
 pub async fn list(conn: &mut Conn, q: &IssueQuery) -> Result<Vec<Issue>> {
-    let (assignee_any, assignee_none, assignee): (bool, bool, Option<&str>) = match &q.assignee {
-        None => (true, false, None),
-        Some(AssigneeFilter::Nobody) => (false, true, None),
-        Some(AssigneeFilter::Worker(w)) => (false, false, Some(w.as_str())),
-    };
+    let (assignee_any, assignee_none, assignee) = rules::assignee_params(&q.assignee);
     let sql = format!(
         "SELECT {ISSUE_COLUMNS} FROM issues \
          WHERE ($1::text IS NULL OR state = $1) \
@@ -235,7 +136,7 @@ pub async fn list(conn: &mut Conn, q: &IssueQuery) -> Result<Vec<Issue>> {
          ORDER BY number DESC LIMIT $7"
     );
     let limit = i64::try_from(q.limit).unwrap_or(i64::MAX);
-    let rows = conn
+    let found = conn
         .query(
             &sql,
             &[
@@ -249,9 +150,9 @@ pub async fn list(conn: &mut Conn, q: &IssueQuery) -> Result<Vec<Issue>> {
             ],
         )
         .await?;
-    let mut out = Vec::with_capacity(rows.len());
-    for r in &rows {
-        let mut i = row_to_issue(r)?;
+    let mut out = Vec::with_capacity(found.len());
+    for r in &found {
+        let mut i = rows::issue(r)?;
         i.labels = labels_of(conn, i.number).await?;
         out.push(i);
     }
@@ -262,21 +163,16 @@ pub async fn list(conn: &mut Conn, q: &IssueQuery) -> Result<Vec<Issue>> {
 /// snapshot).
 pub async fn get(conn: &mut Conn, number: i64) -> Result<Issue> {
     let mut issue = load(conn, number).await?;
-    let rows = conn
+    let found = conn
         .query(
-            "SELECT id, author, text, created_at FROM issue_comments WHERE issue = $1 ORDER BY id",
+            &format!("SELECT {COMMENT_COLUMNS} FROM issue_comments WHERE issue = $1 ORDER BY id"),
             &[&number],
         )
         .await?;
-    issue.comments = rows
+    issue.comments = found
         .iter()
-        .map(|r| IssueComment {
-            id: r.get(0),
-            author: r.get(1),
-            text: r.get(2),
-            created_at: r.get(3),
-        })
-        .collect();
+        .map(rows::issue_comment)
+        .collect::<Result<_>>()?;
     Ok(issue)
 }
 
@@ -300,19 +196,8 @@ pub async fn comment(
         )
         .await?
         .get(0);
-    let c = IssueComment {
-        id,
-        author: author.to_string(),
-        text: text.to_string(),
-        created_at: now,
-    };
+    let (c, e) = rules::commented(&issue, id, author, text, now);
     touch(conn, number, now).await?;
-    let e = event(
-        kinds::ISSUE_COMMENTED,
-        json!({ "number": number, "title": issue.title, "by": author, "text": text }),
-        format!("issue:{number}:comment:{}", c.id),
-        author,
-    );
     tell(ctx, &to, e, None, now).await?;
     Ok(c)
 }
@@ -348,15 +233,7 @@ pub async fn assign(
     ctx.lock().await?;
     let conn = &mut ctx.conn;
     let mut issue = load(conn, number).await?;
-    let previous = issue.assignee.clone();
-    check_assign(
-        number,
-        by,
-        admin_rights,
-        issue.state,
-        previous.as_deref(),
-        assignee,
-    )?;
+    let previous = rules::check_assignment(&issue, by, admin_rights, assignee)?;
     if let Some(w) = assignee {
         workers::ensure_exists(conn, w).await?;
     }
@@ -368,22 +245,9 @@ pub async fn assign(
         &[&number, &assignee, &now],
     )
     .await?;
-    issue.assignee = assignee.map(str::to_string);
-    issue.updated_at = now;
+    let e = rules::assigned(&mut issue, by, assignee, &previous, now);
     let also: Vec<&str> = previous.iter().map(String::as_str).collect();
     let to = involved(conn, &issue, &also, by).await?;
-    let e = event(
-        kinds::ISSUE_ASSIGNED,
-        json!({
-            "number": number,
-            "title": issue.title,
-            "by": by,
-            "assignee": assignee,
-            "previous": previous,
-        }),
-        format!("issue:{number}:assigned:{now}:{}", assignee.unwrap_or("-")),
-        by,
-    );
     tell(ctx, &to, e, assignee.filter(|w| *w != by), now).await?;
     Ok(issue)
 }
@@ -397,30 +261,13 @@ async fn set_state(
     now: i64,
 ) -> Result<Issue> {
     let conn = &mut ctx.conn;
-    let number = issue.number;
-    let (closed_at, closed_by) = match state {
-        IssueState::Closed => (Some(now), Some(by.to_string())),
-        IssueState::Open => (None, None),
-    };
+    let e = rules::set_state(&mut issue, state, by, pr, now);
     conn.execute(
         "UPDATE issues SET state = $2, closed_at = $3, closed_by = $4, updated_at = $5 WHERE number = $1",
-        &[&number, &state.as_str(), &closed_at, &closed_by, &now],
+        &[&issue.number, &state.as_str(), &issue.closed_at, &issue.closed_by, &now],
     )
     .await?;
-    issue.state = state;
-    issue.closed_at = closed_at;
-    issue.closed_by = closed_by;
-    issue.updated_at = now;
-    let (kind, what) = match state {
-        IssueState::Closed => (kinds::ISSUE_CLOSED, "closed"),
-        IssueState::Open => (kinds::ISSUE_REOPENED, "reopened"),
-    };
-    let mut payload = json!({ "number": number, "title": issue.title, "by": by });
-    if let Some(pr) = pr {
-        payload["pr"] = json!(pr);
-    }
     let to = involved(conn, &issue, &[], by).await?;
-    let e = event(kind, payload, format!("issue:{number}:{what}:{now}"), by);
     tell(ctx, &to, e, None, now).await?;
     Ok(issue)
 }
@@ -462,18 +309,9 @@ pub async fn close_by_pr(
     let by = closed_by_pr(pr);
     let mut closed = Vec::new();
     for n in issue::closes_refs(text) {
-        let issue = match load(ctx.conn, n).await {
-            Ok(i) => i,
-            Err(e) if e.code == "unknown_issue" => {
-                tracing::info!("PR #{pr} says it closes issue #{n}, which does not exist: ignored");
-                continue;
-            }
-            Err(e) => return Err(e),
-        };
-        if issue.state == IssueState::Closed {
-            tracing::info!("PR #{pr} says it closes issue #{n}, which is closed already: ignored");
+        let Some(issue) = rules::closed_by_pr(pr, n, load(ctx.conn, n).await)? else {
             continue;
-        }
+        };
         let issue = set_state(ctx, issue, IssueState::Closed, &by, Some(pr), now).await?;
         closed.push(issue.number);
     }

@@ -1,26 +1,15 @@
 //! Channel posts and direct messages.
 
-use agensh_domain::event::{kinds, NewEvent, Priority};
 use agensh_domain::ids::ADMIN;
 use agensh_domain::message::{Message, NewMessage, Target};
-use agensh_domain::{Error, Result};
+use agensh_domain::Result;
 use tokio_postgres::types::ToSql;
-use tokio_postgres::Row;
 
 use super::db::{Conn, WriteCtx};
 use super::workers;
+use crate::common::messages::{posted, unknown_thread};
+use crate::common::rows::{self, MESSAGE_COLUMNS};
 use crate::MessageQuery;
-
-fn row_to_message(row: &Row) -> Message {
-    Message {
-        seq: row.get(0),
-        from: row.get(1),
-        to: row.get(2),
-        text: row.get(3),
-        thread: row.get(4),
-        created_at: row.get(5),
-    }
-}
 
 pub async fn post(ctx: &mut WriteCtx<'_>, from: &str, m: NewMessage, now: i64) -> Result<Message> {
     let target = m.validate()?;
@@ -35,10 +24,7 @@ pub async fn post(ctx: &mut WriteCtx<'_>, from: &str, m: NewMessage, now: i64) -
             .await?
             .is_none()
         {
-            return Err(Error::invalid(
-                "unknown_thread",
-                format!("there is no message M{t} to reply to — reply_to takes the id of a message you have read, like M12"),
-            ));
+            return Err(unknown_thread(t));
         }
     }
     let seq: i64 = conn
@@ -49,27 +35,7 @@ pub async fn post(ctx: &mut WriteCtx<'_>, from: &str, m: NewMessage, now: i64) -
         )
         .await?
         .get(0);
-    let msg = Message {
-        seq,
-        from: from.to_string(),
-        to: target.as_str().to_string(),
-        text: m.text,
-        thread: m.thread,
-        created_at: now,
-    };
-    let (kind, priority, to) = match &target {
-        Target::Channel(_) => (kinds::CHANNEL_POST, Priority::Normal, None),
-        Target::Worker(w) => (kinds::DIRECT_MESSAGE, Priority::Urgent, Some(w.clone())),
-    };
-    let event = NewEvent {
-        kind: kind.into(),
-        priority,
-        payload: serde_json::to_value(&msg).expect("message serializes"),
-        dedup_key: Some(format!("msg:M{}", msg.seq)),
-        source: Some(from.to_string()),
-        target: to,
-        except: None,
-    };
+    let (msg, event) = posted(seq, from, &target, m.text, m.thread, now);
     ctx.emit(&event, now).await?;
     Ok(msg)
 }
@@ -118,10 +84,10 @@ pub async fn read(conn: &mut Conn, reader: &str, q: &MessageQuery) -> Result<Vec
     }
     let order = if q.unread { "ASC" } else { "DESC" };
     let sql = format!(
-        "SELECT seq, sender, target, text, thread, created_at FROM messages WHERE {filter} ORDER BY seq {order} LIMIT $2"
+        "SELECT {MESSAGE_COLUMNS} FROM messages WHERE {filter} ORDER BY seq {order} LIMIT $2"
     );
-    let rows = conn.query(&sql, &params).await?;
-    let mut out: Vec<Message> = rows.iter().map(row_to_message).collect();
+    let found = conn.query(&sql, &params).await?;
+    let mut out: Vec<Message> = found.iter().map(rows::message).collect::<Result<_>>()?;
     if !q.unread {
         out.reverse();
     } else if let (Some(last), false) = (out.last(), admin) {

@@ -51,13 +51,6 @@ pub const MIGRATIONS: &[Migration] = &[
     },
 ];
 
-/// Unix ms now: when a migration was applied.
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
-
 /// Whether the table `name` exists in the schema the connection uses.
 async fn has_table(client: &Client, name: &str) -> Result<bool> {
     let row = client
@@ -164,7 +157,7 @@ async fn step(client: &Client, list: &[Migration], m: &Migration) -> Result<Opti
     client
         .execute(
             &format!("INSERT INTO {VERSION_TABLE}(version, name, applied_at) VALUES ($1, $2, $3)"),
-            &[&(m.version as i32), &m.name, &now_ms()],
+            &[&(m.version as i32), &m.name, &migrate::now_ms()],
         )
         .await
         .map_err(|e| migrate::failed(m, at, describe(&e)))?;

@@ -3,11 +3,12 @@
 
 use agensh_domain::node::{self, NewNode, NodeInfo};
 use agensh_domain::worker::NewWorker;
-use agensh_domain::{Error, Result};
+use agensh_domain::Result;
 
 use super::db::{Conn, WriteCtx};
 use super::workers;
-use crate::sqlite::workers::new_token;
+use crate::common::new_token;
+use crate::common::workers::node_exists;
 
 pub async fn add(ctx: &mut WriteCtx<'_>, name: &str, allowed: usize, now: i64) -> Result<NewNode> {
     node::validate_name(name)?;
@@ -19,10 +20,7 @@ pub async fn add(ctx: &mut WriteCtx<'_>, name: &str, allowed: usize, now: i64) -
         .await?
         .is_some()
     {
-        return Err(Error::conflict(
-            "node_exists",
-            format!("node {name} exists already — pick another name, or revoke it first"),
-        ));
+        return Err(node_exists(name));
     }
     let token = new_token("agn_")?;
     conn.execute(

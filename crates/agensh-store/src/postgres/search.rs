@@ -13,8 +13,8 @@
 //!   match inside one column, as in FTS5),
 //! - `words`: the distinct tokens of both, under a GIN index (a word is `words @> {w}`),
 //! - `author_tokens`: the tokens of the author (the `author:` filter is a phrase there),
-//! - `label_token`: `sqlite::fts::label_token` of its label (`''` when none), so a label
-//!   matches exactly, case and all,
+//! - `label_token`: `common::label_token` of its label (`''` when none), so a label
+//!   matches exactly, case and all, as in the SQLite store's `label` column,
 //! - `kind`: the kind's name.
 //!
 //! # The translation
@@ -39,7 +39,7 @@ use agensh_domain::query::Query;
 use rusqlite::{ffi, Connection};
 use tokio_postgres::types::ToSql;
 
-use crate::sqlite::fts::label_token;
+use crate::common::label_token;
 
 /// Longest token FTS5 stores, in bytes: it cuts longer ones there (`FTS5_MAX_TOKEN_SIZE`).
 const MAX_TOKEN_BYTES: usize = 32_768;

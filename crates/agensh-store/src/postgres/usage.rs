@@ -4,6 +4,7 @@ use agensh_domain::budget::Limits;
 use agensh_domain::Result;
 
 use super::db::Conn;
+use crate::common::{hub_state_key, rows};
 use crate::{ModelRequest, ModelUsage};
 
 pub async fn record(conn: &mut Conn, r: &ModelRequest) -> Result<()> {
@@ -29,14 +30,11 @@ pub async fn record(conn: &mut Conn, r: &ModelRequest) -> Result<()> {
     Ok(())
 }
 
-/// The hub's state lives in `meta` under this prefix, apart from the admin token.
-const STATE_PREFIX: &str = "state.";
-
 pub async fn hub_state(conn: &mut Conn, key: &str) -> Result<Option<String>> {
     Ok(conn
         .query_opt(
             "SELECT value FROM meta WHERE key = $1",
-            &[&format!("{STATE_PREFIX}{key}")],
+            &[&hub_state_key(key)],
         )
         .await?
         .map(|r| r.get(0)))
@@ -46,7 +44,7 @@ pub async fn set_hub_state(conn: &mut Conn, key: &str, value: &str) -> Result<()
     conn.execute(
         "INSERT INTO meta(key, value) VALUES ($1, $2) \
          ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-        &[&format!("{STATE_PREFIX}{key}"), &value],
+        &[&hub_state_key(key), &value],
     )
     .await?;
     Ok(())
@@ -59,7 +57,7 @@ pub async fn totals(
     worker: Option<&str>,
     since: Option<i64>,
 ) -> Result<Vec<ModelUsage>> {
-    let rows = conn
+    let found = conn
         .query(
             "SELECT worker, model, count(*), sum(input_tokens)::bigint, sum(cached_input_tokens)::bigint, \
              sum(output_tokens)::bigint, sum(cost_usd), min(at) FROM model_requests \
@@ -68,19 +66,7 @@ pub async fn totals(
             &[&worker, &since],
         )
         .await?;
-    Ok(rows
-        .iter()
-        .map(|r| ModelUsage {
-            worker: r.get(0),
-            model: r.get(1),
-            requests: r.get::<_, i64>(2) as u64,
-            input_tokens: r.get::<_, i64>(3) as u64,
-            cached_input_tokens: r.get::<_, i64>(4) as u64,
-            output_tokens: r.get::<_, i64>(5) as u64,
-            cost_usd: r.get(6),
-            first_at: r.get(7),
-        })
-        .collect())
+    found.iter().map(rows::model_usage).collect()
 }
 
 pub async fn set_budget(conn: &mut Conn, scope: &str, l: &Limits) -> Result<()> {
@@ -94,24 +80,11 @@ pub async fn set_budget(conn: &mut Conn, scope: &str, l: &Limits) -> Result<()> 
 }
 
 pub async fn budgets(conn: &mut Conn) -> Result<Vec<(String, Limits)>> {
-    let rows = conn
+    let found = conn
         .query(
             "SELECT scope, tokens, cost_usd, requests, hours FROM budgets ORDER BY scope COLLATE \"C\"",
             &[],
         )
         .await?;
-    Ok(rows
-        .iter()
-        .map(|r| {
-            (
-                r.get(0),
-                Limits {
-                    tokens: r.get::<_, i64>(1) as u64,
-                    cost_usd: r.get(2),
-                    requests: r.get::<_, i64>(3) as u64,
-                    hours: r.get(4),
-                },
-            )
-        })
-        .collect())
+    found.iter().map(rows::budget).collect()
 }

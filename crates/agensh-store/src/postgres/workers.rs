@@ -1,14 +1,13 @@
 //! Worker registry: ids, tokens, status, activity; and the admin token.
 
-use std::collections::HashMap;
-
 use agensh_domain::ids::new_worker_ids;
-use agensh_domain::worker::{NewWorker, WorkerInfo, WorkerStatus, ADD_LIMIT};
-use agensh_domain::{Error, Result};
+use agensh_domain::worker::{NewWorker, WorkerInfo, WorkerStatus};
+use agensh_domain::Result;
 
 use super::board;
 use super::db::{Conn, WriteCtx};
-use crate::sqlite::workers::new_token;
+use crate::common::new_token;
+use crate::common::workers::{check_add, claims_by_author, info};
 
 pub async fn admin_token(ctx: &mut WriteCtx<'_>) -> Result<String> {
     let conn = &mut ctx.conn;
@@ -32,12 +31,7 @@ pub async fn admin_token(ctx: &mut WriteCtx<'_>) -> Result<String> {
 }
 
 pub async fn add(ctx: &mut WriteCtx<'_>, count: usize, now: i64) -> Result<Vec<NewWorker>> {
-    if count == 0 || count > ADD_LIMIT {
-        return Err(Error::invalid(
-            "bad_worker_count",
-            format!("cannot add {count} workers — add between 1 and {ADD_LIMIT} at a time"),
-        ));
-    }
+    check_add(count)?;
     // Numbers and the queue's start: under the write lock, like every numbered write.
     ctx.lock().await?;
     let conn = &mut ctx.conn;
@@ -75,10 +69,7 @@ pub async fn tokens(conn: &mut Conn) -> Result<Vec<(String, String)>> {
 }
 
 pub async fn list(conn: &mut Conn, now: i64) -> Result<Vec<WorkerInfo>> {
-    let mut claims: HashMap<String, Vec<_>> = HashMap::new();
-    for c in board::live_claims(conn, now).await? {
-        claims.entry(c.author.clone()).or_default().push(c);
-    }
+    let mut claims = claims_by_author(board::live_claims(conn, now).await?);
     let rows = conn
         .query(
             "SELECT id, status, last_activity, created_at FROM workers ORDER BY num",
@@ -87,18 +78,8 @@ pub async fn list(conn: &mut Conn, now: i64) -> Result<Vec<WorkerInfo>> {
         .await?;
     let mut out = Vec::with_capacity(rows.len());
     for r in rows {
-        let id: String = r.get(0);
         let status: String = r.get(1);
-        out.push(WorkerInfo {
-            claims: claims.remove(&id).unwrap_or_default(),
-            status: WorkerStatus::parse(&status)?,
-            progress: None,
-            agent: None,
-            stopped_for: None,
-            id,
-            last_activity: r.get(2),
-            created_at: r.get(3),
-        });
+        out.push(info(r.get(0), &status, r.get(2), r.get(3), &mut claims)?);
     }
     Ok(out)
 }

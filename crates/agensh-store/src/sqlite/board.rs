@@ -1,80 +1,19 @@
 //! Board records: append, claims and their leases, the recent view, grep and unfold.
 
-use agensh_domain::event::{kinds, NewEvent, Priority};
-use agensh_domain::ids::{parse_record_id, record_id};
-use agensh_domain::record::{
-    check_takeover, overlaps_of, validate_lease, Appended, Lease, NewRecord, Record, RecordKind,
-    TakeOver, TakeoverReason,
-};
-use agensh_domain::view::{RecentView, ViewEntry};
+use agensh_domain::ids::parse_record_id;
+use agensh_domain::record::{validate_lease, Appended, NewRecord, Record, RecordKind};
+use agensh_domain::view::ViewEntry;
 use agensh_domain::worker::WorkerStatus;
-use agensh_domain::{Error, Result};
-use rusqlite::{params, Connection, OptionalExtension, Row};
+use agensh_domain::Result;
+use rusqlite::{params, Connection, OptionalExtension};
 
 use super::conn::{sql_err, WriteCtx};
 use super::fts::{kind_token, label_token};
-
-/// Most history rows one recent view reads before it stops looking further back.
-const VIEW_SCAN_LIMIT: usize = 50_000;
-/// Rows read per page while building a view.
-const VIEW_PAGE: usize = 1_000;
-
-/// A record's own columns and its claim's lease (`records r LEFT JOIN claims c`).
-macro_rules! base_columns {
-    () => {
-        "r.seq, r.kind, r.author, r.text, r.label, r.detail, r.paths, r.created_at, c.expires_at, c.released_at"
-    };
-}
-
-/// Every column [`row_to_record`] reads: the base columns and the takeovers, which need
-/// [`TAKEOVER_JOINS`].
-const RECORD_COLUMNS: &str = concat!(base_columns!(), ", t.old, t.old_author, t.why, tb.seq");
+use crate::common::board::{self as rules, Takeover, VIEW_PAGE};
+use crate::common::rows::{self, record_base_columns, RECORD_COLUMNS, TAKEOVER_JOINS};
 
 /// The record's columns for rows that cannot be claims (no takeover to look up).
-const NON_CLAIM_COLUMNS: &str = concat!(base_columns!(), ", NULL, NULL, NULL, NULL");
-
-/// What a record took over (`t`) and what took it over (`tb`), for [`RECORD_COLUMNS`].
-const TAKEOVER_JOINS: &str =
-    "LEFT JOIN takeovers t ON t.seq = r.seq LEFT JOIN takeovers tb ON tb.old = r.seq";
-
-fn row_to_record(row: &Row<'_>) -> rusqlite::Result<Record> {
-    let seq: i64 = row.get(0)?;
-    let kind: String = row.get(1)?;
-    let paths: Option<String> = row.get(6)?;
-    let expires_at: Option<i64> = row.get(8)?;
-    let old: Option<i64> = row.get(10)?;
-    let why: Option<String> = row.get(12)?;
-    let taken_over_by: Option<i64> = row.get(13)?;
-    Ok(Record {
-        seq,
-        id: record_id(seq),
-        kind: RecordKind::parse(&kind).unwrap_or(RecordKind::Observed),
-        author: row.get(2)?,
-        text: row.get(3)?,
-        label: row.get(4)?,
-        detail: row.get(5)?,
-        paths: paths
-            .and_then(|p| serde_json::from_str(&p).ok())
-            .unwrap_or_default(),
-        created_at: row.get(7)?,
-        lease: expires_at.map(|expires_at| Lease {
-            expires_at,
-            released_at: row.get(9).ok().flatten(),
-            taken_over_by: taken_over_by.map(record_id),
-        }),
-        takes_over: match old {
-            Some(old) => Some(TakeOver {
-                id: record_id(old),
-                author: row.get::<_, Option<String>>(11)?.unwrap_or_default(),
-                why: why
-                    .as_deref()
-                    .and_then(TakeoverReason::parse)
-                    .unwrap_or(TakeoverReason::Expired),
-            }),
-            None => None,
-        },
-    })
-}
+const NON_CLAIM_COLUMNS: &str = concat!(record_base_columns!(), ", NULL, NULL, NULL, NULL");
 
 fn query_records(
     conn: &Connection,
@@ -82,22 +21,18 @@ fn query_records(
     params: impl rusqlite::Params,
 ) -> Result<Vec<Record>> {
     let mut stmt = conn.prepare_cached(sql).map_err(sql_err)?;
-    let rows = stmt.query_map(params, row_to_record).map_err(sql_err)?;
-    rows.collect::<rusqlite::Result<_>>().map_err(sql_err)
+    let found = stmt
+        .query_map(params, |r| rows::record(r))
+        .map_err(sql_err)?;
+    found.collect::<rusqlite::Result<_>>().map_err(sql_err)
 }
 
 /// One record by sequence number, or a not-found error that says where to look.
 pub fn get(conn: &Connection, seq: i64) -> Result<Record> {
     let sql = format!("SELECT {RECORD_COLUMNS} FROM records r LEFT JOIN claims c ON c.seq = r.seq {TAKEOVER_JOINS} WHERE r.seq = ?1");
-    query_records(conn, &sql, [seq])?.pop().ok_or_else(|| {
-        Error::not_found(
-            "unknown_record",
-            format!(
-                "there is no record {} — search the board by content to find its id",
-                record_id(seq)
-            ),
-        )
-    })
+    query_records(conn, &sql, [seq])?
+        .pop()
+        .ok_or_else(|| rules::unknown_record(seq))
 }
 
 /// The status of worker `id`, or `None` when it is no worker (`admin`).
@@ -111,15 +46,7 @@ fn worker_status(conn: &Connection, id: &str) -> Result<Option<WorkerStatus>> {
     status.as_deref().map(WorkerStatus::parse).transpose()
 }
 
-/// A claim being taken over: the old claim, whether its author is a worker (who hears of
-/// it), and why it could be taken.
-struct Takeover {
-    old: Record,
-    to_worker: bool,
-    why: TakeoverReason,
-}
-
-/// Checks that `taker` may take over claim `seq` now ([`check_takeover`], inside the
+/// Checks that `taker` may take over claim `seq` now ([`Takeover::check`], inside the
 /// write transaction, so two takers cannot both pass).
 fn takeover(conn: &Connection, taker: &str, seq: i64, now: i64) -> Result<Takeover> {
     let old = get(conn, seq)?;
@@ -128,12 +55,7 @@ fn takeover(conn: &Connection, taker: &str, seq: i64, now: i64) -> Result<Takeov
         Some(id) => Some(get(conn, parse_record_id(id)?)?),
         None => None,
     };
-    let why = check_takeover(&old, taker, status, taken_by.as_ref(), now)?;
-    Ok(Takeover {
-        old,
-        to_worker: status.is_some(),
-        why,
-    })
+    Takeover::check(old, taker, status, taken_by.as_ref(), now)
 }
 
 pub fn append(
@@ -150,15 +72,9 @@ pub fn append(
         None => None,
     };
     if let Some(t) = &taking {
-        // A takeover that names no work of its own takes on the old claim's.
-        if new.label.is_none() && new.paths.is_empty() {
-            new.label = t.old.label.clone();
-            new.paths = t.old.paths.clone();
-            new.validate()?;
-        }
+        t.lend_work(&mut new)?;
     }
-    let paths = (!new.paths.is_empty())
-        .then(|| serde_json::to_string(&new.paths).expect("paths serialize"));
+    let paths = rules::paths_json(&new.paths);
     conn.prepare_cached(
         "INSERT INTO records(kind, author, text, label, detail, paths, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
     )
@@ -182,20 +98,12 @@ pub fn append(
     })
     .map_err(sql_err)?;
 
-    let lease = if new.kind == RecordKind::Claim {
-        let secs = new.lease_secs.unwrap_or(default_lease_secs);
-        let expires_at = now + (secs as i64) * 1000;
+    let lease = rules::lease_of(&new, default_lease_secs, now);
+    if let Some(l) = &lease {
         conn.prepare_cached("INSERT INTO claims(seq, author, expires_at) VALUES (?1, ?2, ?3)")
-            .and_then(|mut s| s.execute(params![seq, author, expires_at]))
+            .and_then(|mut s| s.execute(params![seq, author, l.expires_at]))
             .map_err(sql_err)?;
-        Some(Lease {
-            expires_at,
-            released_at: None,
-            taken_over_by: None,
-        })
-    } else {
-        None
-    };
+    }
     let mut record = Record::from_new(seq, author, new, now, lease);
     if let Some(t) = &taking {
         conn.prepare_cached(
@@ -210,63 +118,15 @@ pub fn append(
         )
         .and_then(|mut s| s.execute(params![t.old.seq, now]))
         .map_err(sql_err)?;
-        record.takes_over = Some(TakeOver {
-            id: t.old.id.clone(),
-            author: t.old.author.clone(),
-            why: t.why,
-        });
+        record.takes_over = Some(t.took_over());
     }
     let overlaps = if record.kind == RecordKind::Claim {
-        let taken = taking.as_ref().map(|t| t.old.seq);
-        let live: Vec<Record> = live_claims(conn, now)?
-            .into_iter()
-            .filter(|c| Some(c.seq) != taken)
-            .collect();
-        overlaps_of(&record, &live)
+        rules::overlaps(&record, live_claims(conn, now)?, taking.as_ref())
     } else {
         Vec::new()
     };
-
-    // The old claim's author hears of the takeover directly (urgent, like a DM: it may
-    // come back and must not go on with the work), and so not through the broadcast.
-    let told = taking.as_ref().filter(|t| t.to_worker);
-    let event = NewEvent {
-        kind: kinds::BOARD_RECORD.into(),
-        priority: Priority::Urgent,
-        payload: serde_json::json!({
-            "id": record.id,
-            "kind": record.kind,
-            "author": record.author,
-            "text": record.text,
-            "label": record.label,
-            "takes_over": record.takes_over.as_ref().map(|t| &t.id),
-        }),
-        dedup_key: Some(format!("board:{}", record.id)),
-        source: Some(author.to_string()),
-        target: None,
-        except: told.map(|t| t.old.author.clone()),
-    };
-    ctx.emit(&event, now)?;
-    if let Some(t) = told {
-        ctx.emit(
-            &NewEvent {
-                kind: kinds::CLAIM_TAKEN_OVER.into(),
-                priority: Priority::Urgent,
-                payload: serde_json::json!({
-                    "id": t.old.id,
-                    "text": t.old.text,
-                    "label": t.old.label,
-                    "by": record.id,
-                    "author": record.author,
-                    "why": t.why,
-                }),
-                dedup_key: Some(format!("takeover:{}", t.old.id)),
-                source: Some(author.to_string()),
-                target: Some(t.old.author.clone()),
-                except: None,
-            },
-            now,
-        )?;
+    for event in rules::appended_events(&record, taking.as_ref()) {
+        ctx.emit(&event, now)?;
     }
     Ok(Appended { record, overlaps })
 }
@@ -291,32 +151,18 @@ pub fn recent_view(
     (after, upto): (i64, i64),
     reader: Option<&str>,
 ) -> Result<Vec<ViewEntry>> {
-    let mut view = RecentView::new(cap);
     let sql = format!(
         "SELECT {NON_CLAIM_COLUMNS} FROM records r LEFT JOIN claims c ON c.seq = r.seq \
          WHERE r.seq < ?1 AND r.seq > ?2 AND r.kind != 'CLAIM' ORDER BY r.seq DESC LIMIT ?3"
     );
-    let mut below = upto.saturating_add(1);
-    let mut scanned = 0;
-    while !view.is_full() && scanned < VIEW_SCAN_LIMIT {
-        let page = query_records(conn, &sql, params![below, after, VIEW_PAGE as i64])?;
-        let n = page.len();
-        for r in page {
-            below = r.seq;
-            if Some(r.author.as_str()) != reader {
-                view.push(r);
-            }
-        }
-        scanned += n;
-        if n < VIEW_PAGE {
+    let mut scan = rules::ViewScan::new(cap, upto, reader);
+    while scan.wants_more() {
+        let page = query_records(conn, &sql, params![scan.below, after, VIEW_PAGE as i64])?;
+        if scan.take(page) {
             break;
         }
     }
-    let claims = live_claims(conn, now)?
-        .into_iter()
-        .filter(|c| c.seq > after && c.seq <= upto && Some(c.author.as_str()) != reader)
-        .collect();
-    Ok(view.finish(claims))
+    Ok(scan.finish(live_claims(conn, now)?, (after, upto)))
 }
 
 /// A worker's board cursor and the newest record sequence number now.
@@ -361,20 +207,12 @@ pub fn grep(
         &sql,
         params![fts, before.unwrap_or(i64::MAX), limit as i64],
     )
-    .map_err(|e| {
-        Error::invalid(
-            "bad_query",
-            format!(
-                "the search could not run ({}) — simplify the query",
-                e.message
-            ),
-        )
-    })
+    .map_err(rules::bad_query)
 }
 
 pub fn unfold(conn: &Connection, seq: i64) -> Result<crate::Unfolded> {
     let record = get(conn, seq)?;
-    let (mut superseded_by, mut invalidated_by) = (None, None);
+    let (mut superseded_by, mut fail) = (None, None);
     if record.kind == RecordKind::PatchSummary {
         if let Some(label) = &record.label {
             let sql = format!(
@@ -387,82 +225,23 @@ pub fn unfold(conn: &Connection, seq: i64) -> Result<crate::Unfolded> {
                 params![record.author, label, seq, "PATCH_SUMMARY"],
             )?
             .pop();
-            let fail = query_records(conn, &sql, params![record.author, label, seq, "FAIL"])?.pop();
-            invalidated_by = fail.filter(|f| superseded_by.as_ref().is_none_or(|s| f.seq < s.seq));
+            fail = query_records(conn, &sql, params![record.author, label, seq, "FAIL"])?.pop();
         }
     }
-    Ok(crate::Unfolded {
-        record,
-        superseded_by,
-        invalidated_by,
-    })
+    Ok(rules::unfolded(record, superseded_by, fail))
 }
 
 /// Loads `worker`'s own live claim `seq`, or says why it cannot be changed.
 fn own_live_claim(conn: &Connection, worker: &str, seq: i64, now: i64) -> Result<Record> {
     let r = get(conn, seq)?;
-    let lease = match (&r.kind, &r.lease) {
-        (RecordKind::Claim, Some(l)) => l.clone(),
-        _ => {
-            let mine: Vec<String> = live_claims(conn, now)?
-                .into_iter()
-                .filter(|c| c.author == worker)
-                .map(|c| format!("{} ({})", c.id, c.label.as_deref().unwrap_or(&c.text)))
-                .collect();
-            let yours = if mine.is_empty() {
-                "you hold no live claim".to_string()
-            } else {
-                format!("your live claims: {}", mine.join(", "))
-            };
-            return Err(Error::invalid(
-                "not_a_claim",
-                format!(
-                    "{} is a {}, not a CLAIM — pass the id of one of your claims ({yours})",
-                    r.id, r.kind
-                ),
-            ));
-        }
+    let Some(lease) = rules::claim_lease(&r) else {
+        return Err(rules::not_a_claim(&r, worker, live_claims(conn, now)?));
     };
-    if let Some(by) = &lease.taken_over_by {
-        let taker = get(conn, parse_record_id(by)?)?;
-        if r.author == worker {
-            return Err(Error::conflict(
-                "claim_taken_over",
-                format!(
-                    "{} was taken over by {by} ({}) while you were away — stop work on it; message {} to hand over what you have, or claim something else",
-                    r.id, taker.author, taker.author
-                ),
-            ));
-        }
-    }
-    if r.author != worker {
-        return Err(Error::forbidden(
-            "not_your_claim",
-            format!(
-                "{} is {}'s claim — you can only renew or release your own; message {} if you need the work",
-                r.id, r.author, r.author
-            ),
-        ));
-    }
-    if lease.released_at.is_some() {
-        return Err(Error::conflict(
-            "claim_released",
-            format!(
-                "{} was already released — post a new CLAIM to take the work again",
-                r.id
-            ),
-        ));
-    }
-    if lease.expires_at <= now {
-        return Err(Error::conflict(
-            "claim_expired",
-            format!(
-                "{} expired at {} — post a new CLAIM (others may have claimed the work since)",
-                r.id,
-                agensh_domain::time::rfc3339(lease.expires_at)
-            ),
-        ));
-    }
+    let taker = match &lease.taken_over_by {
+        Some(by) => Some(get(conn, parse_record_id(by)?)?),
+        None => None,
+    };
+    rules::check_own_claim(&r, &lease, worker, taker.as_ref(), now)?;
     Ok(r)
 }
 

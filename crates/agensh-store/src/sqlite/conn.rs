@@ -16,6 +16,7 @@ use agensh_domain::{Error, Result};
 use rusqlite::Connection;
 use tokio::sync::{broadcast, oneshot};
 
+use crate::common::rows;
 use crate::write_stats::{WriteStats, WriteStatsSnapshot};
 
 /// How often the checkpointer copies what the WAL holds into the database file.
@@ -74,6 +75,21 @@ pub struct Db {
 
 pub(crate) fn sql_err(e: rusqlite::Error) -> Error {
     Error::internal(format!("store error: {e}"))
+}
+
+/// SQLite's rows, read by the engine-neutral conversions (`common::rows`).
+impl rows::Columns for rusqlite::Row<'_> {
+    type Error = rusqlite::Error;
+
+    fn refused(&self, i: usize, e: Error) -> rusqlite::Error {
+        rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(e))
+    }
+}
+
+impl<T: rusqlite::types::FromSql> rows::Column<T> for rusqlite::Row<'_> {
+    fn col(&self, i: usize) -> rusqlite::Result<T> {
+        self.get(i)
+    }
 }
 
 pub(crate) fn open_conn(path: &Path) -> Result<Connection> {

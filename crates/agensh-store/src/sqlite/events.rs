@@ -8,33 +8,19 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use agensh_domain::event::{Event, NewEvent, Priority};
-use agensh_domain::{Error, Result};
+use agensh_domain::event::{Event, NewEvent};
+use agensh_domain::Result;
 use rusqlite::{params, Connection, OptionalExtension, Row};
 
 use super::conn::sql_err;
+use crate::common::events::{
+    check_acks, not_your_event, stored, too_many_acks, PendingScan, Queued, ACK_LIMIT,
+};
+use crate::common::rows::{self, EVENT_COLUMNS};
 use crate::QueueState;
 
-/// Most events one ack call may name.
-pub const ACK_LIMIT: usize = 10_000;
-
-const EVENT_COLUMNS: &str =
-    "seq, kind, priority, payload, dedup_key, source, target, except_worker, created_at";
-
 fn row_to_event(row: &Row<'_>) -> rusqlite::Result<Event> {
-    let priority: String = row.get(2)?;
-    let payload: String = row.get(3)?;
-    Ok(Event {
-        seq: row.get(0)?,
-        kind: row.get(1)?,
-        priority: Priority::parse(&priority).unwrap_or(Priority::Normal),
-        payload: serde_json::from_str(&payload).unwrap_or(serde_json::Value::Null),
-        dedup_key: row.get(4)?,
-        source: row.get(5)?,
-        target: row.get(6)?,
-        except: row.get(7)?,
-        created_at: row.get(8)?,
-    })
+    rows::event_at(row, 0)
 }
 
 /// Every event above `after`, oldest first, at most `limit`.
@@ -74,17 +60,7 @@ pub fn insert(conn: &Connection, e: &NewEvent, now: i64) -> Result<Option<Event>
     if n == 0 {
         return Ok(None);
     }
-    Ok(Some(Event {
-        seq: conn.last_insert_rowid(),
-        kind: e.kind.clone(),
-        priority: e.priority,
-        payload: e.payload.clone(),
-        dedup_key: e.dedup_key.clone(),
-        source: e.source.clone(),
-        target: e.target.clone(),
-        except: e.except.clone(),
-        created_at: now,
-    }))
+    Ok(Some(stored(e, conn.last_insert_rowid(), now)))
 }
 
 fn cursor(conn: &Connection, worker: &str) -> Result<i64> {
@@ -132,23 +108,12 @@ pub fn pending(conn: &Connection, worker: &str, after: i64, limit: usize) -> Res
     let c = cursor(conn, worker)?;
     let from = c.max(after);
     let acked = acked_above(conn, worker, from)?;
-    let mut out = Vec::new();
-    let mut start = from;
     // Skip acknowledged events page by page until `limit` unacknowledged ones are found.
+    let mut scan = PendingScan::new(from, &acked, limit);
     loop {
-        let page = for_worker(conn, worker, start, limit + acked.len())?;
-        let n = page.len();
-        for e in page {
-            start = e.seq;
-            if !acked.contains(&e.seq) {
-                out.push(e);
-                if out.len() == limit {
-                    return Ok(out);
-                }
-            }
-        }
-        if n < limit + acked.len() {
-            return Ok(out);
+        let page = for_worker(conn, worker, scan.start, scan.page_size())?;
+        if scan.take(page) {
+            return Ok(scan.out);
         }
     }
 }
@@ -431,7 +396,7 @@ struct Owner {
     except: Option<String>,
 }
 
-impl Owner {
+impl Queued for Owner {
     fn is_for(&self, worker: &str) -> bool {
         match &self.target {
             Some(t) => t == worker,
@@ -440,35 +405,6 @@ impl Owner {
             }
         }
     }
-}
-
-/// The checks of [`ack_many`]: at most [`ACK_LIMIT`], and every number above the cursor `c`
-/// an event in `worker`'s queue.
-fn check_acks(worker: &str, seqs: &[i64], c: i64, named: &HashMap<i64, Owner>) -> Result<()> {
-    if seqs.len() > ACK_LIMIT {
-        return Err(too_many_acks(seqs.len()));
-    }
-    match seqs
-        .iter()
-        .find(|&&s| s > c && !named.get(&s).is_some_and(|e| e.is_for(worker)))
-    {
-        Some(&seq) => Err(not_your_event(worker, seq)),
-        None => Ok(()),
-    }
-}
-
-fn too_many_acks(n: usize) -> Error {
-    Error::invalid(
-        "too_many_acks",
-        format!("{n} events in one ack; the limit is {ACK_LIMIT} — acknowledge in batches"),
-    )
-}
-
-fn not_your_event(worker: &str, seq: i64) -> Error {
-    Error::invalid(
-        "not_your_event",
-        format!("event {seq} is not in {worker}'s queue — acknowledge only events you received"),
-    )
 }
 
 /// Acknowledges `seqs` for `worker`: every number above its cursor must be an event in its
@@ -606,7 +542,7 @@ pub fn queue_state(conn: &Connection, worker: &str) -> Result<QueueState> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use agensh_domain::event::NewEvent;
+    use agensh_domain::event::{NewEvent, Priority};
 
     fn db(workers: usize) -> Connection {
         let conn = Connection::open_in_memory().unwrap();

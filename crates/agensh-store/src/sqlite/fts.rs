@@ -30,20 +30,9 @@ use agensh_domain::record::RecordKind;
 /// Restricts words and phrases to the free-text columns.
 const TEXT_COLUMNS: &str = "{text detail}";
 
-/// The single token stored in the `label` column for `label`: `x` followed by the
-/// lowercase hex of its UTF-8 bytes (`"ab"` -> `"x6162"`). An empty label (no label) gives
-/// the empty string.
-pub fn label_token(label: &str) -> String {
-    if label.is_empty() {
-        return String::new();
-    }
-    let mut out = String::with_capacity(1 + 2 * label.len());
-    out.push('x');
-    for b in label.bytes() {
-        out.push_str(&format!("{b:02x}"));
-    }
-    out
-}
+/// The single token stored in the `label` column for a label (`common::label_token`, which
+/// the PostgreSQL store's search column holds too).
+pub use crate::common::label_token;
 
 /// The token stored in the `kind` column for `kind`: its name in lowercase without
 /// underscores (`PATCH_SUMMARY` -> `patchsummary`), one unicode61 token.
@@ -231,14 +220,6 @@ mod tests {
     #[test]
     fn unknown_prefix_is_a_word() {
         assert_eq!(fts("foo:bar"), r#"{text detail} : "foo:bar""#);
-    }
-
-    #[test]
-    fn label_token_encoding() {
-        assert_eq!(label_token("ab"), "x6162");
-        assert_eq!(label_token("parser-v2"), "x7061727365722d7632");
-        assert_eq!(label_token("é"), "xc3a9");
-        assert_eq!(label_token(""), "");
     }
 
     #[test]

@@ -1,65 +1,32 @@
 //! Issues: open, list, read, comment, label, assign, close and reopen, and the closing of
 //! issues a merged pull request names (`closes #N`).
 //!
-//! Every change and its events are one write job. `issue.opened` is a broadcast; the other
-//! events go to the people involved — the author, the assignee (new and previous) and
-//! earlier commenters that are workers — never to the one who acted.
+//! Every change and its events are one write job; the rules and the events, and who hears
+//! of them, are `common/issues.rs`'s.
 
-use agensh_domain::event::{kinds, NewEvent, Priority};
-use agensh_domain::ids::validate_worker_id;
+use agensh_domain::event::NewEvent;
 use agensh_domain::issue::{
-    self, apply_labels, check_assign, check_close, closed_by_pr, distinct_labels, validate_text,
-    Issue, IssueComment, IssueState, NewIssue,
+    self, apply_labels, check_close, closed_by_pr, validate_text, Issue, IssueComment, IssueState,
+    NewIssue,
 };
-use agensh_domain::{Error, Result};
-use rusqlite::types::Type;
-use rusqlite::{params, Connection, OptionalExtension, Row};
-use serde_json::json;
+use agensh_domain::Result;
+use rusqlite::{params, Connection, OptionalExtension};
 
 use super::conn::{sql_err, WriteCtx};
 use super::workers;
-use crate::{AssigneeFilter, IssueQuery};
-
-const ISSUE_COLUMNS: &str =
-    "number, title, body, author, state, assignee, created_at, updated_at, closed_at, closed_by, \
-     (SELECT count(*) FROM issue_comments c WHERE c.issue = issues.number)";
-
-fn row_to_issue(row: &Row<'_>) -> rusqlite::Result<Issue> {
-    let state: String = row.get(4)?;
-    let count: i64 = row.get(10)?;
-    Ok(Issue {
-        number: row.get(0)?,
-        title: row.get(1)?,
-        body: row.get(2)?,
-        author: row.get(3)?,
-        state: IssueState::parse(&state)
-            .map_err(|e| rusqlite::Error::FromSqlConversionFailure(4, Type::Text, Box::new(e)))?,
-        labels: Vec::new(),
-        assignee: row.get(5)?,
-        comment_count: count.max(0) as u64,
-        comments: Vec::new(),
-        created_at: row.get(6)?,
-        updated_at: row.get(7)?,
-        closed_at: row.get(8)?,
-        closed_by: row.get(9)?,
-    })
-}
-
-fn unknown_issue(number: i64) -> Error {
-    Error::not_found(
-        "unknown_issue",
-        format!("there is no issue #{number} — list the issues to see their numbers"),
-    )
-}
+use crate::common::events::to_each;
+use crate::common::issues as rules;
+use crate::common::rows::{self, COMMENT_COLUMNS, ISSUE_COLUMNS};
+use crate::IssueQuery;
 
 fn labels_of(conn: &Connection, number: i64) -> Result<Vec<String>> {
     let mut stmt = conn
         .prepare_cached("SELECT label FROM issue_labels WHERE issue = ?1 ORDER BY label")
         .map_err(sql_err)?;
-    let rows = stmt
+    let found = stmt
         .query_map([number], |r| r.get::<_, String>(0))
         .map_err(sql_err)?;
-    rows.collect::<rusqlite::Result<_>>().map_err(sql_err)
+    found.collect::<rusqlite::Result<_>>().map_err(sql_err)
 }
 
 /// An issue with its labels, without its comments.
@@ -68,9 +35,9 @@ fn load(conn: &Connection, number: i64) -> Result<Issue> {
         .prepare_cached(&format!(
             "SELECT {ISSUE_COLUMNS} FROM issues WHERE number = ?1"
         ))
-        .and_then(|mut s| s.query_row([number], row_to_issue).optional())
+        .and_then(|mut s| s.query_row([number], |r| rows::issue(r)).optional())
         .map_err(sql_err)?
-        .ok_or_else(|| unknown_issue(number))?;
+        .ok_or_else(|| rules::unknown_issue(number))?;
     issue.labels = labels_of(conn, number)?;
     Ok(issue)
 }
@@ -88,41 +55,18 @@ fn set_labels(conn: &Connection, number: i64, labels: &[String]) -> Result<()> {
     Ok(())
 }
 
-/// The workers involved in `issue` — its author, its assignee, `also` and every commenter
-/// — but `actor`, each once, in that order. `admin` and `pr#N` have no queue.
+/// The workers involved in `issue` but `actor` ([`rules::involved`]), its commenters read
+/// here.
 fn involved(conn: &Connection, issue: &Issue, also: &[&str], actor: &str) -> Result<Vec<String>> {
-    let mut people: Vec<String> = vec![issue.author.clone()];
-    people.extend(issue.assignee.clone());
-    people.extend(also.iter().map(|s| s.to_string()));
     let mut stmt = conn
         .prepare_cached("SELECT author FROM issue_comments WHERE issue = ?1 ORDER BY id")
         .map_err(sql_err)?;
-    let rows = stmt
+    let commenters = stmt
         .query_map([issue.number], |r| r.get::<_, String>(0))
+        .map_err(sql_err)?
+        .collect::<rusqlite::Result<Vec<_>>>()
         .map_err(sql_err)?;
-    for r in rows {
-        people.push(r.map_err(sql_err)?);
-    }
-    let mut out: Vec<String> = Vec::new();
-    for p in people {
-        if p != actor && validate_worker_id(&p).is_ok() && !out.contains(&p) {
-            out.push(p);
-        }
-    }
-    Ok(out)
-}
-
-/// An event of `kind` from `actor`, to be sent to each worker involved under `key`.
-fn event(kind: &str, payload: serde_json::Value, key: String, actor: &str) -> NewEvent {
-    NewEvent {
-        kind: kind.into(),
-        priority: Priority::Normal,
-        payload,
-        dedup_key: Some(key),
-        source: Some(actor.to_string()),
-        target: None,
-        except: None,
-    }
+    Ok(rules::involved(issue, also, commenters, actor))
 }
 
 /// Sends `e` to each of `to`: normal, but urgent to `urgent` when it is one of them.
@@ -133,12 +77,7 @@ fn tell(
     urgent: Option<&str>,
     now: i64,
 ) -> Result<()> {
-    for w in to {
-        let mut one = e.clone();
-        if urgent == Some(w.as_str()) {
-            one.priority = Priority::Urgent;
-        }
-        one.target = Some(w.clone());
+    for one in to_each(to, &e, urgent) {
         ctx.emit(&one, now)?;
     }
     Ok(())
@@ -159,41 +98,14 @@ pub fn open(ctx: &mut WriteCtx<'_>, author: &str, new: NewIssue, now: i64) -> Re
             r.get(0)
         })
         .map_err(sql_err)?;
+    let (out, e) = rules::opened(number, author, new, now);
     conn.prepare_cached(
         "INSERT INTO issues(number, title, body, author, state, created_at, updated_at) \
          VALUES (?1, ?2, ?3, ?4, 'open', ?5, ?5)",
     )
-    .and_then(|mut s| s.execute(params![number, new.title, new.body, author, now]))
+    .and_then(|mut s| s.execute(params![number, out.title, out.body, author, now]))
     .map_err(sql_err)?;
-    let labels = distinct_labels(new.labels);
-    set_labels(conn, number, &labels)?;
-    let out = Issue {
-        number,
-        title: new.title,
-        body: new.body,
-        author: author.to_string(),
-        state: IssueState::Open,
-        labels,
-        assignee: None,
-        comment_count: 0,
-        comments: Vec::new(),
-        created_at: now,
-        updated_at: now,
-        closed_at: None,
-        closed_by: None,
-    };
-    // Everyone hears of a new issue: a broadcast.
-    let e = event(
-        kinds::ISSUE_OPENED,
-        json!({
-            "number": number,
-            "title": out.title,
-            "author": author,
-            "labels": out.labels,
-        }),
-        format!("issue:{number}:opened"),
-        author,
-    );
+    set_labels(conn, number, &out.labels)?;
     ctx.emit(&e, now)?;
     Ok(out)
 }
@@ -205,29 +117,13 @@ pub fn open_many(
     all: Vec<NewIssue>,
     now: i64,
 ) -> Result<Vec<Issue>> {
-    for (i, new) in all.iter().enumerate() {
-        new.validate().map_err(|e| {
-            Error::new(
-                e.kind,
-                &e.code,
-                format!("issue {} (\"{}\"): {}", i + 1, short(&new.title), e.message),
-            )
-        })?;
-    }
+    rules::check_all(&all)?;
     all.into_iter().map(|n| open(ctx, author, n, now)).collect()
-}
-
-fn short(s: &str) -> String {
-    agensh_domain::ids::truncate_for_message(s)
 }
 
 /// Issues newest first, without their comments, as `q` filters them.
 pub fn list(conn: &Connection, q: &IssueQuery) -> Result<Vec<Issue>> {
-    let (assignee_any, assignee_none, assignee): (bool, bool, Option<&str>) = match &q.assignee {
-        None => (true, false, None),
-        Some(AssigneeFilter::Nobody) => (false, true, None),
-        Some(AssigneeFilter::Worker(w)) => (false, false, Some(w.as_str())),
-    };
+    let (assignee_any, assignee_none, assignee) = rules::assignee_params(&q.assignee);
     let sql = format!(
         "SELECT {ISSUE_COLUMNS} FROM issues \
          WHERE (?1 IS NULL OR state = ?1) \
@@ -238,7 +134,7 @@ pub fn list(conn: &Connection, q: &IssueQuery) -> Result<Vec<Issue>> {
     );
     let limit = i64::try_from(q.limit).unwrap_or(i64::MAX);
     let mut stmt = conn.prepare_cached(&sql).map_err(sql_err)?;
-    let rows = stmt
+    let found = stmt
         .query_map(
             params![
                 q.state.map(IssueState::as_str),
@@ -249,10 +145,10 @@ pub fn list(conn: &Connection, q: &IssueQuery) -> Result<Vec<Issue>> {
                 q.before,
                 limit
             ],
-            row_to_issue,
+            |r| rows::issue(r),
         )
         .map_err(sql_err)?;
-    let mut out: Vec<Issue> = rows.collect::<rusqlite::Result<_>>().map_err(sql_err)?;
+    let mut out: Vec<Issue> = found.collect::<rusqlite::Result<_>>().map_err(sql_err)?;
     for i in &mut out {
         i.labels = labels_of(conn, i.number)?;
     }
@@ -265,21 +161,14 @@ pub fn get(conn: &Connection, number: i64) -> Result<Issue> {
     let mut issue = load(&tx, number)?;
     issue.comments = {
         let mut stmt = tx
-            .prepare_cached(
-                "SELECT id, author, text, created_at FROM issue_comments WHERE issue = ?1 ORDER BY id",
-            )
+            .prepare_cached(&format!(
+                "SELECT {COMMENT_COLUMNS} FROM issue_comments WHERE issue = ?1 ORDER BY id"
+            ))
             .map_err(sql_err)?;
-        let rows = stmt
-            .query_map([number], |r| {
-                Ok(IssueComment {
-                    id: r.get(0)?,
-                    author: r.get(1)?,
-                    text: r.get(2)?,
-                    created_at: r.get(3)?,
-                })
-            })
+        let found = stmt
+            .query_map([number], |r| rows::issue_comment(r))
             .map_err(sql_err)?;
-        rows.collect::<rusqlite::Result<_>>().map_err(sql_err)?
+        found.collect::<rusqlite::Result<_>>().map_err(sql_err)?
     };
     Ok(issue)
 }
@@ -301,19 +190,8 @@ pub fn comment(
     )
     .and_then(|mut s| s.execute(params![number, author, text, now]))
     .map_err(sql_err)?;
-    let c = IssueComment {
-        id: conn.last_insert_rowid(),
-        author: author.to_string(),
-        text: text.to_string(),
-        created_at: now,
-    };
+    let (c, e) = rules::commented(&issue, conn.last_insert_rowid(), author, text, now);
     touch(conn, number, now)?;
-    let e = event(
-        kinds::ISSUE_COMMENTED,
-        json!({ "number": number, "title": issue.title, "by": author, "text": text }),
-        format!("issue:{number}:comment:{}", c.id),
-        author,
-    );
     tell(ctx, &to, e, None, now)?;
     Ok(c)
 }
@@ -347,15 +225,7 @@ pub fn assign(
 ) -> Result<Issue> {
     let conn = ctx.conn;
     let mut issue = load(conn, number)?;
-    let previous = issue.assignee.clone();
-    check_assign(
-        number,
-        by,
-        admin_rights,
-        issue.state,
-        previous.as_deref(),
-        assignee,
-    )?;
+    let previous = rules::check_assignment(&issue, by, admin_rights, assignee)?;
     if let Some(w) = assignee {
         workers::ensure_exists(conn, w)?;
     }
@@ -366,22 +236,9 @@ pub fn assign(
     conn.prepare_cached("UPDATE issues SET assignee = ?2, updated_at = ?3 WHERE number = ?1")
         .and_then(|mut s| s.execute(params![number, assignee, now]))
         .map_err(sql_err)?;
-    issue.assignee = assignee.map(str::to_string);
-    issue.updated_at = now;
+    let e = rules::assigned(&mut issue, by, assignee, &previous, now);
     let also: Vec<&str> = previous.iter().map(String::as_str).collect();
     let to = involved(conn, &issue, &also, by)?;
-    let e = event(
-        kinds::ISSUE_ASSIGNED,
-        json!({
-            "number": number,
-            "title": issue.title,
-            "by": by,
-            "assignee": assignee,
-            "previous": previous,
-        }),
-        format!("issue:{number}:assigned:{now}:{}", assignee.unwrap_or("-")),
-        by,
-    );
     // Someone else gave this worker the issue: it should hear at once.
     tell(ctx, &to, e, assignee.filter(|w| *w != by), now)?;
     Ok(issue)
@@ -398,30 +255,21 @@ fn set_state(
     now: i64,
 ) -> Result<Issue> {
     let conn = ctx.conn;
-    let number = issue.number;
-    let (closed_at, closed_by) = match state {
-        IssueState::Closed => (Some(now), Some(by.to_string())),
-        IssueState::Open => (None, None),
-    };
+    let e = rules::set_state(&mut issue, state, by, pr, now);
     conn.prepare_cached(
         "UPDATE issues SET state = ?2, closed_at = ?3, closed_by = ?4, updated_at = ?5 WHERE number = ?1",
     )
-    .and_then(|mut s| s.execute(params![number, state.as_str(), closed_at, closed_by, now]))
+    .and_then(|mut s| {
+        s.execute(params![
+            issue.number,
+            state.as_str(),
+            issue.closed_at,
+            issue.closed_by,
+            now
+        ])
+    })
     .map_err(sql_err)?;
-    issue.state = state;
-    issue.closed_at = closed_at;
-    issue.closed_by = closed_by;
-    issue.updated_at = now;
-    let (kind, what) = match state {
-        IssueState::Closed => (kinds::ISSUE_CLOSED, "closed"),
-        IssueState::Open => (kinds::ISSUE_REOPENED, "reopened"),
-    };
-    let mut payload = json!({ "number": number, "title": issue.title, "by": by });
-    if let Some(pr) = pr {
-        payload["pr"] = json!(pr);
-    }
     let to = involved(conn, &issue, &[], by)?;
-    let e = event(kind, payload, format!("issue:{number}:{what}:{now}"), by);
     tell(ctx, &to, e, None, now)?;
     Ok(issue)
 }
@@ -458,20 +306,10 @@ pub fn close_by_pr(ctx: &mut WriteCtx<'_>, pr: i64, text: &str, now: i64) -> Res
     let by = closed_by_pr(pr);
     let mut closed = Vec::new();
     for n in issue::closes_refs(text) {
-        let issue = match load(ctx.conn, n) {
-            Ok(i) => i,
-            Err(e) if e.code == "unknown_issue" => {
-                tracing::info!("PR #{pr} says it closes issue #{n}, which does not exist: ignored");
-                continue;
-            }
-            Err(e) => return Err(e),
-        };
-        if issue.state == IssueState::Closed {
-            tracing::info!("PR #{pr} says it closes issue #{n}, which is closed already: ignored");
-            continue;
+        if let Some(issue) = rules::closed_by_pr(pr, n, load(ctx.conn, n))? {
+            let issue = set_state(ctx, issue, IssueState::Closed, &by, Some(pr), now)?;
+            closed.push(issue.number);
         }
-        let issue = set_state(ctx, issue, IssueState::Closed, &by, Some(pr), now)?;
-        closed.push(issue.number);
     }
     Ok(closed)
 }

@@ -1,25 +1,15 @@
 //! Channel posts and direct messages.
 
-use agensh_domain::event::{kinds, NewEvent, Priority};
 use agensh_domain::ids::ADMIN;
 use agensh_domain::message::{Message, NewMessage, Target};
-use agensh_domain::{Error, Result};
-use rusqlite::{params, Connection, OptionalExtension, Row};
+use agensh_domain::Result;
+use rusqlite::{params, Connection, OptionalExtension};
 
 use super::conn::{sql_err, WriteCtx};
 use super::workers;
+use crate::common::messages::{posted, unknown_thread};
+use crate::common::rows::{self, MESSAGE_COLUMNS};
 use crate::MessageQuery;
-
-fn row_to_message(row: &Row<'_>) -> rusqlite::Result<Message> {
-    Ok(Message {
-        seq: row.get(0)?,
-        from: row.get(1)?,
-        to: row.get(2)?,
-        text: row.get(3)?,
-        thread: row.get(4)?,
-        created_at: row.get(5)?,
-    })
-}
 
 pub fn post(ctx: &mut WriteCtx<'_>, from: &str, m: NewMessage, now: i64) -> Result<Message> {
     let target = m.validate()?;
@@ -33,10 +23,7 @@ pub fn post(ctx: &mut WriteCtx<'_>, from: &str, m: NewMessage, now: i64) -> Resu
             .optional()
             .map_err(sql_err)?;
         if found.is_none() {
-            return Err(Error::invalid(
-                "unknown_thread",
-                format!("there is no message M{t} to reply to — reply_to takes the id of a message you have read, like M12"),
-            ));
+            return Err(unknown_thread(t));
         }
     }
     conn.prepare_cached(
@@ -44,27 +31,14 @@ pub fn post(ctx: &mut WriteCtx<'_>, from: &str, m: NewMessage, now: i64) -> Resu
     )
     .and_then(|mut s| s.execute(params![from, target.as_str(), m.text, m.thread, now]))
     .map_err(sql_err)?;
-    let msg = Message {
-        seq: conn.last_insert_rowid(),
-        from: from.to_string(),
-        to: target.as_str().to_string(),
-        text: m.text,
-        thread: m.thread,
-        created_at: now,
-    };
-    let (kind, priority, to) = match &target {
-        Target::Channel(_) => (kinds::CHANNEL_POST, Priority::Normal, None),
-        Target::Worker(w) => (kinds::DIRECT_MESSAGE, Priority::Urgent, Some(w.clone())),
-    };
-    let event = NewEvent {
-        kind: kind.into(),
-        priority,
-        payload: serde_json::to_value(&msg).expect("message serializes"),
-        dedup_key: Some(format!("msg:M{}", msg.seq)),
-        source: Some(from.to_string()),
-        target: to,
-        except: None,
-    };
+    let (msg, event) = posted(
+        conn.last_insert_rowid(),
+        from,
+        &target,
+        m.text,
+        m.thread,
+        now,
+    );
     ctx.emit(&event, now)?;
     Ok(msg)
 }
@@ -108,13 +82,13 @@ pub fn read(conn: &Connection, reader: &str, q: &MessageQuery) -> Result<Vec<Mes
     // Unread: oldest first from the cursor. Otherwise: the newest `limit`, shown oldest first.
     let order = if q.unread { "ASC" } else { "DESC" };
     let sql = format!(
-        "SELECT seq, sender, target, text, thread, created_at FROM messages WHERE {filter} ORDER BY seq {order} LIMIT ?4"
+        "SELECT {MESSAGE_COLUMNS} FROM messages WHERE {filter} ORDER BY seq {order} LIMIT ?4"
     );
     let mut stmt = conn.prepare_cached(&sql).map_err(sql_err)?;
     let rows = stmt
         .query_map(
             params![cursor, reader, q.with, q.limit as i64, q.before],
-            row_to_message,
+            |r| rows::message(r),
         )
         .map_err(sql_err)?;
     let mut out: Vec<Message> = rows.collect::<rusqlite::Result<_>>().map_err(sql_err)?;

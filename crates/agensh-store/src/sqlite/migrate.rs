@@ -97,13 +97,6 @@ pub const MIGRATIONS: &[Migration] = &[
     },
 ];
 
-/// Unix ms now: when a migration was applied.
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
-
 fn has_version_table(conn: &Connection) -> Result<bool> {
     conn.prepare_cached("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?1")
         .and_then(|mut s| s.exists([VERSION_TABLE]))
@@ -156,7 +149,7 @@ pub fn upgrade(conn: &mut Connection, list: &[Migration]) -> Result<Vec<u32>> {
                     &format!(
                         "INSERT INTO {VERSION_TABLE}(version, name, applied_at) VALUES (?1, ?2, ?3)"
                     ),
-                    rusqlite::params![m.version, m.name, now_ms()],
+                    rusqlite::params![m.version, m.name, migrate::now_ms()],
                 )
             })
             .map_err(|e| migrate::failed(m, at, e))?;

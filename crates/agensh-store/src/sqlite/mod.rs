@@ -11,7 +11,7 @@ mod nodes;
 mod prs;
 mod turns;
 mod usage;
-pub(crate) mod workers;
+mod workers;
 
 use std::path::Path;
 use std::sync::Arc;

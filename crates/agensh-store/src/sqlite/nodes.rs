@@ -3,11 +3,13 @@
 
 use agensh_domain::node::{self, NewNode, NodeInfo};
 use agensh_domain::worker::NewWorker;
-use agensh_domain::{Error, Result};
+use agensh_domain::Result;
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::conn::sql_err;
 use super::workers;
+use crate::common::new_token;
+use crate::common::workers::node_exists;
 
 pub fn add(conn: &Connection, name: &str, allowed: usize, now: i64) -> Result<NewNode> {
     node::validate_name(name)?;
@@ -17,12 +19,9 @@ pub fn add(conn: &Connection, name: &str, allowed: usize, now: i64) -> Result<Ne
         .optional()
         .map_err(sql_err)?;
     if exists.is_some() {
-        return Err(Error::conflict(
-            "node_exists",
-            format!("node {name} exists already — pick another name, or revoke it first"),
-        ));
+        return Err(node_exists(name));
     }
-    let token = workers::new_token("agn_")?;
+    let token = new_token("agn_")?;
     conn.execute(
         "INSERT INTO nodes(name, token, workers, created_at) VALUES (?1, ?2, ?3, ?4)",
         params![name, token, allowed as i64, now],
@@ -161,7 +160,7 @@ pub fn revoke(conn: &Connection, name: &str) -> Result<Vec<NewWorker>> {
         .map_err(sql_err)?;
     let mut out = Vec::with_capacity(had.len());
     for w in had {
-        let token = workers::new_token("agw_")?;
+        let token = new_token("agw_")?;
         stmt.execute(params![w.id, token]).map_err(sql_err)?;
         out.push(NewWorker { id: w.id, token });
     }

@@ -1,127 +1,31 @@
 //! Pull requests: open, review, comment, close, and the record of a merge.
 //!
 //! The store keeps the PR's state and emits its events; the merge itself (git) is done
-//! by the hub, which then calls [`mark_merged`] or [`merge_failed`].
+//! by the hub, which then calls [`mark_merged`] or [`merge_failed`]. The rules and the
+//! events are `common/prs.rs`'s.
 
-use agensh_domain::event::{kinds, NewEvent, Priority};
-use agensh_domain::ids::ADMIN;
+use agensh_domain::event::NewEvent;
 use agensh_domain::pr::{
     validate_text, Comment, NewPr, PrState, PullRequest, Review, Verdict, BASE,
 };
-use agensh_domain::{Error, Result};
-use rusqlite::types::Type;
-use rusqlite::{params, Connection, OptionalExtension, Row};
-use serde_json::json;
+use agensh_domain::Result;
+use rusqlite::{params, Connection, OptionalExtension};
 
 use super::conn::{sql_err, WriteCtx};
-
-const PR_COLUMNS: &str = "number, author, branch, base, title, body, state, created_at, updated_at, closed_by, merge_commit";
-
-/// Turns a domain parse error on column `idx` into a rusqlite conversion error.
-fn bad_column(idx: usize, e: Error) -> rusqlite::Error {
-    rusqlite::Error::FromSqlConversionFailure(idx, Type::Text, Box::new(e))
-}
-
-fn row_to_pr(row: &Row<'_>) -> rusqlite::Result<PullRequest> {
-    let state: String = row.get(6)?;
-    Ok(PullRequest {
-        number: row.get(0)?,
-        author: row.get(1)?,
-        branch: row.get(2)?,
-        base: row.get(3)?,
-        title: row.get(4)?,
-        body: row.get(5)?,
-        state: PrState::parse(&state).map_err(|e| bad_column(6, e))?,
-        created_at: row.get(7)?,
-        updated_at: row.get(8)?,
-        closed_by: row.get(9)?,
-        merge_commit: row.get(10)?,
-        reviews: Vec::new(),
-        comments: Vec::new(),
-    })
-}
-
-fn row_to_review(row: &Row<'_>) -> rusqlite::Result<Review> {
-    let verdict: String = row.get(2)?;
-    Ok(Review {
-        id: row.get(0)?,
-        author: row.get(1)?,
-        verdict: Verdict::parse(&verdict).map_err(|e| bad_column(2, e))?,
-        text: row.get(3)?,
-        created_at: row.get(4)?,
-        commit: row.get(5)?,
-    })
-}
-
-fn row_to_comment(row: &Row<'_>) -> rusqlite::Result<Comment> {
-    Ok(Comment {
-        id: row.get(0)?,
-        author: row.get(1)?,
-        text: row.get(2)?,
-        created_at: row.get(3)?,
-    })
-}
-
-fn unknown_pr(number: i64) -> Error {
-    Error::not_found(
-        "unknown_pr",
-        format!("there is no PR #{number} — `agensh pr list` shows them"),
-    )
-}
-
-/// The refusal for acting on a PR that is merged or closed; `action` is a past participle.
-fn not_open(pr: &PullRequest, action: &str) -> Error {
-    Error::conflict(
-        "pr_not_open",
-        format!(
-            "PR #{} is {}, so it cannot be {action} — open a new PR for further changes",
-            pr.number,
-            pr.state.as_str()
-        ),
-    )
-}
+use crate::common::prs;
+use crate::common::rows::{self, COMMENT_COLUMNS, PR_COLUMNS, REVIEW_COLUMNS};
 
 /// A PR without its reviews and comments.
 fn load(conn: &Connection, number: i64) -> Result<PullRequest> {
     conn.prepare_cached(&format!("SELECT {PR_COLUMNS} FROM prs WHERE number = ?1"))
-        .and_then(|mut s| s.query_row([number], row_to_pr).optional())
+        .and_then(|mut s| s.query_row([number], |r| rows::pr(r)).optional())
         .map_err(sql_err)?
-        .ok_or_else(|| unknown_pr(number))
+        .ok_or_else(|| prs::unknown_pr(number))
 }
 
 /// Stores `event` and hands it to the writer to publish after the commit.
 fn emit(ctx: &mut WriteCtx<'_>, event: NewEvent, now: i64) -> Result<()> {
     ctx.emit(&event, now).map(drop)
-}
-
-fn broadcast(kind: &str, payload: serde_json::Value, key: String, source: &str) -> NewEvent {
-    NewEvent {
-        kind: kind.into(),
-        priority: Priority::Normal,
-        payload,
-        dedup_key: Some(key),
-        source: Some(source.to_string()),
-        target: None,
-        except: None,
-    }
-}
-
-fn direct_urgent(
-    kind: &str,
-    payload: serde_json::Value,
-    key: String,
-    source: &str,
-    to: &str,
-) -> NewEvent {
-    NewEvent {
-        kind: kind.into(),
-        priority: Priority::Urgent,
-        payload,
-        dedup_key: Some(key),
-        source: Some(source.to_string()),
-        target: Some(to.to_string()),
-        except: None,
-    }
 }
 
 fn touch(conn: &Connection, number: i64, now: i64) -> Result<()> {
@@ -139,13 +43,7 @@ pub fn open(ctx: &mut WriteCtx<'_>, author: &str, pr: NewPr, now: i64) -> Result
         .and_then(|mut s| s.query_row([&pr.branch], |r| r.get(0)).optional())
         .map_err(sql_err)?;
     if let Some(n) = existing {
-        return Err(Error::conflict(
-            "pr_exists",
-            format!(
-                "branch {} already has an open PR #{n} — push more commits to the branch instead",
-                pr.branch
-            ),
-        ));
+        return Err(prs::exists(&pr.branch, n));
     }
     let number: i64 = conn
         .query_row("SELECT ifnull(max(number), 0) + 1 FROM prs", [], |r| {
@@ -162,36 +60,8 @@ pub fn open(ctx: &mut WriteCtx<'_>, author: &str, pr: NewPr, now: i64) -> Result
         ])
     })
     .map_err(sql_err)?;
-    let out = PullRequest {
-        number,
-        author: author.to_string(),
-        branch: pr.branch,
-        base: BASE.to_string(),
-        title: pr.title,
-        body: pr.body,
-        state: PrState::Open,
-        created_at: now,
-        updated_at: now,
-        closed_by: None,
-        merge_commit: None,
-        reviews: Vec::new(),
-        comments: Vec::new(),
-    };
-    emit(
-        ctx,
-        broadcast(
-            kinds::PR_OPENED,
-            json!({
-                "number": number,
-                "author": out.author,
-                "branch": out.branch,
-                "title": out.title,
-            }),
-            format!("pr:{number}:opened"),
-            author,
-        ),
-        now,
-    )?;
+    let (out, event) = prs::opened(number, author, pr, now);
+    emit(ctx, event, now)?;
     Ok(out)
 }
 
@@ -208,13 +78,12 @@ pub fn list(
     );
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
     let mut stmt = conn.prepare_cached(&sql).map_err(sql_err)?;
-    let rows = stmt
-        .query_map(
-            params![state.map(PrState::as_str), author, limit],
-            row_to_pr,
-        )
+    let found = stmt
+        .query_map(params![state.map(PrState::as_str), author, limit], |r| {
+            rows::pr(r)
+        })
         .map_err(sql_err)?;
-    rows.collect::<rusqlite::Result<_>>().map_err(sql_err)
+    found.collect::<rusqlite::Result<_>>().map_err(sql_err)
 }
 
 /// One PR with its reviews and comments, oldest first, read from one snapshot.
@@ -223,21 +92,25 @@ pub fn get(conn: &Connection, number: i64) -> Result<PullRequest> {
     let mut pr = load(&tx, number)?;
     pr.reviews = {
         let mut stmt = tx
-            .prepare_cached(
-                "SELECT id, author, verdict, text, created_at, commit_id FROM pr_reviews WHERE pr = ?1 ORDER BY id",
-            )
+            .prepare_cached(&format!(
+                "SELECT {REVIEW_COLUMNS} FROM pr_reviews WHERE pr = ?1 ORDER BY id"
+            ))
             .map_err(sql_err)?;
-        let rows = stmt.query_map([number], row_to_review).map_err(sql_err)?;
-        rows.collect::<rusqlite::Result<_>>().map_err(sql_err)?
+        let found = stmt
+            .query_map([number], |r| rows::review(r))
+            .map_err(sql_err)?;
+        found.collect::<rusqlite::Result<_>>().map_err(sql_err)?
     };
     pr.comments = {
         let mut stmt = tx
-            .prepare_cached(
-                "SELECT id, author, text, created_at FROM pr_comments WHERE pr = ?1 ORDER BY id",
-            )
+            .prepare_cached(&format!(
+                "SELECT {COMMENT_COLUMNS} FROM pr_comments WHERE pr = ?1 ORDER BY id"
+            ))
             .map_err(sql_err)?;
-        let rows = stmt.query_map([number], row_to_comment).map_err(sql_err)?;
-        rows.collect::<rusqlite::Result<_>>().map_err(sql_err)?
+        let found = stmt
+            .query_map([number], |r| rows::comment(r))
+            .map_err(sql_err)?;
+        found.collect::<rusqlite::Result<_>>().map_err(sql_err)?
     };
     Ok(pr)
 }
@@ -253,63 +126,24 @@ pub fn review(
 ) -> Result<Review> {
     let conn = ctx.conn;
     let pr = load(conn, number)?;
-    if pr.state != PrState::Open {
-        return Err(not_open(&pr, "reviewed"));
-    }
-    if pr.author == reviewer {
-        return Err(Error::invalid(
-            "own_pr",
-            "you cannot review your own PR — ask a peer to review it",
-        ));
-    }
-    validate_text("review", text)?;
+    prs::check_review(&pr, reviewer, text)?;
     conn.prepare_cached(
         "INSERT INTO pr_reviews(pr, author, verdict, text, created_at, commit_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
     )
     .and_then(|mut s| s.execute(params![number, reviewer, verdict.as_str(), text, now, commit]))
     .map_err(sql_err)?;
-    let review = Review {
-        id: conn.last_insert_rowid(),
-        author: reviewer.to_string(),
-        verdict,
-        text: text.to_string(),
-        created_at: now,
-        commit: commit.map(String::from),
-    };
-    touch(conn, number, now)?;
-    let key = format!("pr:{number}:review:{}", review.id);
-    let mut everyone = broadcast(
-        kinds::PR_REVIEWED,
-        json!({
-            "number": number,
-            "title": pr.title,
-            "author": pr.author,
-            "reviewer": reviewer,
-            "verdict": verdict,
-        }),
-        key.clone(),
+    let review = prs::review(
+        conn.last_insert_rowid(),
         reviewer,
-    );
-    // The author gets its own, urgent version below.
-    everyone.except = Some(pr.author.clone());
-    emit(ctx, everyone, now)?;
-    emit(
-        ctx,
-        direct_urgent(
-            kinds::PR_REVIEW,
-            json!({
-                "number": number,
-                "title": pr.title,
-                "reviewer": reviewer,
-                "verdict": verdict,
-                "text": text,
-            }),
-            key,
-            reviewer,
-            &pr.author,
-        ),
+        verdict,
+        text,
+        commit,
         now,
-    )?;
+    );
+    touch(conn, number, now)?;
+    for e in prs::reviewed_events(&pr, &review) {
+        emit(ctx, e, now)?;
+    }
     Ok(review)
 }
 
@@ -328,71 +162,23 @@ pub fn comment(
     )
     .and_then(|mut s| s.execute(params![number, author, text, now]))
     .map_err(sql_err)?;
-    let c = Comment {
-        id: conn.last_insert_rowid(),
-        author: author.to_string(),
-        text: text.to_string(),
-        created_at: now,
-    };
+    let c = prs::comment(conn.last_insert_rowid(), author, text, now);
     touch(conn, number, now)?;
-    emit(
-        ctx,
-        broadcast(
-            kinds::PR_COMMENTED,
-            json!({
-                "number": number,
-                "title": pr.title,
-                "author": pr.author,
-                "by": author,
-                "text": text,
-            }),
-            format!("pr:{number}:comment:{}", c.id),
-            author,
-        ),
-        now,
-    )?;
+    emit(ctx, prs::commented_event(&pr, &c), now)?;
     Ok(c)
 }
 
 pub fn close(ctx: &mut WriteCtx<'_>, number: i64, by: &str, now: i64) -> Result<PullRequest> {
     let conn = ctx.conn;
     let mut pr = load(conn, number)?;
-    if pr.state != PrState::Open {
-        return Err(not_open(&pr, "closed"));
-    }
-    if by != pr.author && by != ADMIN {
-        return Err(Error::forbidden(
-            "not_your_pr",
-            format!(
-                "PR #{number} belongs to {}; only its author or the admin may close it — comment on it or message {} instead",
-                pr.author, pr.author
-            ),
-        ));
-    }
+    prs::check_close(&pr, by)?;
     conn.prepare_cached(
         "UPDATE prs SET state = 'closed', closed_by = ?2, updated_at = ?3 WHERE number = ?1",
     )
     .and_then(|mut s| s.execute(params![number, by, now]))
     .map_err(sql_err)?;
-    pr.state = PrState::Closed;
-    pr.closed_by = Some(by.to_string());
-    pr.updated_at = now;
-    emit(
-        ctx,
-        broadcast(
-            kinds::PR_CLOSED,
-            json!({
-                "number": number,
-                "title": pr.title,
-                "author": pr.author,
-                "branch": pr.branch,
-                "closed_by": by,
-            }),
-            format!("pr:{number}:closed"),
-            by,
-        ),
-        now,
-    )?;
+    let event = prs::closed(&mut pr, by, now);
+    emit(ctx, event, now)?;
     Ok(pr)
 }
 
@@ -406,48 +192,21 @@ pub fn mark_merged(
 ) -> Result<PullRequest> {
     let conn = ctx.conn;
     let mut pr = load(conn, number)?;
-    if pr.state != PrState::Open {
-        return Err(not_open(&pr, "merged"));
-    }
+    prs::check_merge(&pr)?;
     conn.prepare_cached(
         "UPDATE prs SET state = 'merged', closed_by = ?2, merge_commit = ?3, updated_at = ?4 WHERE number = ?1",
     )
     .and_then(|mut s| s.execute(params![number, by, merge_commit, now]))
     .map_err(sql_err)?;
-    pr.state = PrState::Merged;
-    pr.closed_by = Some(by.to_string());
-    pr.merge_commit = Some(merge_commit.to_string());
-    pr.updated_at = now;
-    emit(
-        ctx,
-        broadcast(
-            kinds::PR_MERGED,
-            json!({
-                "number": number,
-                "title": pr.title,
-                "author": pr.author,
-                "branch": pr.branch,
-                "merged_by": by,
-                "commit": merge_commit,
-            }),
-            format!("pr:{number}:merged"),
-            by,
-        ),
-        now,
-    )?;
+    let event = prs::merged(&mut pr, by, merge_commit, now);
+    emit(ctx, event, now)?;
     // The issues it closes, in the same write: a merge and its closings stand or fall
     // together.
-    let says = format!("{}\n{}", pr.title, pr.body.as_deref().unwrap_or(""));
-    super::issues::close_by_pr(ctx, number, &says, now)?;
+    super::issues::close_by_pr(ctx, number, &prs::says(&pr), now)?;
     if main_moved {
         emit(
             ctx,
-            broadcast(
-                kinds::MAIN_UPDATED,
-                json!({ "commit": merge_commit, "by": by, "pr": number }),
-                format!("main:{merge_commit}"),
-                by,
-            ),
+            prs::main_updated_event(merge_commit, by, Some(number)),
             now,
         )?;
     }
@@ -462,38 +221,12 @@ pub fn merge_failed(
     now: i64,
 ) -> Result<()> {
     let pr = load(ctx.conn, number)?;
-    if by == pr.author {
-        // The author tried the merge itself and got the reason in the answer.
-        return Ok(());
+    match prs::merge_failed_event(&pr, by, reason, now) {
+        Some(event) => emit(ctx, event, now),
+        None => Ok(()),
     }
-    emit(
-        ctx,
-        direct_urgent(
-            kinds::PR_MERGE_FAILED,
-            json!({
-                "number": number,
-                "title": pr.title,
-                "by": by,
-                "reason": reason,
-            }),
-            // One event per attempt; a retried call with the same time is stored once.
-            format!("pr:{number}:merge_failed:{now}"),
-            by,
-            &pr.author,
-        ),
-        now,
-    )
 }
 
 pub fn main_updated(ctx: &mut WriteCtx<'_>, by: &str, commit: &str, now: i64) -> Result<()> {
-    emit(
-        ctx,
-        broadcast(
-            kinds::MAIN_UPDATED,
-            json!({ "commit": commit, "by": by }),
-            format!("main:{commit}"),
-            by,
-        ),
-        now,
-    )
+    emit(ctx, prs::main_updated_event(commit, by, None), now)
 }

@@ -1,15 +1,15 @@
 //! Each worker's finished turns, as its node reported them: one row per (worker, turn), the
 //! report as JSON.
 
-use agensh_domain::{Error, Result};
+use agensh_domain::Result;
 use agensh_protocol::dashboard::TurnReport;
 use rusqlite::{params, Connection};
 
 use super::conn::{sql_err, WriteCtx};
+use crate::common::{clamp_u64, decode_turn, encode_turn};
 
 pub fn record(ctx: &mut WriteCtx<'_>, worker: &str, report: &TurnReport) -> Result<()> {
-    let json = serde_json::to_string(report)
-        .map_err(|e| Error::internal(format!("cannot encode a turn report: {e}")))?;
+    let json = encode_turn(report)?;
     ctx.conn
         .execute(
             "INSERT INTO turns (worker, turn, started_at, ended_at, report) \
@@ -17,7 +17,7 @@ pub fn record(ctx: &mut WriteCtx<'_>, worker: &str, report: &TurnReport) -> Resu
              ON CONFLICT(worker, turn) DO UPDATE SET started_at = ?3, ended_at = ?4, report = ?5",
             params![
                 worker,
-                report.turn.min(i64::MAX as u64) as i64,
+                clamp_u64(report.turn),
                 report.started_at,
                 report.ended_at,
                 json
@@ -33,7 +33,7 @@ pub fn list(
     before: Option<u64>,
     limit: usize,
 ) -> Result<Vec<TurnReport>> {
-    let before = before.map(|b| b.min(i64::MAX as u64) as i64);
+    let before = before.map(clamp_u64);
     let mut stmt = c
         .prepare_cached(
             "SELECT report FROM turns WHERE worker = ?1 AND (?2 IS NULL OR turn < ?2) ORDER BY turn DESC LIMIT ?3",
@@ -47,9 +47,7 @@ pub fn list(
     let mut out = Vec::new();
     for row in rows {
         let text = row.map_err(sql_err)?;
-        let report = serde_json::from_str(&text)
-            .map_err(|e| Error::internal(format!("a stored turn report does not read: {e}")))?;
-        out.push(report);
+        out.push(decode_turn(&text)?);
     }
     Ok(out)
 }

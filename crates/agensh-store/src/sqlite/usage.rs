@@ -5,6 +5,7 @@ use agensh_domain::Result;
 use rusqlite::{params, Connection};
 
 use super::conn::{sql_err, WriteCtx};
+use crate::common::{hub_state_key, rows};
 use crate::{ModelRequest, ModelUsage};
 
 pub fn record(ctx: &mut WriteCtx<'_>, r: &ModelRequest) -> Result<()> {
@@ -31,14 +32,11 @@ pub fn record(ctx: &mut WriteCtx<'_>, r: &ModelRequest) -> Result<()> {
     Ok(())
 }
 
-/// The hub's state lives in `meta` under this prefix, apart from the admin token.
-const STATE_PREFIX: &str = "state.";
-
 pub fn hub_state(c: &Connection, key: &str) -> Result<Option<String>> {
     use rusqlite::OptionalExtension;
     c.query_row(
         "SELECT value FROM meta WHERE key = ?1",
-        [format!("{STATE_PREFIX}{key}")],
+        [hub_state_key(key)],
         |r| r.get(0),
     )
     .optional()
@@ -50,7 +48,7 @@ pub fn set_hub_state(ctx: &mut WriteCtx<'_>, key: &str, value: &str) -> Result<(
         .execute(
             "INSERT INTO meta(key, value) VALUES (?1, ?2) \
              ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-            params![format!("{STATE_PREFIX}{key}"), value],
+            params![hub_state_key(key), value],
         )
         .map_err(sql_err)?;
     Ok(())
@@ -67,21 +65,12 @@ pub fn totals(c: &Connection, worker: Option<&str>, since: Option<i64>) -> Resul
              GROUP BY worker, model ORDER BY worker, model",
         )
         .map_err(sql_err)?;
-    let rows = stmt
-        .query_map(params![worker, since], |r| {
-            Ok(ModelUsage {
-                worker: r.get(0)?,
-                model: r.get(1)?,
-                requests: r.get::<_, i64>(2)? as u64,
-                input_tokens: r.get::<_, i64>(3)? as u64,
-                cached_input_tokens: r.get::<_, i64>(4)? as u64,
-                output_tokens: r.get::<_, i64>(5)? as u64,
-                cost_usd: r.get(6)?,
-                first_at: r.get(7)?,
-            })
-        })
+    let found = stmt
+        .query_map(params![worker, since], |r| rows::model_usage(r))
         .map_err(sql_err)?;
-    rows.collect::<std::result::Result<_, _>>().map_err(sql_err)
+    found
+        .collect::<std::result::Result<_, _>>()
+        .map_err(sql_err)
 }
 
 pub fn set_budget(ctx: &mut WriteCtx<'_>, scope: &str, l: &Limits) -> Result<()> {
@@ -101,18 +90,8 @@ pub fn budgets(c: &Connection) -> Result<Vec<(String, Limits)>> {
             "SELECT scope, tokens, cost_usd, requests, hours FROM budgets ORDER BY scope",
         )
         .map_err(sql_err)?;
-    let rows = stmt
-        .query_map([], |r| {
-            Ok((
-                r.get::<_, String>(0)?,
-                Limits {
-                    tokens: r.get::<_, i64>(1)? as u64,
-                    cost_usd: r.get(2)?,
-                    requests: r.get::<_, i64>(3)? as u64,
-                    hours: r.get(4)?,
-                },
-            ))
-        })
-        .map_err(sql_err)?;
-    rows.collect::<std::result::Result<_, _>>().map_err(sql_err)
+    let found = stmt.query_map([], |r| rows::budget(r)).map_err(sql_err)?;
+    found
+        .collect::<std::result::Result<_, _>>()
+        .map_err(sql_err)
 }

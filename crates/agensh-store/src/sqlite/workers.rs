@@ -1,27 +1,14 @@
 //! Worker registry: ids, tokens, status, activity; and the admin token.
 
-use std::collections::HashMap;
-
 use agensh_domain::ids::new_worker_ids;
-use agensh_domain::worker::{NewWorker, WorkerInfo, WorkerStatus, ADD_LIMIT};
-use agensh_domain::{Error, Result};
+use agensh_domain::worker::{NewWorker, WorkerInfo, WorkerStatus};
+use agensh_domain::Result;
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::board;
 use super::conn::sql_err;
-
-/// A random secret: `prefix` and 40 hex digits (160 bits).
-pub fn new_token(prefix: &str) -> Result<String> {
-    let mut bytes = [0u8; 20];
-    getrandom::fill(&mut bytes)
-        .map_err(|e| Error::internal(format!("no randomness for a token: {e}")))?;
-    let mut s = String::with_capacity(prefix.len() + 40);
-    s.push_str(prefix);
-    for b in bytes {
-        s.push_str(&format!("{b:02x}"));
-    }
-    Ok(s)
-}
+use crate::common::new_token;
+use crate::common::workers::{check_add, claims_by_author, info};
 
 pub fn admin_token(conn: &Connection) -> Result<String> {
     let existing: Option<String> = conn
@@ -45,12 +32,7 @@ pub fn admin_token(conn: &Connection) -> Result<String> {
 }
 
 pub fn add(conn: &Connection, count: usize, now: i64) -> Result<Vec<NewWorker>> {
-    if count == 0 || count > ADD_LIMIT {
-        return Err(Error::invalid(
-            "bad_worker_count",
-            format!("cannot add {count} workers — add between 1 and {ADD_LIMIT} at a time"),
-        ));
-    }
+    check_add(count)?;
     let existing: i64 = conn
         .query_row("SELECT ifnull(max(num), 0) FROM workers", [], |r| r.get(0))
         .map_err(sql_err)?;
@@ -88,10 +70,7 @@ pub fn tokens(conn: &Connection) -> Result<Vec<(String, String)>> {
 }
 
 pub fn list(conn: &Connection, now: i64) -> Result<Vec<WorkerInfo>> {
-    let mut claims: HashMap<String, Vec<_>> = HashMap::new();
-    for c in board::live_claims(conn, now)? {
-        claims.entry(c.author.clone()).or_default().push(c);
-    }
+    let mut claims = claims_by_author(board::live_claims(conn, now)?);
     let mut stmt = conn
         .prepare_cached("SELECT id, status, last_activity, created_at FROM workers ORDER BY num")
         .map_err(sql_err)?;
@@ -108,16 +87,7 @@ pub fn list(conn: &Connection, now: i64) -> Result<Vec<WorkerInfo>> {
     let mut out = Vec::new();
     for row in rows {
         let (id, status, last_activity, created_at) = row.map_err(sql_err)?;
-        out.push(WorkerInfo {
-            claims: claims.remove(&id).unwrap_or_default(),
-            status: WorkerStatus::parse(&status)?,
-            progress: None,
-            agent: None,
-            stopped_for: None,
-            id,
-            last_activity,
-            created_at,
-        });
+        out.push(info(id, &status, last_activity, created_at, &mut claims)?);
     }
     Ok(out)
 }
