@@ -83,7 +83,7 @@ impl Workspace {
             .await?;
         let started = Instant::now();
         let (exit, timed_out, output) =
-            run_in_group(command, scratch, timeout, "the check").await?;
+            run_in_group(command, scratch, timeout, "the check", &[]).await?;
         Ok(CheckRun {
             exit,
             timed_out,

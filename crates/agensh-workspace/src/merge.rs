@@ -3,6 +3,12 @@
 //! commit, an optional gate runs on that tree in a scratch worktree, and
 //! `update-ref main NEW OLD` moves `main` only if nobody moved it meanwhile (else the
 //! merge is redone on the new `main`).
+//!
+//! Gated merges that wait together are batched: folded onto `main` one after another, each
+//! its own merge commit, and the gate runs once, on the batch's last commit. When it fails
+//! the batch is bisected — its first half gated and landed, then its second — until each
+//! failing merge is refused alone with its own gate output. `main` only ever moves to a
+//! commit the gate passed on, with `AGENSH_GATE_BASE` set to `main` before the batch.
 
 use std::path::Path;
 use std::time::Duration;
@@ -19,6 +25,12 @@ const MAX_ATTEMPTS: u32 = 64;
 /// Most merges folded into one move of `main`: a batch answers nobody before it ends, so
 /// a bound keeps the first answers coming while a thousand merges wait.
 const MAX_BATCH: usize = 128;
+/// Most gated merges tested by one gate run: a failing run is bisected, so a larger batch
+/// costs more runs to find a failure in and delays its first answers longer.
+const MAX_GATED_BATCH: usize = 32;
+/// The environment variable that tells a gate which commit `main` was before the merges
+/// it tests (for one merge, `HEAD^1`; for a batch, the first merge's first parent).
+pub const GATE_BASE_VAR: &str = "AGENSH_GATE_BASE";
 /// How much of a failing gate's output is kept.
 const GATE_TAIL_LINES: usize = 40;
 const GATE_TAIL_BYTES: usize = 4_000;
@@ -118,6 +130,8 @@ pub(crate) struct MergeQueue {
     waiting: std::sync::Mutex<Vec<Waiting>>,
     turn: std::sync::Arc<tokio::sync::Mutex<()>>,
     main_moves: std::sync::atomic::AtomicU64,
+    gate_runs: std::sync::atomic::AtomicU64,
+    bisections: std::sync::atomic::AtomicU64,
 }
 
 impl MergeQueue {
@@ -149,6 +163,16 @@ fn answer_each(batch: Vec<Waiting>, outcomes: Vec<Result<MergeOutcome>>) {
     for (w, outcome) in batch.into_iter().zip(outcomes) {
         let _ = w.answer.send(outcome);
     }
+}
+
+/// The answer when `main` kept moving under a batch.
+fn contended() -> Error {
+    Error::conflict(
+        "merge_contended",
+        format!(
+            "main kept moving: {MAX_ATTEMPTS} merge attempts lost the race — try the merge again"
+        ),
+    )
 }
 
 enum TreeMerge {
@@ -300,89 +324,194 @@ impl Workspace {
     }
 
     /// Merges `batch` (the merges that were waiting): the ungated ones together, at most
-    /// [`MAX_BATCH`] per move of `main`; each gated one alone, so its gate runs on its own
-    /// merge commit whose first parent is `main` before it.
+    /// [`MAX_BATCH`] per move of `main`; then the gated ones in order, in batches of the
+    /// same gate of at most [`MAX_GATED_BATCH`], each batch gated once ([`Self::merge_gated`]).
     async fn run_queue(&self, batch: Vec<Waiting>) {
-        let (gated, mut ungated): (Vec<Waiting>, Vec<Waiting>) =
+        let (mut gated, mut ungated): (Vec<Waiting>, Vec<Waiting>) =
             batch.into_iter().partition(|w| w.req.gate.is_some());
         while !ungated.is_empty() {
             let rest = ungated.split_off(ungated.len().min(MAX_BATCH));
             self.merge_batch(std::mem::replace(&mut ungated, rest))
                 .await;
         }
-        for one in gated {
-            self.merge_batch(vec![one]).await;
+        while let Some(gate) = gated.first().and_then(|w| w.req.gate.clone()) {
+            let same = gated
+                .iter()
+                .take(MAX_GATED_BATCH)
+                .take_while(|w| w.req.gate.as_ref() == Some(&gate))
+                .count();
+            let rest = gated.split_off(same);
+            self.merge_gated(std::mem::replace(&mut gated, rest), &gate)
+                .await;
         }
     }
 
-    /// Folds each merge of `batch` onto what `main` becomes — its own `merge-tree` check
-    /// and merge commit, a conflicting one left out alone — and moves `main` once, by
-    /// compare-and-swap; when something outside the queue moved `main` meanwhile, the whole
-    /// batch is redone on the new `main`. Answers every caller.
+    /// Folds every merge of `batch` onto `main` as it is now, each its own `merge-tree`
+    /// check and merge commit (a conflicting one left out alone): `main`, the last merge
+    /// commit (`main` itself when nothing merged) and each merge's outcome.
+    async fn fold_all(
+        &self,
+        batch: &[Waiting],
+        attempt: u32,
+    ) -> Result<(String, String, Vec<Result<MergeOutcome>>)> {
+        let base = self.main_head().await?;
+        let base_tree = self
+            .git()
+            .run(["rev-parse", &format!("{base}^{{tree}}")])
+            .await?;
+        let (mut tip, mut tip_tree) = (base.clone(), base_tree);
+        let mut outcomes = Vec::with_capacity(batch.len());
+        for w in batch {
+            let folded = self.fold(&tip, &tip_tree, w, attempt).await;
+            if let Ok((MergeOutcome::Merged { commit, .. }, tree)) = &folded {
+                tip = commit.clone();
+                tip_tree = tree.clone();
+            }
+            outcomes.push(folded.map(|(o, _)| o));
+        }
+        Ok((base, tip, outcomes))
+    }
+
+    /// Moves `main` from `base` to `tip` by compare-and-swap: false when something else
+    /// moved it first.
+    async fn move_main(&self, tip: &str, base: &str, batch: &[Waiting]) -> Result<bool> {
+        let message = if batch.len() == 1 {
+            batch[0].req.message.clone()
+        } else {
+            format!("merge queue: {} merges", batch.len())
+        };
+        let out = self
+            .git()
+            .output([
+                "update-ref",
+                "-m",
+                &message,
+                &format!("refs/heads/{BASE}"),
+                tip,
+                base,
+            ])
+            .await?;
+        if !out.success() {
+            return Ok(false);
+        }
+        self.queue()
+            .main_moves
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(true)
+    }
+
+    /// Merges `batch`, gated merges of one gate, in order: folded onto `main` as one batch
+    /// and the gate run once, on its last merge commit. Passed: `main` moves to it and every
+    /// merge lands. Failed: the batch is bisected (see [`Self::bisect`]). Whatever the
+    /// answers, `main` only moves to a commit the gate passed on.
+    fn merge_gated<'a>(
+        &'a self,
+        mut batch: Vec<Waiting>,
+        gate: &'a Gate,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'a>> {
+        Box::pin(async move {
+            batch.retain(|w| !w.answer.is_closed());
+            if batch.is_empty() {
+                return;
+            }
+            for attempt in 1..=MAX_ATTEMPTS {
+                let (base, tip, outcomes) = match self.fold_all(&batch, attempt).await {
+                    Ok(folded) => folded,
+                    Err(e) => return answer_all(batch, |_| Err(e.clone())),
+                };
+                if tip == base {
+                    return answer_each(batch, outcomes);
+                }
+                match self.run_gate(gate, &tip, &base).await {
+                    Ok(None) => {}
+                    Ok(Some(failed)) => return self.bisect(batch, outcomes, failed, gate).await,
+                    Err(e) => return answer_all(batch, |_| Err(e.clone())),
+                }
+                match self.move_main(&tip, &base, &batch).await {
+                    Ok(true) => {
+                        answer_each(batch, outcomes);
+                        return self.extend_commit_graph(&tip).await;
+                    }
+                    Ok(false) => {}
+                    Err(e) => return answer_all(batch, |_| Err(e.clone())),
+                }
+                tracing::debug!(
+                    merges = batch.len(),
+                    attempt,
+                    "main moved outside the merge queue during a gated batch; merging it again"
+                );
+            }
+            answer_all(batch, |_| Err(contended()))
+        })
+    }
+
+    /// After the gate failed on a batch: the merges before its first merge commit keep
+    /// their answers (each was checked against `main` alone). When that merge commit was
+    /// the batch's only one, it is the failing merge: refused with `failed`, and what came
+    /// after it is merged again without it. Otherwise the rest is split in two halves,
+    /// merged (gated, and bisected again if need be) one after the other.
+    async fn bisect(
+        &self,
+        batch: Vec<Waiting>,
+        outcomes: Vec<Result<MergeOutcome>>,
+        failed: MergeOutcome,
+        gate: &Gate,
+    ) {
+        let merged: Vec<usize> = outcomes
+            .iter()
+            .enumerate()
+            .filter(|(_, o)| matches!(o, Ok(MergeOutcome::Merged { .. })))
+            .map(|(i, _)| i)
+            .collect();
+        let first = merged[0];
+        let mut rest = Vec::new();
+        for (i, (w, outcome)) in batch.into_iter().zip(outcomes).enumerate() {
+            match i {
+                i if i < first => {
+                    let _ = w.answer.send(outcome);
+                }
+                i if i == first && merged.len() == 1 => {
+                    let _ = w.answer.send(Ok(failed.clone()));
+                }
+                _ => rest.push(w),
+            }
+        }
+        if merged.len() == 1 {
+            return self.merge_gated(rest, gate).await;
+        }
+        self.queue()
+            .bisections
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let second = rest.split_off(rest.len() / 2);
+        self.merge_gated(rest, gate).await;
+        self.merge_gated(second, gate).await;
+    }
+
+    /// Folds each merge of `batch` (ungated) onto what `main` becomes — its own
+    /// `merge-tree` check and merge commit, a conflicting one left out alone — and moves
+    /// `main` once, by compare-and-swap; when something outside the queue moved `main`
+    /// meanwhile, the whole batch is redone on the new `main`. Answers every caller.
     async fn merge_batch(&self, mut batch: Vec<Waiting>) {
         // A caller that has gone away (its request dropped) is not merged for nobody.
         batch.retain(|w| !w.answer.is_closed());
         if batch.is_empty() {
             return;
         }
-        let git = self.git();
         for attempt in 1..=MAX_ATTEMPTS {
-            let base = match self.main_head().await {
-                Ok(b) => b,
+            let (base, tip, outcomes) = match self.fold_all(&batch, attempt).await {
+                Ok(folded) => folded,
                 Err(e) => return answer_all(batch, |_| Err(e.clone())),
             };
-            let base_tree = match git.run(["rev-parse", &format!("{base}^{{tree}}")]).await {
-                Ok(t) => t,
-                Err(e) => return answer_all(batch, |_| Err(e.clone())),
-            };
-            let (mut tip, mut tip_tree) = (base.clone(), base_tree);
-            let mut outcomes: Vec<Result<MergeOutcome>> = Vec::with_capacity(batch.len());
-            for w in &batch {
-                let folded = self.fold(&tip, &tip_tree, w, attempt).await;
-                if let Ok((MergeOutcome::Merged { commit, .. }, tree)) = &folded {
-                    tip = commit.clone();
-                    tip_tree = tree.clone();
-                }
-                outcomes.push(folded.map(|(o, _)| o));
-            }
             if tip == base {
                 // Nothing to move: every merge was up to date, conflicting or failed.
                 return answer_each(batch, outcomes);
             }
-            if let [one] = batch.as_slice() {
-                if let Some(gate) = &one.req.gate {
-                    match self.run_gate(gate, &tip).await {
-                        Ok(None) => {}
-                        Ok(Some(failed)) => return answer_each(batch, vec![Ok(failed)]),
-                        Err(e) => return answer_each(batch, vec![Err(e)]),
-                    }
-                }
-            }
-            let message = if batch.len() == 1 {
-                batch[0].req.message.clone()
-            } else {
-                format!("merge queue: {} merges", batch.len())
-            };
-            let moved = git
-                .output([
-                    "update-ref",
-                    "-m",
-                    &message,
-                    &format!("refs/heads/{BASE}"),
-                    &tip,
-                    &base,
-                ])
-                .await;
-            match moved {
-                Ok(out) if out.success() => {
-                    self.queue()
-                        .main_moves
-                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            match self.move_main(&tip, &base, &batch).await {
+                Ok(true) => {
                     answer_each(batch, outcomes);
-                    self.extend_commit_graph(&tip).await;
-                    return;
+                    return self.extend_commit_graph(&tip).await;
                 }
-                Ok(_) => {}
+                Ok(false) => {}
                 Err(e) => return answer_all(batch, |_| Err(e.clone())),
             }
             tracing::debug!(
@@ -393,14 +522,7 @@ impl Workspace {
             let jitter = (u64::from(attempt) * 7 + batch.len() as u64) % 13;
             tokio::time::sleep(Duration::from_millis(1 + jitter)).await;
         }
-        answer_all(batch, |_| {
-            Err(Error::conflict(
-                "merge_contended",
-                format!(
-                    "main kept moving: {MAX_ATTEMPTS} merge attempts lost the race — try the merge again"
-                ),
-            ))
-        })
+        answer_all(batch, |_| Err(contended()))
     }
 
     /// Adds the commits of `main` up to `tip` to the repository's commit-graph (a new
@@ -482,8 +604,25 @@ impl Workspace {
             .load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// Runs the gate on `commit`; `Some(outcome)` when it fails.
-    async fn run_gate(&self, gate: &Gate, commit: &str) -> Result<Option<MergeOutcome>> {
+    /// How often a gate ran, and how often a failing batch was split in two, since this
+    /// workspace was opened.
+    pub fn gate_stats(&self) -> (u64, u64) {
+        let q = self.queue();
+        let load = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
+        (load(&q.gate_runs), load(&q.bisections))
+    }
+
+    /// Runs the gate on `commit`, with [`GATE_BASE_VAR`] set to `base` (`main` before the
+    /// merges it tests); `Some(outcome)` when it fails.
+    async fn run_gate(
+        &self,
+        gate: &Gate,
+        commit: &str,
+        base: &str,
+    ) -> Result<Option<MergeOutcome>> {
+        self.queue()
+            .gate_runs
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         // Outside the organization directory: the gate runs the branch's code, which has
         // no business next to the hub's state.
         let scratch_root = std::env::temp_dir().join("agensh-gates");
@@ -501,7 +640,8 @@ impl Workspace {
         self.git()
             .run(["worktree", "add", "--detach", "--quiet", &scratch_s, commit])
             .await?;
-        let result = run_in_group(&gate.command, &scratch, gate.timeout, "the gate").await;
+        let env = [(GATE_BASE_VAR, base)];
+        let result = run_in_group(&gate.command, &scratch, gate.timeout, "the gate", &env).await;
         let _ = self
             .git()
             .output(["worktree", "remove", "--force", &scratch_s])
@@ -664,7 +804,7 @@ pub(crate) fn tail(output: &str) -> String {
 const GATE_CAPTURE_BYTES: usize = 256 * 1024;
 
 /// Runs `sh -c command` in `dir` in its own process group, without the hub's `AGENSH_*`
-/// and `GIT_*` variables. When the command ends or runs past `timeout`, the whole group
+/// and `GIT_*` variables but with `env`. When the command ends or runs past `timeout`, the whole group
 /// is killed, so nothing it started in the background lingers. Returns (exit code,
 /// timed out, the end of its combined output).
 pub(crate) async fn run_in_group(
@@ -672,6 +812,7 @@ pub(crate) async fn run_in_group(
     dir: &Path,
     timeout: Duration,
     what: &str,
+    env: &[(&str, &str)],
 ) -> Result<(Option<i32>, bool, String)> {
     use tokio::io::AsyncReadExt;
     let mut cmd = tokio::process::Command::new("sh");
@@ -687,6 +828,7 @@ pub(crate) async fn run_in_group(
             cmd.env_remove(&key);
         }
     }
+    cmd.envs(env.iter().copied());
     let mut gate = agensh_process::group::spawn(&mut cmd, agensh_process::Priority::Normal)
         .map_err(|e| Error::internal(format!("cannot start {what}: {e}")))?;
     let mut stdout = gate.child.stdout.take().expect("stdout is piped");

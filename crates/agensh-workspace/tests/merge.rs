@@ -570,29 +570,237 @@ async fn a_batch_that_loses_main_to_an_outside_move_is_merged_again_on_the_new_m
     org.assert_fsck_clean().await;
 }
 
-#[tokio::test]
-async fn gated_merges_waiting_together_each_go_alone_through_the_gate() {
-    let org = org().await;
-    push_branch(&org, "w01", "w01/a", &[("a.txt", "a\n")]).await;
-    push_branch(&org, "w02", "w02/b", &[("b.txt", "b\n")]).await;
-    let gated = |branch: &str| {
-        let mut req = request(branch);
-        // Passes only on a merge commit made directly on main as it is now.
-        req.gate = Some(Gate {
-            command: "test \"$(git rev-parse HEAD^1)\" = \"$(git rev-parse refs/heads/main)\""
-                .into(),
-            timeout: Duration::from_secs(30),
-        });
-        req
-    };
-    let out = org
+/// A gated request for `branch`, its gate `command`.
+fn gated(branch: &str, command: &str) -> MergeRequest {
+    let mut req = request(branch);
+    req.gate = Some(Gate {
+        command: command.into(),
+        timeout: Duration::from_secs(30),
+    });
+    req
+}
+
+/// `n` branches `w01/part` … each adding `parts/<i>.txt`; the ones in `bad` add `bad-<i>.txt` too.
+async fn parts(org: &Org, n: usize, bad: &[usize]) -> Vec<String> {
+    let mut branches = Vec::new();
+    for i in 0..n {
+        let worker = format!("w{:02}", i + 1);
+        let branch = format!("{worker}/part");
+        let part = format!("parts/{i}.txt");
+        let flaw = format!("bad-{i}.txt");
+        let mut files = vec![(part.as_str(), "done\n")];
+        if bad.contains(&i) {
+            files.push((flaw.as_str(), "broken\n"));
+        }
+        push_branch(org, &worker, &branch, &files).await;
+        branches.push(branch);
+    }
+    branches
+}
+
+/// Fails, naming them, when the tree has any `bad-*.txt`.
+const NO_BAD_FILES: &str =
+    "bad=$(ls bad-*.txt 2>/dev/null); if [ -n \"$bad\" ]; then echo \"found $bad\"; exit 1; fi";
+
+/// Every commit `main` pointed to since `from` (first parents), replayed through `gate`:
+/// the names of those it fails on.
+async fn main_positions_failing(org: &Org, from: &str, gate: &str) -> Vec<String> {
+    let chain = org
         .ws
-        .merge_together(&[gated("w01/a"), gated("w02/b")])
-        .await;
+        .git()
+        .run(["rev-list", "--first-parent", &format!("{from}..main")])
+        .await
+        .unwrap();
+    let mut failing = Vec::new();
+    for commit in chain.lines() {
+        let files = org
+            .ws
+            .git()
+            .run(["ls-tree", "-r", "--name-only", commit])
+            .await
+            .unwrap();
+        // The gate reads the tree only: replay it on the listing.
+        assert_eq!(gate, NO_BAD_FILES);
+        if files.lines().any(|f| f.starts_with("bad-")) {
+            failing.push(commit.to_string());
+        }
+    }
+    failing
+}
+
+#[tokio::test]
+async fn gated_merges_waiting_together_are_gated_once_as_a_batch_and_all_land() {
+    let org = org().await;
+    let before = org.main().await;
+    let branches = parts(&org, 6, &[]).await;
+    // Passes only when AGENSH_GATE_BASE is main before the batch (main has not moved yet
+    // while the gate runs) and the tree holds all six parts.
+    let gate = "test \"$AGENSH_GATE_BASE\" = \"$(git rev-parse refs/heads/main)\" && test $(ls parts | wc -l) = 6";
+    let reqs: Vec<_> = branches.iter().map(|b| gated(b, gate)).collect();
+    let out = org.ws.merge_together(&reqs).await;
     for o in &out {
         assert!(matches!(o, Ok(MergeOutcome::Merged { .. })), "{out:?}");
     }
-    assert_eq!(org.ws.main_moves(), 2, "one move of main per gated merge");
+    assert_eq!(org.ws.main_moves(), 1, "one move of main for the batch");
+    assert_eq!(org.ws.gate_stats(), (1, 0), "one gate run, no bisection");
+    // In order: each merge's first parent is the one before it.
+    let chain = org
+        .ws
+        .git()
+        .run([
+            "rev-list",
+            "--first-parent",
+            "--reverse",
+            &format!("{before}..main"),
+        ])
+        .await
+        .unwrap();
+    for (commit, branch) in chain.lines().zip(&branches) {
+        let subject = org
+            .ws
+            .git()
+            .run(["log", "-1", "--format=%s", commit])
+            .await
+            .unwrap();
+        assert_eq!(subject, format!("Merge {branch}"));
+    }
+}
+
+#[tokio::test]
+async fn one_failing_merge_in_a_batch_of_eight_is_refused_alone_with_its_output_and_the_seven_land()
+{
+    let org = org().await;
+    let before = org.main().await;
+    let branches = parts(&org, 8, &[5]).await;
+    let reqs: Vec<_> = branches.iter().map(|b| gated(b, NO_BAD_FILES)).collect();
+    let out = org.ws.merge_together(&reqs).await;
+    for (i, o) in out.iter().enumerate() {
+        match (i, o) {
+            (
+                5,
+                Ok(MergeOutcome::GateFailed {
+                    exit, output_tail, ..
+                }),
+            ) => {
+                assert_eq!(*exit, Some(1));
+                assert_eq!(output_tail.trim(), "found bad-5.txt", "its own gate output");
+            }
+            (5, other) => panic!("the bad merge was not refused: {other:?}"),
+            (_, Ok(MergeOutcome::Merged { .. })) => {}
+            (i, other) => panic!("merge {i} did not land: {other:?}"),
+        }
+    }
+    let files = org.files_on_main().await;
+    assert_eq!(files.iter().filter(|f| f.starts_with("parts/")).count(), 7);
+    assert!(main_positions_failing(&org, &before, NO_BAD_FILES)
+        .await
+        .is_empty());
+    let (runs, bisections) = org.ws.gate_stats();
+    assert!(
+        bisections >= 1 && runs < 8,
+        "{runs} gate runs, {bisections} bisections"
+    );
+    org.assert_fsck_clean().await;
+}
+
+#[tokio::test]
+async fn two_failing_merges_in_a_batch_are_both_found_and_the_rest_land() {
+    let org = org().await;
+    let before = org.main().await;
+    let branches = parts(&org, 8, &[1, 6]).await;
+    let reqs: Vec<_> = branches.iter().map(|b| gated(b, NO_BAD_FILES)).collect();
+    let out = org.ws.merge_together(&reqs).await;
+    for (i, o) in out.iter().enumerate() {
+        let refused = matches!(o, Ok(MergeOutcome::GateFailed { .. }));
+        assert_eq!(refused, [1, 6].contains(&i), "merge {i}: {o:?}");
+        if !refused {
+            assert!(
+                matches!(o, Ok(MergeOutcome::Merged { .. })),
+                "merge {i}: {o:?}"
+            );
+        }
+    }
+    assert!(main_positions_failing(&org, &before, NO_BAD_FILES)
+        .await
+        .is_empty());
+    assert_eq!(
+        org.files_on_main()
+            .await
+            .iter()
+            .filter(|f| f.starts_with("parts/"))
+            .count(),
+        6
+    );
+}
+
+#[tokio::test]
+async fn a_conflicting_merge_in_a_gated_batch_is_refused_by_merge_tree_and_never_gated() {
+    let org = org().await;
+    push_branch(&org, "w01", "w01/a", &[("shared.txt", "one\nTWO\nthree\n")]).await;
+    push_branch(&org, "w02", "w02/b", &[("shared.txt", "one\n2\nthree\n")]).await;
+    push_branch(&org, "w03", "w03/c", &[("c.txt", "c\n")]).await;
+    // The gate would refuse w02's change, were it ever gated.
+    let gate = "! grep -qx 2 shared.txt";
+    let reqs: Vec<_> = ["w01/a", "w02/b", "w03/c"]
+        .iter()
+        .map(|b| gated(b, gate))
+        .collect();
+    let out = org.ws.merge_together(&reqs).await;
+    assert!(matches!(out[0], Ok(MergeOutcome::Merged { .. })), "{out:?}");
+    assert!(
+        matches!(&out[1], Ok(MergeOutcome::Conflict { files }) if files == &["shared.txt"]),
+        "{out:?}"
+    );
+    assert!(matches!(out[2], Ok(MergeOutcome::Merged { .. })), "{out:?}");
+    assert_eq!(org.ws.gate_stats(), (1, 0));
+}
+
+#[tokio::test]
+async fn a_protected_path_changed_early_in_a_batch_is_caught_through_agensh_gate_base() {
+    let org = org().await;
+    push_branch(&org, "w01", "w01/edit", &[("shared.txt", "edited\n")]).await;
+    push_branch(&org, "w02", "w02/other", &[("x.txt", "x\n")]).await;
+    // Against HEAD^1 the batch's last commit (w02's) would not show w01's edit.
+    let protect = "git diff --quiet \"$AGENSH_GATE_BASE\" HEAD -- shared.txt";
+    let reqs = [gated("w01/edit", protect), gated("w02/other", protect)];
+    let out = org.ws.merge_together(&reqs).await;
+    assert!(
+        matches!(out[0], Ok(MergeOutcome::GateFailed { exit: Some(1), .. })),
+        "{out:?}"
+    );
+    assert!(matches!(out[1], Ok(MergeOutcome::Merged { .. })), "{out:?}");
+    assert!(org.files_on_main().await.contains("x.txt"));
+    let shared = org.ws.git().run(["show", "main:shared.txt"]).await.unwrap();
+    assert_eq!(shared, "one\ntwo\nthree", "the protected file is unchanged");
+}
+
+#[tokio::test]
+async fn main_moved_by_someone_else_during_a_batchs_gate_redoes_the_batch_on_the_new_main() {
+    let org = org().await;
+    push_branch(&org, "w01", "w01/a", &[("a.txt", "a\n")]).await;
+    push_branch(&org, "w02", "w02/b", &[("b.txt", "b\n")]).await;
+    push_branch(&org, "w03", "w03/outside", &[("o.txt", "o\n")]).await;
+    let outside = org.ws.branch_head("w03/outside").await.unwrap();
+    // The first gate run moves main itself, as an admin's push would meanwhile.
+    let flag = org.dir().join("moved-once");
+    let gate = format!(
+        "if [ ! -e {flag} ]; then touch {flag}; git update-ref refs/heads/main {outside}; fi",
+        flag = flag.display()
+    );
+    let reqs = [gated("w01/a", &gate), gated("w02/b", &gate)];
+    let out = org.ws.merge_together(&reqs).await;
+    for o in &out {
+        assert!(matches!(o, Ok(MergeOutcome::Merged { .. })), "{out:?}");
+    }
+    assert_eq!(
+        org.ws.gate_stats().0,
+        2,
+        "the batch was gated again on the new main"
+    );
+    let files = org.files_on_main().await;
+    for f in ["a.txt", "b.txt", "o.txt"] {
+        assert!(files.contains(f), "{f} missing: {files:?}");
+    }
 }
 
 #[tokio::test]
