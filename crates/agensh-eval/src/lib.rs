@@ -2,8 +2,9 @@
 //! ProgramBench's steps in a sandbox of its own instead of Docker ([`evaluate`],
 //! [`sandbox`]), the test environment it runs tests in ([`env`]), how it reads JUnit XML
 //! ([`junit`]), the charts of a run's score over time ([`chart`]), ProgramBench's own evaluator and images
-//! where Docker exists ([`docker`]), and a run's record of checkpoints
-//! ([`bench`]).
+//! where Docker exists ([`docker`]), a run's record of checkpoints ([`bench`]), a run
+//! beside an organization with its checkpointer and scorer ([`run`]), and `agensh eval`'s
+//! scoring of one submission or a directory of them ([`submissions`]).
 
 pub mod bench;
 pub mod chart;
@@ -11,5 +12,7 @@ pub mod docker;
 pub mod env;
 pub mod evaluate;
 pub mod junit;
+pub mod run;
 pub mod sandbox;
+pub mod submissions;
 pub mod task;

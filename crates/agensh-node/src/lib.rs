@@ -4,14 +4,17 @@
 //! `adapters` holds the one interface the loop drives ([`adapters::Agent`]) and one thin
 //! translation per kind of agent; `turn` is the loop of one worker; `pump` and `status`
 //! are the node's shared event long-poll and status reports for all its workers;
-//! `mcp_proxy` is the node's `/mcp` in front of the hub, which does `ship`'s local half;
+//! `mcp_proxy` is the node's `/mcp` in front of the hub, which does `ship`'s local half,
+//! and `mcp_bridge` the same for `agensh mcp`'s stdio bridge; `doctor` checks the machine;
 //! `install` finds and installs the presets' agent CLIs (npm); `parking` backs off the continue
 //! prompts of a worker whose turns change nothing. The scripted
 //! agent the tests and load runs drive is a separate crate (`agensh-script`), started as a
 //! process like any other ACP agent.
 
 pub mod adapters;
+pub mod doctor;
 pub mod install;
+pub mod mcp_bridge;
 pub mod mcp_proxy;
 pub mod node;
 pub mod parking;

@@ -20,6 +20,7 @@ use agensh_domain::worker::{NewWorker, WorkerInfo, WorkerStatus};
 use agensh_domain::Result;
 use tokio::sync::broadcast;
 
+pub mod admin;
 mod common;
 pub mod migrate;
 pub mod postgres;

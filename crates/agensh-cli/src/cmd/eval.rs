@@ -2,19 +2,18 @@
 //! sandbox (agensh-eval does the work; this file parses, reports progress and prints).
 
 use std::io::IsTerminal;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
-use agensh_domain::programbench as pb;
 use agensh_eval::env::{self, TestEnv};
-use agensh_eval::evaluate::{self, Options, Outcome, Submission};
-use agensh_eval::sandbox::Sandbox;
+use agensh_eval::evaluate::{Outcome, Submission};
+use agensh_eval::submissions::{self, Settings};
 use agensh_eval::task::Task;
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::cli::EvalArgs;
-use crate::output::{json, now_ms};
+use crate::output::json;
 
 pub async fn run(a: EvalArgs) -> Result<()> {
     let data = agensh_model::data_dir()?;
@@ -29,28 +28,34 @@ pub async fn run(a: EvalArgs) -> Result<()> {
     let submission = Submission::at(&a.submission)?;
     let package_tasks = env.package_dir.join("data").join("tasks");
     let task = Task::load(&task, Some(&package_tasks), a.blobs.as_deref())?;
-    let work_dir = work_dir(&data, &task);
+    let work_dir = submissions::work_dir(&data, &task);
     let outcome = if a.docker {
         spinner.set_message(format!(
             "{}: programbench eval on the official image",
             task.instance_id
         ));
-        let started = std::time::Instant::now();
-        let made =
-            agensh_eval::docker::evaluate(&env, &task, &submission, a.blobs.as_deref(), &work_dir)
-                .await;
-        if !a.keep {
-            let _ = std::fs::remove_dir_all(&work_dir);
-        }
-        let evaluation = made?;
-        Outcome {
-            instance_id: task.instance_id.clone(),
-            scores: evaluate::Scores::of(&evaluation, &task),
-            evaluation,
-            wall_time: started.elapsed().as_secs_f64(),
-        }
+        submissions::score_on_image(
+            &env,
+            &task,
+            &submission,
+            a.blobs.as_deref(),
+            &work_dir,
+            a.keep,
+        )
+        .await
+        .map_err(lib)?
     } else {
-        score(&a, &task, &submission, env, &work_dir, &spinner).await?
+        let mut on_step = |s: &str| spinner.set_message(s.to_string());
+        submissions::score(
+            &task,
+            &submission,
+            env,
+            &work_dir,
+            &settings(&a),
+            &mut on_step,
+        )
+        .await
+        .map_err(lib)?
     };
     spinner.finish_and_clear();
     if let Some(path) = &a.output {
@@ -71,125 +76,47 @@ pub async fn run(a: EvalArgs) -> Result<()> {
     Ok(())
 }
 
-fn work_dir(data: &Path, task: &Task) -> PathBuf {
-    data.join("eval-work").join(format!(
-        "{}-{}-{}",
-        task.instance_id,
-        std::process::id(),
-        now_ms()
-    ))
+fn settings(a: &EvalArgs) -> Settings {
+    Settings {
+        cpus: a.cpus,
+        compile_timeout: Duration::from_secs(a.compile_timeout),
+        tests_timeout: Duration::from_secs(a.tests_timeout),
+        keep: a.keep,
+        hide: a.hide.clone(),
+    }
 }
 
-async fn score(
-    a: &EvalArgs,
-    task: &Task,
-    submission: &Submission,
-    env: TestEnv,
-    work_dir: &Path,
-    spinner: &ProgressBar,
-) -> Result<Outcome> {
-    let mut opts = Options::new(
-        Sandbox::this_program().context("cannot find the agensh binary to start the sandbox")?,
-        env,
-        work_dir.to_path_buf(),
-    );
-    opts.cpus = a.cpus;
-    opts.compile_timeout = Duration::from_secs(a.compile_timeout);
-    opts.tests_timeout = Duration::from_secs(a.tests_timeout);
-    opts.keep = a.keep;
-    opts.hide = a.hide.clone();
-    let id = task.instance_id.clone();
-    let mut on_step = |s: &str| spinner.set_message(format!("{id}: {s}"));
-    Ok(evaluate::evaluate(task, submission, &opts, &mut on_step).await?)
+/// agensh-eval's error as the command line reports it: the domain's own errors keep their
+/// exit code.
+pub fn lib(e: agensh_eval::run::Error) -> anyhow::Error {
+    match e {
+        agensh_eval::run::Error::Domain(d) => d.into(),
+        e => e.into(),
+    }
 }
 
-/// One task's line of a run directory's evaluation.
-#[derive(serde::Serialize)]
-struct InstanceLine {
-    instance_id: String,
-    kept: f64,
-    eval: f64,
-    raw: f64,
-    tests_passed: usize,
-    tests: usize,
-    error_code: Option<String>,
-    evaluation: PathBuf,
-}
-
-/// `agensh eval RUN` without `--task`: every `RUN/<id>/submission.tar.gz` of a known task,
-/// each evaluation written beside it as `<id>.eval.json` (or under `--output DIR`), and the
-/// headline as ProgramBench's `aggregate` computes it, with the mean over attempted tasks.
+/// `agensh eval RUN` without `--task`: every `RUN/<id>/submission.tar.gz` of a known task
+/// scored (agensh-eval's `score_run`), and the headline with the mean over attempted tasks.
 async fn run_dir(a: &EvalArgs, data: &Path, env: TestEnv, spinner: &ProgressBar) -> Result<()> {
-    let run = &a.submission;
-    if !run.is_dir() {
-        bail!(
-            "{} is not a run directory — give --task for a single submission, or a directory holding <task id>/submission.tar.gz",
-            run.display()
-        );
-    }
-    let package_tasks = env.package_dir.join("data").join("tasks");
-    let mut found = Vec::new();
-    for e in std::fs::read_dir(run).with_context(|| format!("cannot read {}", run.display()))? {
-        let e = e?;
-        let id = e.file_name().to_string_lossy().into_owned();
-        if e.path().join("submission.tar.gz").is_file() && env.task_dir(&id).is_some() {
-            found.push(id);
-        }
-    }
-    found.sort();
-    if found.is_empty() {
-        bail!(
-            "{} holds no <task id>/submission.tar.gz of a task the programbench package knows",
-            run.display()
-        );
-    }
-    let total = a.total.unwrap_or_else(|| {
-        env.task_ids()
-            .iter()
-            .filter(|id| !id.starts_with("testorg__"))
-            .count()
-    });
-    let mut lines = Vec::new();
-    for id in &found {
-        let task = Task::load(id, Some(&package_tasks), a.blobs.as_deref())?;
-        let submission = Submission::at(&run.join(id).join("submission.tar.gz"))?;
-        let outcome = score(
-            a,
-            &task,
-            &submission,
-            env.clone(),
-            &work_dir(data, &task),
-            spinner,
-        )
-        .await?;
-        let out_dir = a.output.clone().unwrap_or_else(|| run.clone()).join(id);
-        std::fs::create_dir_all(&out_dir)?;
-        let path = out_dir.join(format!("{id}.eval.json"));
-        std::fs::write(&path, serde_json::to_vec_pretty(&outcome.evaluation)?)
-            .with_context(|| format!("cannot write {}", path.display()))?;
-        lines.push(InstanceLine {
-            instance_id: id.clone(),
-            kept: outcome.scores.kept,
-            eval: outcome.scores.eval,
-            raw: outcome.scores.raw,
-            tests_passed: outcome.scores.passed,
-            tests: outcome.scores.tests,
-            error_code: outcome.evaluation.error_code.clone(),
-            evaluation: path,
-        });
-    }
+    let mut on_step = |s: &str| spinner.set_message(s.to_string());
+    let scores = submissions::score_run(
+        &a.submission,
+        a.output.as_deref(),
+        a.total,
+        a.blobs.as_deref(),
+        data,
+        &env,
+        &settings(a),
+        &mut on_step,
+    )
+    .await
+    .map_err(lib)?;
     spinner.finish_and_clear();
-    let kept: Vec<f64> = lines.iter().map(|l| l.kept).collect();
-    let headline = pb::aggregate(&kept, total)?;
-    let mean = pb::mean_attempted(&kept);
     if a.json {
-        json(&serde_json::json!({
-            "instances": lines,
-            "headline": headline,
-            "mean_attempted": mean,
-        }));
+        json(&scores);
         return Ok(());
     }
+    let (lines, headline, mean) = (&scores.instances, &scores.headline, scores.mean_attempted);
     outln!(
         "{:<44}  {:>7}  {:>7}  {:>7}  {:>9}  NOTE",
         "TASK",
@@ -198,7 +125,7 @@ async fn run_dir(a: &EvalArgs, data: &Path, env: TestEnv, spinner: &ProgressBar)
         "RAW",
         "TESTS"
     );
-    for l in &lines {
+    for l in lines {
         outln!(
             "{:<44}  {:>7.4}  {:>7.4}  {:>7.4}  {:>9}  {}",
             l.instance_id,

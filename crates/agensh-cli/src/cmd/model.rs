@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use agensh_model::{
-    data_dir, install, installed, status, InstallProgress, Installed, ModelServer, ServeOptions,
-    Size, XLLAMACPP_VERSION,
+    data_dir, install, installed, serve_log, status, InstallProgress, Installed, ModelServer,
+    ServeOptions, Size, Starting, XLLAMACPP_VERSION,
 };
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -90,7 +90,7 @@ async fn install_cmd(size: Size, force: bool) -> Result<()> {
         "sha256 {} verified, {} bytes; server xllamacpp {XLLAMACPP_VERSION} in {}",
         spec.sha256,
         spec.bytes,
-        venv_of(&i.python).display()
+        i.venv().display()
     );
     outln!("serve it: agensh model serve --size {size}");
     Ok(())
@@ -104,43 +104,37 @@ async fn install_with_bar(dir: &Path, size: Size, force: bool) -> Result<Install
     Ok(result?)
 }
 
-/// The local model for `agensh run`/`node`: installed the first time (with a progress
-/// bar), then served on a free loopback port with one slot per worker, each with
-/// `context_per_request` tokens. The server stops when the returned value is stopped or
-/// dropped; its log is `<data>/models/serve-<size>.log`.
+/// The local model for `agensh run`/`node` (`agensh_model::start_local`), with a progress
+/// bar on stderr while it is installed the first time.
 pub async fn start_local(
     size: Size,
     parallel: u32,
     context_per_request: u32,
 ) -> Result<ModelServer> {
-    let dir = data_dir()?;
-    let inst = match installed(&dir, size) {
-        Some(i) => i,
-        None => {
-            eprintln!(
-                "installing the local {size} model into {} (once; about {} MB)",
-                dir.display(),
-                size.spec().bytes >> 20
-            );
-            install_with_bar(&dir, size, false).await?
-        }
-    };
-    let opts = ServeOptions {
-        parallel: parallel.max(1),
-        context_per_request,
-        log_file: Some(serve_log(&dir, size)),
-        ..ServeOptions::default()
-    };
-    Ok(ModelServer::start(&inst, &opts).await?)
-}
-
-fn serve_log(dir: &Path, size: Size) -> PathBuf {
-    dir.join("models").join(format!("serve-{size}.log"))
-}
-
-/// `<venv>/bin/python` → `<venv>`.
-fn venv_of(python: &Path) -> &Path {
-    python.parent().and_then(Path::parent).unwrap_or(python)
+    let mut bar = None;
+    let started =
+        agensh_model::start_local(size, parallel, context_per_request, &mut |s| match s {
+            Starting::Installing { data_dir, bytes } => {
+                eprintln!(
+                    "installing the local {size} model into {} (once; about {} MB)",
+                    data_dir.display(),
+                    bytes >> 20
+                );
+                bar = Some(StepBar::new());
+            }
+            Starting::Install(p) => {
+                if let Some(b) = &mut bar {
+                    b.update(p);
+                }
+            }
+            Starting::InstallEnded => {
+                if let Some(b) = &bar {
+                    b.finish();
+                }
+            }
+        })
+        .await;
+    Ok(started?)
 }
 
 /// One progress bar that changes shape with each step: a spinner for steps of unknown

@@ -4,15 +4,16 @@
 //!
 //! `agensh store migrate --from sqlite|DIR|FILE --to URL`: moves the organization's SQLite
 //! store into an empty PostgreSQL database (`agensh_store::transfer`); here only the paths,
-//! the refusal of a running hub, the progress bar and the summary.
+//! the refusal of a running hub, the progress bar and the summary (whose lines, like the
+//! version's, are `agensh_store::admin`'s).
 
 use std::path::{Path, PathBuf};
 
 use agensh_domain::config::redact_url_password;
-use agensh_domain::time::rfc3339;
 use agensh_domain::{Error, ErrorKind};
-use agensh_store::migrate::{Status, TOO_NEW};
-use agensh_store::transfer::{self, Summary};
+use agensh_store::admin;
+use agensh_store::migrate::TOO_NEW;
+use agensh_store::transfer;
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
@@ -81,12 +82,12 @@ fn local_if(e: Error, codes: &[&str]) -> anyhow::Error {
 
 async fn version(dir: &Path, flag: Option<String>, as_json: bool) -> Result<()> {
     let spec = store_of(dir, flag)?;
-    let (shown, status, backup) = if agensh_store::is_postgres_url(&spec) {
+    let (shown, status) = if agensh_store::is_postgres_url(&spec) {
         let status = agensh_store::postgres::migrate::status(&spec)
             .await
             .map_err(|e| local_if(e, &["bad_store_url"]))
             .context("cannot read the schema version of the PostgreSQL store")?;
-        (redact_url_password(&spec), status, "the database")
+        (redact_url_password(&spec), status)
     } else {
         let file = if spec.trim().is_empty() {
             agensh_hub::state_dir(dir).join(agensh_hub::STORE_FILE)
@@ -96,29 +97,13 @@ async fn version(dir: &Path, flag: Option<String>, as_json: bool) -> Result<()> 
         let status = agensh_store::sqlite::migrate::status(&file)
             .map_err(Local)
             .with_context(|| format!("cannot read the schema version of {}", dir.display()))?;
-        (file.display().to_string(), status, ".agensh/")
+        (file.display().to_string(), status)
     };
     if as_json {
-        json(&serde_json::json!({
-            "store": shown,
-            "engine": if agensh_store::is_postgres_url(&spec) { "postgres" } else { "sqlite" },
-            "version": status.version,
-            "latest": status.latest,
-            "unversioned": status.unversioned,
-            "too_new": status.too_new(),
-            "applied": status.applied.iter().map(|m| serde_json::json!({
-                "version": m.version,
-                "name": m.name,
-                "applied_at": m.applied_at,
-            })).collect::<Vec<_>>(),
-            "pending": status.pending.iter().map(|(version, name)| serde_json::json!({
-                "version": version,
-                "name": name,
-            })).collect::<Vec<_>>(),
-        }));
+        json(&admin::status_json(&shown, &spec, &status));
     } else {
         outln!("store {shown}");
-        for line in describe(&status, backup) {
+        for line in admin::describe(&status, admin::backup(&spec)) {
             outln!("{line}");
         }
     }
@@ -204,134 +189,11 @@ async fn migrate(from: &Path, to: &str, batch: usize, as_json: bool) -> Result<(
         })
         .with_context(|| format!("cannot move {} into {shown}", file.display()))?;
     if as_json {
-        json(&summary_json(&summary, &shown));
+        json(&admin::summary_json(&summary, &shown));
     } else {
-        for line in summary_lines(&summary, &shown) {
+        for line in admin::summary_lines(&summary, &shown) {
             outln!("{line}");
         }
     }
     Ok(())
-}
-
-fn summary_json(s: &Summary, to: &str) -> serde_json::Value {
-    serde_json::json!({
-        "from": s.from,
-        "to": to,
-        "source_schema": s.source_schema,
-        "source_upgraded": s.source_upgraded,
-        "target_schema": s.target_schema,
-        "tables": s.tables.iter().map(|(t, n)| (t.clone(), serde_json::json!(n))).collect::<serde_json::Map<_, _>>(),
-        "rows": s.rows,
-        "sequences": s.sequences.iter().map(|(q, v)| (q.clone(), serde_json::json!(v))).collect::<serde_json::Map<_, _>>(),
-        "seconds": s.seconds,
-    })
-}
-
-fn summary_lines(s: &Summary, to: &str) -> Vec<String> {
-    let mut out = vec![format!(
-        "moved {} (schema {}) into {to} (schema {}): {} rows in {:.1} s",
-        s.from, s.source_schema, s.target_schema, s.rows, s.seconds
-    )];
-    if !s.source_upgraded.is_empty() {
-        out.push(format!(
-            "  the SQLite store was upgraded first to schema {} (as the hub would have)",
-            s.source_schema
-        ));
-    }
-    for (table, n) in &s.tables {
-        out.push(format!("  {table:<16} {n:>10}"));
-    }
-    out.push(
-        "next: start the hub on it — agensh hub DIR --store URL, or set hub.store in agensh.toml          (or AGENSH_STORE); the SQLite file is left as it was, keep it until the hub runs on PostgreSQL"
-            .into(),
-    );
-    out
-}
-
-/// The lines that tell where a store stands; `backup` is what to back up before an upgrade.
-fn describe(s: &Status, backup: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    if s.unversioned {
-        out.push(format!(
-            "no schema version: written by an agensh from before versions; the hub finds its version from its tables when it next opens it (newest: {})",
-            s.latest
-        ));
-    } else if s.too_new() {
-        out.push(format!(
-            "schema {}, written by a newer agensh (this one knows up to {})",
-            s.version, s.latest
-        ));
-    } else if s.pending.is_empty() {
-        out.push(format!("schema {}: up to date", s.version));
-    } else {
-        out.push(format!(
-            "schema {} of {}: the hub applies {} migration(s) when it next opens it (back up {backup} first)",
-            s.version,
-            s.latest,
-            s.pending.len()
-        ));
-    }
-    for m in &s.applied {
-        out.push(format!(
-            "  {:>4}  {:<20}  applied {}",
-            m.version,
-            m.name,
-            rfc3339(m.applied_at)
-        ));
-    }
-    if !s.unversioned {
-        for (version, name) in &s.pending {
-            out.push(format!("  {version:>4}  {name:<20}  pending"));
-        }
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use agensh_store::migrate::Applied;
-
-    fn status(version: u32, latest: u32) -> Status {
-        Status {
-            version,
-            latest,
-            unversioned: false,
-            applied: (1..=version)
-                .map(|v| Applied {
-                    version: v,
-                    name: format!("step_{v}"),
-                    applied_at: 0,
-                })
-                .collect(),
-            pending: (version + 1..=latest).map(|v| (v, "later")).collect(),
-        }
-    }
-
-    #[test]
-    fn a_current_store_says_up_to_date_and_lists_its_migrations() {
-        let lines = describe(&status(2, 2), ".agensh/");
-        assert_eq!(lines[0], "schema 2: up to date");
-        assert_eq!(
-            lines[1],
-            "     1  step_1                applied 1970-01-01T00:00:00Z"
-        );
-        assert_eq!(lines.len(), 3);
-    }
-
-    #[test]
-    fn an_older_store_lists_what_the_hub_applies() {
-        let lines = describe(&status(1, 3), ".agensh/");
-        assert!(lines[0].starts_with("schema 1 of 3: the hub applies 2 migration(s)"));
-        assert_eq!(lines[2], "     2  later                 pending");
-    }
-
-    #[test]
-    fn a_newer_store_is_named_as_such() {
-        let lines = describe(&status(4, 3), ".agensh/");
-        assert_eq!(
-            lines[0],
-            "schema 4, written by a newer agensh (this one knows up to 3)"
-        );
-    }
 }
