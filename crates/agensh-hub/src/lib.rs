@@ -14,6 +14,7 @@ pub mod limits;
 pub mod mcp;
 pub mod metrics;
 pub mod origin;
+pub mod paths;
 pub mod routes;
 pub mod serve;
 pub mod state;

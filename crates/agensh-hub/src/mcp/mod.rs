@@ -37,7 +37,7 @@ use crate::error::ApiError;
 use crate::state::AppState;
 
 /// Where the hub serves MCP.
-pub const PATH: &str = "/mcp";
+pub const PATH: &str = crate::paths::MCP;
 /// Protocol versions this server speaks, newest first. `initialize` echoes the client's
 /// version when it is one of these, else answers the first.
 pub const SUPPORTED_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
