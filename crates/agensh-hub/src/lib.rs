@@ -13,6 +13,7 @@ pub mod goal;
 pub mod limits;
 pub mod mcp;
 pub mod metrics;
+pub mod ops;
 pub mod origin;
 pub mod paths;
 pub mod routes;
