@@ -33,6 +33,19 @@ impl Caller {
         }
     }
 
+    /// Fails unless the caller is worker `id` itself or the admin (and `id` a worker id);
+    /// `what` is what a worker may do only for itself, like "set only its own status".
+    pub fn require_self(&self, id: &str, what: &str) -> Result<(), Error> {
+        validate_worker_id(id)?;
+        if !self.admin && self.id != id {
+            return Err(Error::forbidden(
+                "impersonation",
+                format!("a worker may {what} ({}), not {id}'s", self.id),
+            ));
+        }
+        Ok(())
+    }
+
     /// The worker this request acts as; the admin must name one (the `X-Agensh-As` header).
     pub fn worker(&self) -> Result<&str, Error> {
         if self.id == ADMIN {

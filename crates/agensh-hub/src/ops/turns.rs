@@ -1,10 +1,9 @@
 //! A worker's finished turns: its node reports each one and the dashboard reads them. The
 //! node's turn log stays the full record; a report is what fits a page.
 
-use agensh_domain::ids::validate_worker_id;
 use agensh_domain::text::{self, Lines};
 use agensh_domain::turn;
-use agensh_domain::{Error, Result};
+use agensh_domain::Result;
 use agensh_protocol::dashboard::TurnReport;
 
 use crate::auth::Caller;
@@ -12,16 +11,7 @@ use crate::state::AppState;
 
 /// The worker itself or the admin; the worker must exist.
 fn authorize(s: &AppState, caller: &Caller, id: &str, what: &str) -> Result<()> {
-    validate_worker_id(id)?;
-    if !caller.admin && caller.id != id {
-        return Err(Error::forbidden(
-            "impersonation",
-            format!(
-                "a worker may {what} only its own turns ({}), not {id}'s",
-                caller.id
-            ),
-        ));
-    }
+    caller.require_self(id, &format!("{what} only its own turns"))?;
     if caller.admin && s.token_of(id).is_none() {
         return Err(agensh_domain::worker::unknown_worker(id));
     }

@@ -6,7 +6,7 @@ use agensh_domain::goal::GoalStatus;
 use agensh_domain::ids::validate_worker_id;
 use agensh_domain::text::{self, Lines};
 use agensh_domain::worker::{check_batch, NewWorker, StatusReports, WorkerInfo, WorkerStatus};
-use agensh_domain::{Error, Result};
+use agensh_domain::Result;
 use agensh_protocol::rest::{BudgetView, ModelUsage, Stats};
 
 use crate::auth::Caller;
@@ -54,16 +54,7 @@ pub async fn set_status(
     id: &str,
     status: &str,
 ) -> Result<WorkerStatus> {
-    validate_worker_id(id)?;
-    if !caller.admin && caller.id != id {
-        return Err(Error::forbidden(
-            "impersonation",
-            format!(
-                "a worker may set only its own status ({}), not {id}'s",
-                caller.id
-            ),
-        ));
-    }
+    caller.require_self(id, "set only its own status")?;
     let status = WorkerStatus::parse(status)?;
     s.note_status(id, status == WorkerStatus::Busy);
     s.store.set_worker_status(id, status).await?;
@@ -148,15 +139,7 @@ pub async fn goal(s: &AppState) -> Result<GoalStatus> {
 /// The budgets and what was spent: every worker's for the admin, a worker its own.
 pub fn budget(s: &AppState, caller: &Caller) -> BudgetView {
     let workers: Vec<String> = if caller.admin {
-        let mut all: Vec<String> = s
-            .tokens
-            .read()
-            .expect("tokens lock")
-            .values()
-            .cloned()
-            .collect();
-        all.sort();
-        all
+        s.worker_ids()
     } else {
         vec![caller.id.clone()]
     };
