@@ -22,24 +22,37 @@ pub struct Caller {
 
 impl Caller {
     /// Fails unless the caller holds the admin token.
-    pub fn require_admin(&self) -> Result<(), ApiError> {
+    pub fn require_admin(&self) -> Result<(), Error> {
         if self.admin {
             Ok(())
         } else {
-            Err(ApiError(Error::forbidden(
+            Err(Error::forbidden(
                 "admin_only",
                 "only the admin may do this — use the admin token from .agensh/hub.json",
-            )))
+            ))
         }
     }
 
+    /// Fails unless the caller is worker `id` itself or the admin (and `id` a worker id);
+    /// `what` is what a worker may do only for itself, like "set only its own status".
+    pub fn require_self(&self, id: &str, what: &str) -> Result<(), Error> {
+        validate_worker_id(id)?;
+        if !self.admin && self.id != id {
+            return Err(Error::forbidden(
+                "impersonation",
+                format!("a worker may {what} ({}), not {id}'s", self.id),
+            ));
+        }
+        Ok(())
+    }
+
     /// The worker this request acts as; the admin must name one (the `X-Agensh-As` header).
-    pub fn worker(&self) -> Result<&str, ApiError> {
+    pub fn worker(&self) -> Result<&str, Error> {
         if self.id == ADMIN {
-            Err(ApiError(Error::invalid(
+            Err(Error::invalid(
                 "needs_worker",
                 "the admin has no queue, cursor or claims of its own — name the worker to act as in the X-Agensh-As header (e.g. w01)",
-            )))
+            ))
         } else {
             Ok(&self.id)
         }
@@ -55,42 +68,43 @@ pub fn authorize_many<'a>(
     caller: &Caller,
     state: &Inner,
     entries: impl Iterator<Item = (&'a str, Option<&'a str>)>,
-) -> Result<(), ApiError> {
+) -> Result<(), Error> {
     let tokens = state.tokens.read().expect("tokens lock");
     let mut known: Option<std::collections::HashSet<&str>> = None;
     let mut seen = std::collections::HashSet::new();
     for (id, token) in entries {
         validate_worker_id(id)?;
         if !seen.insert(id) {
-            return Err(ApiError(Error::invalid(
+            return Err(Error::invalid(
                 "duplicate_worker",
                 format!("{id} is named twice — name each worker once per request"),
-            )));
+            ));
         }
         match token {
             Some(t) => {
                 if tokens.get(t.trim()).map(String::as_str) != Some(id) {
-                    return Err(unauthorized_code(
+                    return Err(Error::new(
+                        ErrorKind::Unauthorized,
                         "wrong_token",
-                        &format!("the token in the entry for {id} is not {id}'s — give each worker's own token"),
+                        format!("the token in the entry for {id} is not {id}'s — give each worker's own token"),
                     ));
                 }
             }
             None if caller.admin => {
                 let known = known.get_or_insert_with(|| tokens.values().map(String::as_str).collect());
                 if !known.contains(id) {
-                    return Err(ApiError(agensh_domain::worker::unknown_worker(id)));
+                    return Err(agensh_domain::worker::unknown_worker(id));
                 }
             }
             None if caller.id == id => {}
             None => {
-                return Err(ApiError(Error::forbidden(
+                return Err(Error::forbidden(
                     "needs_token",
                     format!(
                         "the entry for {id} has no token — the request's token acts only for {}; give {id}'s token in its entry",
                         caller.id
                     ),
-                )))
+                ))
             }
         }
     }
@@ -264,4 +278,45 @@ fn dashboard_session(parts: &Parts, state: &AppState) -> Result<Caller, ApiError
 /// Compares secrets without leaking where they differ through timing.
 pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Standard base64 (padding optional), as in `Authorization: Basic`.
+pub(crate) fn decode_base64(s: &str) -> Option<Vec<u8>> {
+    let s = s.trim_end_matches('=');
+    let mut out = Vec::with_capacity(s.len() * 3 / 4);
+    let mut acc: u32 = 0;
+    let mut bits = 0;
+    for c in s.bytes() {
+        let v = match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => return None,
+        };
+        acc = (acc << 6) | u32::from(v);
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+            acc &= (1 << bits) - 1;
+        }
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_decodes_basic_credentials() {
+        assert_eq!(decode_base64("dzAxOnNlY3JldA==").unwrap(), b"w01:secret");
+        assert_eq!(decode_base64("dzAxOnNlY3JldA").unwrap(), b"w01:secret");
+        assert_eq!(decode_base64("YQ==").unwrap(), b"a");
+        assert_eq!(decode_base64("YWI=").unwrap(), b"ab");
+        assert_eq!(decode_base64("YWJj").unwrap(), b"abc");
+        assert!(decode_base64("!!").is_none());
+    }
 }

@@ -1,11 +1,11 @@
 //! Per-worker rate limits and quotas (`[limits]`): one worker cannot starve the others.
 //!
 //! Each worker has token buckets ([`agensh_domain::limits::Bucket`]) in memory: requests
-//! (REST and git through [`limit_requests`], MCP tool calls in [`crate::mcp`]), board
-//! records and their bytes, and messages. The admin token is never limited. A refusal is
-//! `429` with `Retry-After` and a message that tells the agent to slow down; an MCP tool
-//! call gets the same message as a tool error. Buckets are memory only: a hub restart
-//! forgives everyone, which is the safe side.
+//! (REST and git through [`limit_requests`], MCP tool calls where the MCP endpoint runs
+//! them), board records and their bytes, and messages. The admin token is never limited.
+//! A refusal is `429` with `Retry-After` and a message that tells the agent to slow down;
+//! an MCP tool call gets the same message as a tool error. Buckets are memory only: a hub
+//! restart forgives everyone, which is the safe side.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -194,7 +194,7 @@ fn worker_of(s: &AppState, req: &Request) -> Option<String> {
     let token = if scheme.eq_ignore_ascii_case("bearer") {
         rest.trim().to_string()
     } else if scheme.eq_ignore_ascii_case("basic") {
-        let decoded = crate::routes::git::decode_base64(rest.trim())?;
+        let decoded = crate::auth::decode_base64(rest.trim())?;
         let text = String::from_utf8(decoded).ok()?;
         text.split_once(':')?.1.to_string()
     } else {
@@ -208,7 +208,7 @@ fn worker_of(s: &AppState, req: &Request) -> Option<String> {
 /// gateway by its budgets.
 pub async fn limit_requests(State(s): State<AppState>, req: Request, next: Next) -> Response {
     let path = req.uri().path();
-    if path == crate::mcp::PATH || path.starts_with("/v1/") {
+    if path == crate::paths::MCP || path.starts_with("/v1/") {
         return next.run(req).await;
     }
     if let Some(worker) = worker_of(&s, &req) {

@@ -385,7 +385,7 @@ pub fn request_timeout(
     path: &str,
 ) -> Option<Duration> {
     let base = config.hub.request_timeout_secs;
-    if path.starts_with("/git/") || path.starts_with("/v1/") || path == crate::mcp::PATH {
+    if path.starts_with("/git/") || path.starts_with("/v1/") || path == crate::paths::MCP {
         return None;
     }
     if path.starts_with("/api/v1/prs/") && path.ends_with("/merge") || path == "/api/v1/ship" {

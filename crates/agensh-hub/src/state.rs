@@ -149,6 +149,19 @@ impl Inner {
             .map(|(t, _)| t.clone())
     }
 
+    /// Every registered worker's id, in order.
+    pub fn worker_ids(&self) -> Vec<String> {
+        let mut all: Vec<String> = self
+            .tokens
+            .read()
+            .expect("tokens lock")
+            .values()
+            .cloned()
+            .collect();
+        all.sort();
+        all
+    }
+
     /// The turn `worker` is in (or last was), when its node has reported one.
     pub fn turn_of(&self, worker: &str) -> Option<u64> {
         self.turns

@@ -302,7 +302,7 @@ pub async fn snapshot(s: &AppState) -> ApiResult<Snapshot> {
 
 /// Every worker's row, in id order.
 pub async fn worker_rows(s: &AppState) -> ApiResult<Vec<WorkerRow>> {
-    let workers = crate::routes::workers::list_workers(s).await?;
+    let workers = crate::ops::workers::list_workers(s).await?;
     let open = s
         .store
         .list_prs(Some(PrState::Open), None, agensh_domain::page::PRS.max)

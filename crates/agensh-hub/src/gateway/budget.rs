@@ -326,14 +326,7 @@ async fn act_one(s: &AppState, a: &Action) -> agensh_domain::Result<()> {
         }
         Action::StopAll { reason } => {
             tracing::warn!(target: "agensh_hub::gateway", "stopping every worker: {reason}");
-            let all: Vec<String> = s
-                .tokens
-                .read()
-                .expect("tokens lock")
-                .values()
-                .cloned()
-                .collect();
-            stop(s, &all, reason, true).await?;
+            stop(s, &s.worker_ids(), reason, true).await?;
             post(
                 s,
                 format!("Every worker is stopped: {reason}. The run ends."),

@@ -7,7 +7,7 @@
 //! because the identity comes from the bearer token of every request (the same [`Caller`]
 //! as REST). So a hub restart never breaks an agent's session.
 //!
-//! Every tool runs the same shared function as its REST endpoint (`routes::*`), so limits,
+//! Every tool runs the same shared function as its REST endpoint ([`crate::ops`]), so limits,
 //! errors and events are identical. A tool failure is not a JSON-RPC error: it is a result
 //! with `isError: true` and the hub's message, for the model to read. After every
 //! `tools/call` the caller's pending *urgent* events are appended as a `notices:` block and
@@ -37,7 +37,7 @@ use crate::error::ApiError;
 use crate::state::AppState;
 
 /// Where the hub serves MCP.
-pub const PATH: &str = "/mcp";
+pub const PATH: &str = crate::paths::MCP;
 /// Protocol versions this server speaks, newest first. `initialize` echoes the client's
 /// version when it is one of these, else answers the first.
 pub const SUPPORTED_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];

@@ -22,6 +22,7 @@ use axum::routing::{get, post};
 use axum::Router;
 use tokio::io::{AsyncRead, ReadBuf};
 
+use crate::auth::{constant_time_eq, decode_base64};
 use crate::error::ApiError;
 use crate::state::AppState;
 
@@ -270,37 +271,6 @@ fn unauthorized(message: &str) -> Response {
     r
 }
 
-/// Compares secrets without leaking where they differ through timing.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
-/// Standard base64 (padding optional), as in `Authorization: Basic`.
-pub(crate) fn decode_base64(s: &str) -> Option<Vec<u8>> {
-    let s = s.trim_end_matches('=');
-    let mut out = Vec::with_capacity(s.len() * 3 / 4);
-    let mut acc: u32 = 0;
-    let mut bits = 0;
-    for c in s.bytes() {
-        let v = match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'+' => 62,
-            b'/' => 63,
-            _ => return None,
-        };
-        acc = (acc << 6) | u32::from(v);
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits) as u8);
-            acc &= (1 << bits) - 1;
-        }
-    }
-    Some(out)
-}
-
 /// The request body as an `AsyncRead`, frame by frame, without buffering it whole;
 /// it fails past `limit` bytes.
 struct BodyReader {
@@ -419,20 +389,5 @@ impl Drop for ResponseStream {
                 rt.spawn(f);
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn base64_decodes_basic_credentials() {
-        assert_eq!(decode_base64("dzAxOnNlY3JldA==").unwrap(), b"w01:secret");
-        assert_eq!(decode_base64("dzAxOnNlY3JldA").unwrap(), b"w01:secret");
-        assert_eq!(decode_base64("YQ==").unwrap(), b"a");
-        assert_eq!(decode_base64("YWI=").unwrap(), b"ab");
-        assert_eq!(decode_base64("YWJj").unwrap(), b"abc");
-        assert!(decode_base64("!!").is_none());
     }
 }

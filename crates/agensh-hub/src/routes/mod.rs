@@ -1,4 +1,5 @@
-//! REST+JSON handlers under `/api/v1`, one file per area.
+//! REST+JSON handlers under `/api/v1`, one file per area: each maps HTTP (extractors,
+//! status codes, JSON bodies) onto an operation of [`crate::ops`].
 
 pub mod board;
 use crate::dashboard;

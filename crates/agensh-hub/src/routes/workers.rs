@@ -1,10 +1,11 @@
-//! The worker registry.
+//! The worker registry over HTTP ([`ops::workers`]).
 
-use agensh_domain::ids::validate_worker_id;
-use agensh_domain::text::{self, Lines};
-use agensh_domain::worker::{check_batch, NewWorker, StatusReports, WorkerInfo, WorkerStatus};
-use agensh_domain::Error;
-use agensh_protocol::rest::{AddWorkers, SetStatus, Stats, Updated, WhoAmI};
+use agensh_domain::budget::LimitsChange;
+use agensh_domain::goal::GoalStatus;
+use agensh_domain::worker::{NewWorker, StatusReports, WorkerInfo};
+use agensh_protocol::rest::{
+    AddWorkers, BudgetView, ModelUsage, SetStatus, Stats, Updated, WhoAmI,
+};
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
@@ -12,6 +13,7 @@ use serde_json::{json, Value};
 
 use crate::auth::Caller;
 use crate::error::{ApiJson, ApiResult};
+use crate::ops::workers;
 use crate::state::AppState;
 
 pub async fn whoami(caller: Caller) -> Json<WhoAmI> {
@@ -26,31 +28,12 @@ pub async fn add(
     caller: Caller,
     ApiJson(body): ApiJson<AddWorkers>,
 ) -> ApiResult<(StatusCode, Json<Vec<NewWorker>>)> {
-    caller.require_admin()?;
-    let added = s.store.add_workers(body.count, s.now()).await?;
-    let mut tokens = s.tokens.write().expect("tokens lock");
-    for w in &added {
-        tokens.insert(w.token.clone(), w.id.clone());
-    }
+    let added = workers::add_workers(&s, &caller, body.count).await?;
     Ok((StatusCode::CREATED, Json(added)))
 }
 
 pub async fn list(State(s): State<AppState>, _caller: Caller) -> ApiResult<Json<Vec<WorkerInfo>>> {
-    Ok(Json(list_workers(&s).await?))
-}
-
-/// Every worker with status, live claims and up-to-date last activity, in id order.
-pub async fn list_workers(s: &AppState) -> ApiResult<Vec<WorkerInfo>> {
-    s.flush_activity().await;
-    let mut workers = s.store.list_workers(s.now()).await?;
-    let progress = s.progress.lock().expect("progress lock");
-    let agents = s.agents.lock().expect("agents lock");
-    for w in &mut workers {
-        w.progress = progress.get(&w.id).cloned();
-        w.agent = agents.get(&w.id).cloned();
-        w.stopped_for = s.gateway.budgets.stopped_for(&w.id);
-    }
-    Ok(workers)
+    Ok(Json(workers::list_workers(&s).await?))
 }
 
 pub async fn token(
@@ -58,12 +41,7 @@ pub async fn token(
     caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<Json<NewWorker>> {
-    caller.require_admin()?;
-    validate_worker_id(&id)?;
-    let token = s
-        .token_of(&id)
-        .ok_or_else(|| agensh_domain::worker::unknown_worker(&id))?;
-    Ok(Json(NewWorker { id, token }))
+    Ok(Json(workers::worker_token(&s, &caller, id)?))
 }
 
 pub async fn set_status(
@@ -72,21 +50,7 @@ pub async fn set_status(
     Path(id): Path<String>,
     ApiJson(body): ApiJson<SetStatus>,
 ) -> ApiResult<Json<Value>> {
-    validate_worker_id(&id)?;
-    if !caller.admin && caller.id != id {
-        return Err(Error::forbidden(
-            "impersonation",
-            format!(
-                "a worker may set only its own status ({}), not {id}'s",
-                caller.id
-            ),
-        )
-        .into());
-    }
-    let status = WorkerStatus::parse(&body.status)?;
-    s.note_status(&id, status == WorkerStatus::Busy);
-    s.store.set_worker_status(&id, status).await?;
-    s.dashboard.feed.touch();
+    let status = workers::set_status(&s, &caller, &id, &body.status).await?;
     Ok(Json(json!({ "id": id, "status": status })))
 }
 
@@ -96,101 +60,24 @@ pub async fn set_statuses(
     caller: Caller,
     ApiJson(body): ApiJson<StatusReports>,
 ) -> ApiResult<Json<Updated>> {
-    check_batch(body.workers.len())?;
-    crate::auth::authorize_many(
-        &caller,
-        &s,
-        body.workers
-            .iter()
-            .map(|w| (w.id.as_str(), w.token.as_deref())),
-    )?;
-    let mut statuses = Vec::with_capacity(body.workers.len());
-    let mut progress = Vec::with_capacity(body.workers.len());
-    let mut agents = Vec::new();
-    for w in body.workers {
-        let status = WorkerStatus::parse(&w.status)?;
-        s.note_status(&w.id, status == WorkerStatus::Busy);
-        statuses.push((w.id.clone(), status));
-        if let Some(a) = w.agent {
-            agents.push((w.id.clone(), crate::routes::workers::clip_agent(a)));
-        }
-        let progress_now = w.progress.map(|mut p| {
-            p.step = plain_line(&p.step);
-            p
-        });
-        progress.push((w.id, progress_now));
-    }
-    let n = statuses.len();
-    s.store.set_worker_statuses(statuses).await?;
-    s.dashboard.feed.touch();
-    s.agents.lock().expect("agents lock").extend(agents);
-    let mut known = s.progress.lock().expect("progress lock");
-    for (id, p) in progress {
-        match p {
-            Some(p) => known.insert(id, p),
-            None => known.remove(&id),
-        };
-    }
-    Ok(Json(Updated { updated: n }))
-}
-
-/// A node's description of a worker's agent, cut to a length a listing can show, as one
-/// plain line ([`plain_line`]).
-pub(crate) fn clip_agent(a: String) -> String {
-    const MOST: usize = 300;
-    let a = plain_line(&a);
-    if a.chars().count() <= MOST {
-        a
-    } else {
-        a.chars().take(MOST).collect::<String>() + "…"
-    }
-}
-
-/// A text a node reports from what an agent does (its step, e.g. `run: <command>`; its
-/// agent) as one plain line: controls are replaced by their visible escapes
-/// ([`text::escape`]) rather than refused, so one agent's odd command cannot fail the
-/// status report of every worker of its node.
-fn plain_line(s: &str) -> String {
-    text::escape(s, Lines::One).into_owned()
+    let updated = workers::set_statuses(&s, &caller, body).await?;
+    Ok(Json(Updated { updated }))
 }
 
 /// Counts of what the organization has produced.
 pub async fn stats(State(s): State<AppState>, _caller: Caller) -> ApiResult<Json<Stats>> {
-    Ok(Json(s.store.stats().await?))
+    Ok(Json(workers::stats(&s).await?))
 }
 
 /// `GET /goal`: the organization's goal (`organization.done_when`), each condition's last
 /// check and when it was met.
-pub async fn goal(
-    State(s): State<AppState>,
-    _caller: Caller,
-) -> ApiResult<Json<agensh_domain::goal::GoalStatus>> {
-    let mut status = s.goal.status();
-    status.economy = Some(crate::goal::economy(&*s.store, &status).await?);
-    Ok(Json(status))
+pub async fn goal(State(s): State<AppState>, _caller: Caller) -> ApiResult<Json<GoalStatus>> {
+    Ok(Json(workers::goal(&s).await?))
 }
 
-/// Model usage through the gateway per worker and model: the admin's every worker's, a
-/// worker's its own.
 /// The budgets and what was spent: every worker's for the admin, a worker its own.
-pub async fn budget(
-    State(s): State<AppState>,
-    caller: Caller,
-) -> ApiResult<Json<agensh_protocol::rest::BudgetView>> {
-    let workers: Vec<String> = if caller.admin {
-        let mut all: Vec<String> = s
-            .tokens
-            .read()
-            .expect("tokens lock")
-            .values()
-            .cloned()
-            .collect();
-        all.sort();
-        all
-    } else {
-        vec![caller.id.clone()]
-    };
-    Ok(Json(s.gateway.budgets.view(&workers, s.now())))
+pub async fn budget(State(s): State<AppState>, caller: Caller) -> ApiResult<Json<BudgetView>> {
+    Ok(Json(workers::budget(&s, &caller)))
 }
 
 /// Changes a budget (admin only): stored, in force at once, and each worker it stopped
@@ -198,27 +85,13 @@ pub async fn budget(
 pub async fn set_budget(
     State(s): State<AppState>,
     caller: Caller,
-    ApiJson(change): ApiJson<agensh_domain::budget::LimitsChange>,
-) -> ApiResult<Json<agensh_protocol::rest::BudgetView>> {
-    caller.require_admin()?;
-    change.validate()?;
-    if let Some(w) = &change.worker {
-        validate_worker_id(w)?;
-        if s.token_of(w).is_none() {
-            return Err(agensh_domain::worker::unknown_worker(w).into());
-        }
-    }
-    let ((scope, limits), free) = s.gateway.budgets.set(&change, s.now());
-    s.store.set_budget(&scope, limits).await?;
-    crate::gateway::budget::resume(&s, &free).await?;
-    tracing::info!("budget of {scope} set to {limits:?}; going on: {free:?}");
-    budget(State(s), caller).await
+    ApiJson(change): ApiJson<LimitsChange>,
+) -> ApiResult<Json<BudgetView>> {
+    Ok(Json(workers::set_budget(&s, &caller, change).await?))
 }
 
-pub async fn usage(
-    State(s): State<AppState>,
-    caller: Caller,
-) -> ApiResult<Json<Vec<agensh_protocol::rest::ModelUsage>>> {
-    let only = (!caller.admin).then_some(caller.id.as_str());
-    Ok(Json(s.store.model_usage(only).await?))
+/// Model usage through the gateway per worker and model: the admin's every worker's, a
+/// worker's its own.
+pub async fn usage(State(s): State<AppState>, caller: Caller) -> ApiResult<Json<Vec<ModelUsage>>> {
+    Ok(Json(workers::usage(&s, &caller).await?))
 }

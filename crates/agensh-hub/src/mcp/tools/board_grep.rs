@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 use super::common::{integer, object, string};
 use super::{Args, Done, Listing, Tool};
 use crate::auth::Caller;
-use crate::routes::board;
+use crate::ops::board;
 use crate::state::AppState;
 
 pub(super) const TOOL: Tool = Tool {
@@ -46,9 +46,7 @@ async fn call(s: &AppState, _: &Caller, a: Args<'_>) -> Result<Done, Error> {
     let q = a.string("query", "the search, e.g. parser kind:FAIL")?;
     let limit = a.opt_usize("limit", "1 to 500")?;
     let before = a.opt_string("before", "a record id like G120, for the next page")?;
-    let found = board::grep_records(s, &q, limit, before.as_deref())
-        .await
-        .map_err(|e| e.0)?;
+    let found = board::grep_records(s, &q, limit, before.as_deref()).await?;
     let now = s.now();
     let text = if found.is_empty() {
         format!(

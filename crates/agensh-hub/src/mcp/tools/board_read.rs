@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 use super::common::{integer, object};
 use super::{Args, Done, Listing, Tool};
 use crate::auth::Caller;
-use crate::routes::board;
+use crate::ops::board;
 use crate::state::AppState;
 
 /// Entries `board_read` shows by default (the hub's view cap may be lower).
@@ -44,9 +44,7 @@ async fn call(s: &AppState, caller: &Caller, a: Args<'_>) -> Result<Done, Error>
     let cap = a
         .opt_usize("cap", "how many records at most, an integer")?
         .unwrap_or_else(|| READ_CAP.min(s.config.board.view_cap));
-    let entries = board::unread_entries(s, caller, Some(cap))
-        .await
-        .map_err(|e| e.0)?;
+    let entries = board::unread_entries(s, caller, Some(cap)).await?;
     let now = s.now();
     let text = if entries.is_empty() {
         "nothing new on the board since your last board_read".to_string()

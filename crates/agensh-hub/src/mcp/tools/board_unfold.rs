@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 use super::common::{lease_state, object, string, RECORD_ID};
 use super::{Args, Done, Listing, Tool};
 use crate::auth::Caller;
-use crate::routes::board;
+use crate::ops::board;
 use crate::state::AppState;
 
 pub(super) const TOOL: Tool = Tool {
@@ -31,7 +31,7 @@ fn schema(_: &Listing) -> Value {
 
 async fn call(s: &AppState, _: &Caller, a: Args<'_>) -> Result<Done, Error> {
     let id = a.ident("id", "a record id like G12")?;
-    let u = board::unfold_record(s, &id).await.map_err(|e| e.0)?;
+    let u = board::unfold_record(s, &id).await?;
     let now = s.now();
     let r = &u.record;
     let mut lines = vec![format!(

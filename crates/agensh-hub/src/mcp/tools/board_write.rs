@@ -10,7 +10,7 @@ use super::claim::claimed;
 use super::common::{object, string};
 use super::{Args, Done, Listing, Tool};
 use crate::auth::Caller;
-use crate::routes::board;
+use crate::ops::board;
 use crate::state::AppState;
 
 pub(super) const TOOL: Tool = Tool {
@@ -84,9 +84,7 @@ async fn call(s: &AppState, caller: &Caller, a: Args<'_>) -> Result<Done, Error>
     if let Some(d) = a.opt_string("detail", "a longer body, up to 8000 characters")? {
         body["detail"] = Value::String(d);
     }
-    let appended = board::append_record(s, caller, body)
-        .await
-        .map_err(|e| e.0)?;
+    let appended = board::append_record(s, caller, body).await?;
     if !appended.overlaps.is_empty() || appended.record.lease.is_some() {
         return Ok(claimed(s.now(), appended));
     }

@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 use super::common::{in_time, integer, lease_state, object, string};
 use super::{Args, Done, Listing, Tool};
 use crate::auth::Caller;
-use crate::routes::board;
+use crate::ops::board;
 use crate::state::AppState;
 
 pub(super) const TOOL: Tool = Tool {
@@ -81,9 +81,7 @@ async fn call(s: &AppState, caller: &Caller, a: Args<'_>) -> Result<Done, Error>
     if let Some(id) = a.opt_string("takes_over", "a claim id, like G12")? {
         body["takes_over"] = Value::String(id);
     }
-    let appended = board::append_record(s, caller, body)
-        .await
-        .map_err(|e| e.0)?;
+    let appended = board::append_record(s, caller, body).await?;
     Ok(claimed(s.now(), appended))
 }
 

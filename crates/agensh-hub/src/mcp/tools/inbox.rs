@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 use super::common::{integer, object};
 use super::{Args, Done, Listing, Tool};
 use crate::auth::Caller;
-use crate::routes::messages;
+use crate::ops::messages;
 use crate::state::AppState;
 
 pub(super) const TOOL: Tool = Tool {
@@ -36,9 +36,7 @@ fn schema(_: &Listing) -> Value {
 
 async fn call(s: &AppState, caller: &Caller, a: Args<'_>) -> Result<Done, Error> {
     let limit = a.opt_usize("limit", "1 to 1000")?;
-    let msgs = messages::unread_messages(s, caller, limit)
-        .await
-        .map_err(|e| e.0)?;
+    let msgs = messages::unread_messages(s, caller, limit).await?;
     let now = s.now();
     let text = if msgs.is_empty() {
         "no unread messages".to_string()

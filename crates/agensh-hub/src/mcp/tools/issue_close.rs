@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 use super::common::{object, positive, ISSUE_NUMBER};
 use super::{Args, Done, Listing, Tool};
 use crate::auth::Caller;
-use crate::routes::issues;
+use crate::ops::issues;
 use crate::state::AppState;
 
 pub(super) const TOOL: Tool = Tool {
@@ -30,7 +30,7 @@ fn schema(_: &Listing) -> Value {
 
 async fn call(s: &AppState, caller: &Caller, a: Args<'_>) -> Result<Done, Error> {
     let n = a.ident("number", "the issue number, like 3")?;
-    let i = issues::close_issue(s, caller, &n).await.map_err(|e| e.0)?;
+    let i = issues::close_issue(s, caller, &n).await?;
     Ok(Done::of(
         format!("closed issue #{} \"{}\"", i.number, i.title),
         &i,

@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 use super::common::{integer, object, positive};
 use super::{Args, Done, Listing, Tool};
 use crate::auth::Caller;
-use crate::routes::issues;
+use crate::ops::issues;
 use crate::state::AppState;
 
 pub(super) const TOOL: Tool = Tool {
@@ -54,7 +54,7 @@ async fn call(s: &AppState, _: &Caller, a: Args<'_>) -> Result<Done, Error> {
             .map(|n| i64::try_from(n).unwrap_or(i64::MAX)),
         limit: a.opt_usize("limit", "1 to 500")?,
     };
-    let list = issues::list_issues(s, q).await.map_err(|e| e.0)?;
+    let list = issues::list_issues(s, q).await?;
     let now = s.now();
     let text = if list.is_empty() {
         "no issues match".to_string()

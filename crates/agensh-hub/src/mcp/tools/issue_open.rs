@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 use super::common::{object, string};
 use super::{Args, Done, Listing, Tool};
 use crate::auth::Caller;
-use crate::routes::issues;
+use crate::ops::issues;
 use crate::state::AppState;
 
 pub(super) const TOOL: Tool = Tool {
@@ -45,9 +45,7 @@ async fn call(s: &AppState, caller: &Caller, a: Args<'_>) -> Result<Done, Error>
         body: a.opt_string("body", "the details, up to 20000 characters")?,
         labels: a.opt_strings("labels", "a list of labels like [\"bug\"]")?,
     };
-    let i = issues::open_issue(s, caller, issue)
-        .await
-        .map_err(|e| e.0)?;
+    let i = issues::open_issue(s, caller, issue).await?;
     Ok(Done::of(
         format!(
             "opened issue #{} \"{}\"; everyone is told",

@@ -3,7 +3,7 @@
 //! registry: `tools/list` and `tools/call` are both derived from it, and tests read the
 //! tool names from it through [`names`].
 //!
-//! Each handler runs the same shared function as its REST endpoint (`routes::*`), so
+//! Each handler runs the same shared function as its REST endpoint ([`crate::ops`]), so
 //! limits, errors and events cannot drift; a tool only reads its arguments ([`Args`]) and
 //! writes concise text.
 

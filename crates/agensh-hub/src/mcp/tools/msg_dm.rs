@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 use super::common::{object, positive, string, thread};
 use super::{Args, Done, Listing, Tool};
 use crate::auth::Caller;
-use crate::routes::messages;
+use crate::ops::messages;
 use crate::state::AppState;
 
 pub(super) const TOOL: Tool = Tool {
@@ -51,8 +51,6 @@ async fn call(s: &AppState, caller: &Caller, a: Args<'_>) -> Result<Done, Error>
         text: a.string("text", "the message, up to 4000 characters")?,
         thread: thread(&a)?,
     };
-    let msg = messages::send_message(s, caller, m)
-        .await
-        .map_err(|e| e.0)?;
+    let msg = messages::send_message(s, caller, m).await?;
     Ok(Done::of(format!("sent M{} to {}", msg.seq, msg.to), &msg))
 }

@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 use super::common::{object, positive, PR_NUMBER};
 use super::{Args, Done, Listing, Tool};
 use crate::auth::Caller;
-use crate::routes::prs;
+use crate::ops::prs;
 use crate::state::AppState;
 
 pub(super) const TOOL: Tool = Tool {
@@ -28,7 +28,7 @@ fn schema(_: &Listing) -> Value {
 
 async fn call(s: &AppState, caller: &Caller, a: Args<'_>) -> Result<Done, Error> {
     let n = a.ident("number", "the PR number, like 3")?;
-    let pr = prs::close_pr(s, caller, &n).await.map_err(|e| e.0)?;
+    let pr = prs::close_pr(s, caller, &n).await?;
     Ok(Done::of(
         format!(
             "closed #{} without merging (branch {} stays)",

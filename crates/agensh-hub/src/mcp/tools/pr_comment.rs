@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 use super::common::{object, positive, string, PR_NUMBER};
 use super::{Args, Done, Listing, Tool};
 use crate::auth::Caller;
-use crate::routes::prs;
+use crate::ops::prs;
 use crate::state::AppState;
 
 pub(super) const TOOL: Tool = Tool {
@@ -39,9 +39,7 @@ fn schema(_: &Listing) -> Value {
 async fn call(s: &AppState, caller: &Caller, a: Args<'_>) -> Result<Done, Error> {
     let n = a.ident("number", "the PR number, like 3")?;
     let text = a.string("text", "the comment, up to 10000 characters")?;
-    let c = prs::comment_pr(s, caller, &n, &text)
-        .await
-        .map_err(|e| e.0)?;
+    let c = prs::comment_pr(s, caller, &n, &text).await?;
     Ok(Done::of(
         format!("commented on #{}", n.trim_start_matches('#')),
         &c,

@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use super::common::{integer, object};
 use super::{Args, Done, Listing, Tool};
 use crate::auth::Caller;
-use crate::routes::prs;
+use crate::ops::prs;
 use crate::state::AppState;
 
 pub(super) const TOOL: Tool = Tool {
@@ -43,9 +43,7 @@ async fn call(s: &AppState, _: &Caller, a: Args<'_>) -> Result<Done, Error> {
     let state = a.opt_string("state", "open, merged or closed")?;
     let author = a.opt_string("author", "a worker id like w01")?;
     let limit = a.opt_usize("limit", "1 to 500")?;
-    let list = prs::list_prs(s, state.as_deref(), author, limit)
-        .await
-        .map_err(|e| e.0)?;
+    let list = prs::list_prs(s, state.as_deref(), author, limit).await?;
     let now = s.now();
     let text = if list.is_empty() {
         "no pull requests match".to_string()

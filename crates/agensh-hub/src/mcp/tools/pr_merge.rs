@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 use super::common::{object, positive, PR_NUMBER};
 use super::{Args, Done, Listing, Tool};
 use crate::auth::Caller;
-use crate::routes::prs;
+use crate::ops::prs;
 use crate::state::AppState;
 
 pub(super) const TOOL: Tool = Tool {
@@ -35,7 +35,7 @@ fn schema(_: &Listing) -> Value {
 
 async fn call(s: &AppState, caller: &Caller, a: Args<'_>) -> Result<Done, Error> {
     let n = a.ident("number", "the PR number, like 3")?;
-    let merged = prs::merge_pr(s, caller, &n).await.map_err(|e| e.0)?;
+    let merged = prs::merge_pr(s, caller, &n).await?;
     let pr = &merged.pr;
     let text = match &merged.outcome {
         MergeOutcome::Merged {

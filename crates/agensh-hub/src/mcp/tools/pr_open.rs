@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 use super::common::{object, string};
 use super::{Args, Done, Listing, Tool};
 use crate::auth::Caller;
-use crate::routes::prs;
+use crate::ops::prs;
 use crate::state::AppState;
 
 pub(super) const TOOL: Tool = Tool {
@@ -46,7 +46,7 @@ async fn call(s: &AppState, caller: &Caller, a: Args<'_>) -> Result<Done, Error>
         title: a.string("title", "one line, at most 200 characters")?,
         body: a.opt_string("body", "what and why, up to 10000 characters")?,
     };
-    let opened = prs::open_pr(s, caller, pr).await.map_err(|e| e.0)?;
+    let opened = prs::open_pr(s, caller, pr).await?;
     let approvals = match s.config.merge.required_approvals {
         0 => String::new(),
         n => format!(" once it has {n} approving review(s)"),

@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 use super::common::{object, positive, string, PR_NUMBER};
 use super::{Args, Done, Listing, Tool};
 use crate::auth::Caller;
-use crate::routes::prs;
+use crate::ops::prs;
 use crate::state::AppState;
 
 pub(super) const TOOL: Tool = Tool {
@@ -43,9 +43,7 @@ async fn call(s: &AppState, caller: &Caller, a: Args<'_>) -> Result<Done, Error>
     let n = a.ident("number", "the PR number, like 3")?;
     let verdict = a.string("verdict", "approve or request_changes")?;
     let text = a.string("text", "why, up to 10000 characters")?;
-    let r = prs::review_pr(s, caller, &n, &verdict, &text)
-        .await
-        .map_err(|e| e.0)?;
+    let r = prs::review_pr(s, caller, &n, &verdict, &text).await?;
     Ok(Done::of(
         format!(
             "reviewed #{}: {}; its author is told",

@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use super::common::{object, positive, PR_NUMBER};
 use super::{Args, Done, Listing, Tool};
 use crate::auth::Caller;
-use crate::routes::prs;
+use crate::ops::prs;
 use crate::state::AppState;
 
 pub(super) const TOOL: Tool = Tool {
@@ -32,7 +32,7 @@ fn schema(_: &Listing) -> Value {
 
 async fn call(s: &AppState, _: &Caller, a: Args<'_>) -> Result<Done, Error> {
     let n = a.ident("number", "the PR number, like 3")?;
-    let v = prs::view_pr(s, &n).await.map_err(|e| e.0)?;
+    let v = prs::view_pr(s, &n).await?;
     let now = s.now();
     let pr = &v.pr;
     let mut lines = vec![

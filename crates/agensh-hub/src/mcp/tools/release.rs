@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 use super::common::{object, string};
 use super::{Args, Done, Listing, Tool};
 use crate::auth::Caller;
-use crate::routes::board;
+use crate::ops::board;
 use crate::state::AppState;
 
 pub(super) const TOOL: Tool = Tool {
@@ -33,9 +33,7 @@ fn schema(_: &Listing) -> Value {
 
 async fn call(s: &AppState, caller: &Caller, a: Args<'_>) -> Result<Done, Error> {
     let id = a.ident("id", "the claim's record id, like G14")?;
-    let r = board::release_claim(s, caller, &id)
-        .await
-        .map_err(|e| e.0)?;
+    let r = board::release_claim(s, caller, &id).await?;
     Ok(Done::new(
         format!("released {}: {}", r.id, r.text),
         json!({ "record": r }),

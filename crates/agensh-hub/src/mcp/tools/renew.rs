@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 use super::common::{integer, lease_state, object, string};
 use super::{Args, Done, Listing, Tool};
 use crate::auth::Caller;
-use crate::routes::board;
+use crate::ops::board;
 use crate::state::AppState;
 
 pub(super) const TOOL: Tool = Tool {
@@ -40,9 +40,7 @@ fn schema(l: &Listing) -> Value {
 async fn call(s: &AppState, caller: &Caller, a: Args<'_>) -> Result<Done, Error> {
     let id = a.ident("id", "the claim's record id, like G14")?;
     let lease = a.opt_u64("lease_secs", "seconds from now, 1 to 86400")?;
-    let r = board::renew_claim(s, caller, &id, lease)
-        .await
-        .map_err(|e| e.0)?;
+    let r = board::renew_claim(s, caller, &id, lease).await?;
     let state = r
         .lease
         .as_ref()

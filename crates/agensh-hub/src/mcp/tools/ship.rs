@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 use super::common::{object, string, RECORD_ID};
 use super::{Args, Done, Listing, Tool};
 use crate::auth::Caller;
-use crate::routes::ship;
+use crate::ops::ship;
 use crate::state::AppState;
 
 pub(super) const TOOL: Tool = Tool {
@@ -59,7 +59,7 @@ async fn call(s: &AppState, caller: &Caller, a: Args<'_>) -> Result<Done, Error>
         claim: a.opt_string("claim", "a claim's record id, like G14")?,
         label: a.opt_string("label", "the work item, e.g. parser-errors")?,
     };
-    let shipped = ship::ship_change(s, caller, req).await.map_err(|e| e.0)?;
+    let shipped = ship::ship_change(s, caller, req).await?;
     let mut text = format!(
         "shipped PR #{} into main; peers are told:",
         shipped.pr.number

@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use super::common::{in_time, object};
 use super::{Args, Done, Listing, Tool};
 use crate::auth::Caller;
-use crate::routes::workers;
+use crate::ops::workers;
 use crate::state::AppState;
 
 pub(super) const TOOL: Tool = Tool {
@@ -31,7 +31,7 @@ fn schema(_: &Listing) -> Value {
 }
 
 async fn call(s: &AppState, caller: &Caller, _: Args<'_>) -> Result<Done, Error> {
-    let list = workers::list_workers(s).await.map_err(|e| e.0)?;
+    let list = workers::list_workers(s).await?;
     let now = s.now();
     let mut lines = vec![format!("{} worker(s):", list.len())];
     for w in &list {
