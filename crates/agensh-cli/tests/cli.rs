@@ -4,15 +4,7 @@ mod common;
 
 use std::os::unix::fs::PermissionsExt;
 
-use common::{agensh, new_org, run_in, HubProcess};
-
-fn stdout(o: &std::process::Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &std::process::Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+use common::{agensh, new_org, run_in, stderr, stdout, HubProcess};
 
 #[test]
 fn init_writes_a_commented_config_and_a_private_state_directory() {

@@ -9,16 +9,8 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{agensh, new_org, run_in, HubProcess};
+use common::{agensh, new_org, run_in, stderr, stdout, HubProcess};
 use serde_json::Value;
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
 
 /// The one JSON error line on stderr.
 fn json_error(o: &Output) -> Value {

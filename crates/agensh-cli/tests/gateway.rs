@@ -7,55 +7,48 @@
 mod common;
 
 use std::path::Path;
-use std::process::Stdio;
 
-use common::{agensh, new_org, wait_until, Replay};
+use common::{
+    agensh, new_org, run_summary, stderr, wait_until, AgenshRun, OrgDir, Replay, RunProcess,
+};
 use serde_json::Value;
 
 const KEY_VAR: &str = "AGENSH_TEST_UPSTREAM_KEY";
 const KEY: &str = "sk-upstream-for-the-gateway-test";
 
-/// Sets `key = value` in the `[section]` table of the organization's agensh.toml.
-fn set(dir: &Path, section: &str, key: &str, value: &str) {
-    let path = dir.join("agensh.toml");
-    let text = std::fs::read_to_string(&path).unwrap();
-    let at = text.find(&format!("[{section}]\n")).expect("the section");
-    let line = text[at..]
-        .find(&format!("\n{key} = "))
-        .map(|i| at + i + 1)
-        .expect("the key");
-    let end = line + text[line..].find('\n').unwrap();
-    let mut text = text;
-    text.replace_range(line..end, &format!("{key} = {value}"));
-    std::fs::write(path, text).unwrap();
+/// What every replay server of these tests answers.
+const DONE: &str = "final_text = \"Done: nothing to do.\"\n";
+
+/// `agensh run DIR` of built-in agents whose model is `replay`'s (`replay-model`).
+fn builtin_run(dir: &Path, replay: &Replay) -> AgenshRun {
+    AgenshRun::new(dir).args([
+        "--agent",
+        "builtin",
+        "--model-url",
+        &replay.url,
+        "--model",
+        "replay-model",
+    ])
 }
 
 /// A short run of two built-in workers against a replay server, everything logged (model
 /// request bodies included); its JSON summary, what it wrote on stderr and its directory.
 fn run(gateway: bool) -> (Value, String, Replay, tempfile::TempDir) {
-    let (tmp, dir) = new_org("Say done; this is a test of the model gateway.");
-    set(&dir, "run", "workers", "2");
-    set(&dir, "run", "hours", "0.004");
-    set(&dir, "run", "stagger_secs", "0.0");
-    set(&dir, "model", "gateway", &gateway.to_string());
-    let replay = Replay::start(tmp.path(), "final_text = \"Done: nothing to do.\"\n");
-    let out = agensh()
-        .arg("run")
-        .arg(&dir)
-        .args(["--agent", "builtin", "--model-url", &replay.url])
-        .args(["--model", "replay-model", "--api-key-env", KEY_VAR])
-        .args(["--listen", "127.0.0.1:0", "--json", "--log-bodies"])
+    let org = OrgDir::builder("Say done; this is a test of the model gateway.")
+        .setting_in("run", "workers", "2")
+        .setting_in("run", "hours", "0.004")
+        .setting_in("run", "stagger_secs", "0.0")
+        .setting_in("model", "gateway", &gateway.to_string())
+        .init();
+    let replay = Replay::start(org.tmp(), DONE);
+    let out = builtin_run(&org.dir, &replay)
+        .args(["--api-key-env", KEY_VAR, "--log-bodies"])
         .env(KEY_VAR, KEY)
         .env("AGENSH_LOG", "debug")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .output()
-        .expect("agensh run runs");
-    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        .output();
+    let stderr = stderr(&out);
     assert!(out.status.success(), "agensh run failed: {stderr}");
-    let summary: Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("no JSON summary ({e}): {stderr}"));
-    (summary, stderr, replay, tmp)
+    (run_summary(&out), stderr, replay, org.tmp)
 }
 
 /// Every file under `dir`, as text.
@@ -168,43 +161,24 @@ fn log_of(dir: &Path, worker: &str) -> String {
 
 /// An organization of `workers` built-in workers that ask their model again a second after
 /// each turn, with one budget set: `(section, key, value)`.
-fn busy_org(
-    workers: usize,
-    hours: &str,
-    budget: (&str, &str, &str),
-) -> (tempfile::TempDir, std::path::PathBuf) {
-    let (tmp, dir) = new_org("Say done; this is a test of budgets.");
-    set(&dir, "run", "workers", &workers.to_string());
-    set(&dir, "run", "hours", hours);
-    set(&dir, "run", "stagger_secs", "0.0");
-    set(&dir, "run", "idle_timeout_secs", "1");
-    set(&dir, budget.0, budget.1, budget.2);
-    (tmp, dir)
+fn busy_org(workers: usize, hours: &str, budget: (&str, &str, &str)) -> OrgDir {
+    OrgDir::builder("Say done; this is a test of budgets.")
+        .setting_in("run", "workers", &workers.to_string())
+        .setting_in("run", "hours", hours)
+        .setting_in("run", "stagger_secs", "0.0")
+        .setting_in("run", "idle_timeout_secs", "1")
+        .setting_in(budget.0, budget.1, budget.2)
+        .init()
 }
 
-fn start(dir: &Path, replay: &Replay) -> std::process::Child {
-    agensh()
-        .arg("run")
-        .arg(dir)
-        .args(["--agent", "builtin", "--model-url", &replay.url])
-        .args([
-            "--model",
-            "replay-model",
-            "--listen",
-            "127.0.0.1:0",
-            "--json",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("agensh run starts")
+fn start(dir: &Path, replay: &Replay) -> RunProcess {
+    builtin_run(dir, replay).spawn()
 }
 
-fn summary_of(child: std::process::Child) -> Value {
-    let out = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "agensh run failed: {stderr}");
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("no summary ({e}): {stderr}"))
+fn summary_of(run: RunProcess) -> Value {
+    let out = run.output();
+    assert!(out.status.success(), "agensh run failed: {}", stderr(&out));
+    run_summary(&out)
 }
 
 fn gateway_requests(summary: &Value, id: &str) -> u64 {
@@ -219,16 +193,17 @@ fn gateway_requests(summary: &Value, id: &str) -> u64 {
 
 #[test]
 fn a_spent_budget_stops_its_worker_until_it_is_raised_while_the_run_goes_on() {
-    let (tmp, dir) = busy_org(2, "0.012", ("budget.worker", "requests", "2"));
-    let replay = Replay::start(tmp.path(), "final_text = \"Done: nothing to do.\"\n");
-    let child = start(&dir, &replay);
+    let org = busy_org(2, "0.012", ("budget.worker", "requests", "2"));
+    let dir = &org.dir;
+    let replay = Replay::start(org.tmp(), DONE);
+    let child = start(dir, &replay);
     let limit = std::time::Duration::from_secs(30);
     wait_until(limit, "w01 stopped by its budget", || {
-        log_of(&dir, "w01").contains("\"stopped\"")
+        log_of(dir, "w01").contains("\"stopped\"")
     });
     let out = agensh()
         .args(["status", "--dir"])
-        .arg(&dir)
+        .arg(dir)
         .output()
         .unwrap();
     let status = String::from_utf8_lossy(&out.stdout);
@@ -246,7 +221,7 @@ fn a_spent_budget_stops_its_worker_until_it_is_raised_while_the_run_goes_on() {
             "100",
             "--dir",
         ])
-        .arg(&dir)
+        .arg(dir)
         .output()
         .unwrap();
     assert!(
@@ -257,12 +232,12 @@ fn a_spent_budget_stops_its_worker_until_it_is_raised_while_the_run_goes_on() {
     let shown = String::from_utf8_lossy(&out.stdout);
     assert!(shown.contains("w01") && shown.contains("/ 100"), "{shown}");
     wait_until(limit, "w01 going on", || {
-        log_of(&dir, "w01").contains("\"resumed\"")
+        log_of(dir, "w01").contains("\"resumed\"")
     });
     let summary = summary_of(child);
     assert!(gateway_requests(&summary, "w01") > 2, "{summary}");
     assert_eq!(gateway_requests(&summary, "w02"), 2, "{summary}");
-    assert!(log_of(&dir, "w02").contains("\"stopped\""));
+    assert!(log_of(dir, "w02").contains("\"stopped\""));
     assert_eq!(
         summary["failed_workers"],
         serde_json::json!([]),
@@ -272,10 +247,11 @@ fn a_spent_budget_stops_its_worker_until_it_is_raised_while_the_run_goes_on() {
 
 #[test]
 fn the_organizations_budget_ends_the_run_with_its_summary() {
-    let (tmp, dir) = busy_org(2, "0.05", ("budget.organization", "requests", "4"));
-    let replay = Replay::start(tmp.path(), "final_text = \"Done: nothing to do.\"\n");
+    let org = busy_org(2, "0.05", ("budget.organization", "requests", "4"));
+    let dir = &org.dir;
+    let replay = Replay::start(org.tmp(), DONE);
     let started = std::time::Instant::now();
-    let summary = summary_of(start(&dir, &replay));
+    let summary = summary_of(start(dir, &replay));
     // The run was to last three minutes; the budget ended it.
     assert!(
         started.elapsed() < std::time::Duration::from_secs(60),
@@ -284,7 +260,7 @@ fn the_organizations_budget_ends_the_run_with_its_summary() {
     let total = summary["gateway"]["requests"].as_u64().unwrap();
     assert!((4..=6).contains(&total), "{summary}");
     for id in ["w01", "w02"] {
-        assert!(log_of(&dir, id).contains("\"organization\":true"), "{id}");
+        assert!(log_of(dir, id).contains("\"organization\":true"), "{id}");
     }
 }
 

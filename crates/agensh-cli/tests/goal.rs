@@ -5,100 +5,48 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{agensh, finish, json_lines, run_in, run_summary, set_setting, wait_for_run};
+use common::scenarios::{self, ship_the_part, step};
+use common::{run_in, run_summary, turn_log, AgenshRun, OrgDir, RunProcess};
 use serde_json::Value;
 
-/// Each worker takes a free part, writes it, merges it and ends its turn; later prompts
-/// only get an answer.
-const TWO_PARTS: &str = r#"parts = ["p1", "p2"]
-[templates]
-part = "def {part}():\n    return '{part}'\n"
-test = "from parts.{part} import {part}\n"
-[[step]]
-action = "claim_free_part"
-[[step]]
-action = "write_part"
-[[step]]
-action = "commit_push"
-[[step]]
-action = "open_and_merge_pr"
-[[step]]
-action = "release"
-[[step]]
-action = "end_turn"
-"#;
-
-/// An organization seeded with a README, and the two-part scenario beside it.
-fn org(tmp: &Path) -> (PathBuf, PathBuf) {
-    let src = tmp.join("src");
-    std::fs::create_dir_all(&src).unwrap();
-    std::fs::write(src.join("README.md"), "Two parts.\n").unwrap();
-    let dir = tmp.join("org");
-    let out = agensh()
-        .args([
-            "init",
-            dir.to_str().unwrap(),
-            "--goal",
-            "write parts p1 and p2",
-        ])
-        .args(["--from", src.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+/// An organization seeded with a README, and the two-part scenario beside it: each worker
+/// takes a free part, writes it, merges it and ends its turn; later prompts only get an
+/// answer.
+fn org() -> (OrgDir, PathBuf) {
+    let org = OrgDir::builder("write parts p1 and p2")
+        .seed("README.md", "Two parts.\n")
+        // Continue prompts every 10 s: turns keep coming after the work is done, as they
+        // do with a real agent, until the goal ends the run.
+        .setting("idle_timeout_secs", "10")
+        .init();
+    let scenario = org.scenario(
+        &scenarios::parts(&["p1", "p2"], "from parts.{part} import {part}\n")
+            .step(step::claim_free_part())
+            .steps(ship_the_part())
+            .step(step::release())
+            .step(step::end_turn()),
     );
-    // Continue prompts every 10 s: turns keep coming after the work is done, as they do
-    // with a real agent, until the goal ends the run.
-    set_setting(&dir, "idle_timeout_secs", "10");
-    let scenario = tmp.join("scenario.toml");
-    std::fs::write(&scenario, TWO_PARTS).unwrap();
-    (dir, scenario)
+    (org, scenario)
 }
 
 /// `agensh run DIR --agent script` with two workers and `extra`.
-fn start(dir: &Path, scenario: &Path, extra: &[&str]) -> Child {
-    agensh()
-        .args([
-            "run",
-            dir.to_str().unwrap(),
-            "--agent",
-            "script",
-            "--scenario",
-        ])
-        .arg(scenario)
-        .args(["--listen", "127.0.0.1:0", "--json", "--workers", "2"])
+fn start(dir: &Path, scenario: &Path, extra: &[&str]) -> RunProcess {
+    AgenshRun::script(dir, scenario)
+        .workers(2)
         .args(extra)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
         .spawn()
-        .expect("agensh run starts")
-}
-
-fn main_commit(dir: &Path) -> String {
-    let out = std::process::Command::new("git")
-        .args([
-            "--git-dir",
-            dir.join(".agensh/workspace.git").to_str().unwrap(),
-        ])
-        .args(["rev-parse", "main"])
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
 #[test]
 fn a_run_ends_when_its_done_when_command_passes_on_main_and_says_so() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (dir, scenario) = org(tmp.path());
+    let (org, scenario) = org();
+    let dir = &org.dir;
     let started = Instant::now();
     // Six minutes unless the goal ends it.
     let run = start(
-        &dir,
+        dir,
         &scenario,
         &[
             "--hours",
@@ -107,12 +55,12 @@ fn a_run_ends_when_its_done_when_command_passes_on_main_and_says_so() {
             "command: test -f parts/p1.py && test -f parts/p2.py",
         ],
     );
-    let summary = finish(run, Duration::from_secs(300));
+    let summary = run.finish(Duration::from_secs(300));
     let took = started.elapsed();
     assert!(took < Duration::from_secs(150), "the run went on: {took:?}");
     let goal = &summary["goal"];
     assert_eq!(goal["met"], true, "{summary}");
-    assert_eq!(goal["met_commit"].as_str().unwrap(), main_commit(&dir));
+    assert_eq!(goal["met_commit"].as_str().unwrap(), org.main_commit());
     assert_eq!(goal["checks"][0]["exit"], 0, "{goal}");
     assert!(goal["seconds_to_goal"].as_f64().unwrap() > 0.0, "{goal}");
     assert_eq!(goal["economy"]["prs_merged"], 2, "{goal}");
@@ -120,9 +68,9 @@ fn a_run_ends_when_its_done_when_command_passes_on_main_and_says_so() {
 
     // No turn started after the goal was met (a second of slack for the clocks).
     let met_at = goal["seconds_to_goal"].as_f64().unwrap();
-    let run_start = summary_start(&dir);
+    let run_start = summary_start(dir);
     for w in ["w01", "w02"] {
-        let log = json_lines(&dir.join(".agensh/logs").join(w).join("turns.jsonl"));
+        let log = turn_log(dir, w);
         for turn in log.iter().filter(|l| l.get("turn").is_some()) {
             let at = (turn["started"].as_i64().unwrap() - run_start) as f64 / 1000.0;
             assert!(
@@ -139,9 +87,9 @@ fn a_run_ends_when_its_done_when_command_passes_on_main_and_says_so() {
     }
 
     // The organization was told: a FACT on the board and a post in #general.
-    let board = run_in(&dir, &["board", "grep", "kind:FACT", "--json"]);
+    let board = run_in(dir, &["board", "grep", "kind:FACT", "--json"]);
     assert!(String::from_utf8_lossy(&board.stdout).contains("goal met at"));
-    let general = run_in(&dir, &["msg", "read", "--all", "--json"]);
+    let general = run_in(dir, &["msg", "read", "--all", "--json"]);
     assert!(String::from_utf8_lossy(&general.stdout).contains("Goal met at"));
 }
 
@@ -149,7 +97,7 @@ fn a_run_ends_when_its_done_when_command_passes_on_main_and_says_so() {
 fn summary_start(dir: &Path) -> i64 {
     ["w01", "w02"]
         .iter()
-        .flat_map(|w| json_lines(&dir.join(".agensh/logs").join(w).join("turns.jsonl")))
+        .flat_map(|w| turn_log(dir, w))
         .filter_map(|l| l["started"].as_i64())
         .min()
         .expect("a turn was logged")
@@ -157,16 +105,15 @@ fn summary_start(dir: &Path) -> i64 {
 
 #[test]
 fn a_check_that_hangs_is_cut_at_its_timeout_counts_as_not_met_and_the_run_goes_on_to_its_end() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (dir, scenario) = org(tmp.path());
-    set_setting(&dir, "done_timeout_secs", "2");
+    let (org, scenario) = org();
+    common::set_setting(&org.dir, "done_timeout_secs", "2");
     let started = Instant::now();
     let run = start(
-        &dir,
+        &org.dir,
         &scenario,
         &["--hours", "0.006", "--done-when", "command: sleep 600"],
     );
-    let out = wait_for_run(run, Duration::from_secs(180));
+    let out = run.wait(Duration::from_secs(180));
     // The run lasted its 21.6 s: the goal never ended it.
     assert!(started.elapsed() > Duration::from_secs(20));
     assert_eq!(
@@ -189,17 +136,14 @@ fn a_check_that_hangs_is_cut_at_its_timeout_counts_as_not_met_and_the_run_goes_o
 
 #[test]
 fn bad_done_when_conditions_are_refused_at_start_naming_the_field() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (dir, scenario) = org(tmp.path());
+    let (org, scenario) = org();
+    let dir = &org.dir;
     for (condition, says) in [
         ("tests: cargo test", "unknown kind \"tests\""),
         ("command:  ", "the command is empty"),
         ("score: 1.5", "between 0 and 1"),
     ] {
-        let out = wait_for_run(
-            start(&dir, &scenario, &["--done-when", condition]),
-            Duration::from_secs(30),
-        );
+        let out = start(dir, &scenario, &["--done-when", condition]).wait(Duration::from_secs(30));
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(4), "{condition}: {err}");
         // With --json the error is one JSON line.

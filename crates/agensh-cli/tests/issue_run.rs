@@ -6,81 +6,52 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::{agensh, finish, json_lines, run_in};
+use common::scenarios::{step, Scenario, Step};
+use common::{run_in, stderr, AgenshRun, OrgDir};
 use serde_json::Value;
-
-fn stderr(o: &std::process::Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
 
 /// An organization seeded with two issues (one from `agensh init --issues`, one opened
 /// with `agensh issue open`) and a scenario in which each worker takes one and ships it
-/// with `closes #N`: (the organization's directory, the scenario).
-fn org_with_two_issues(tmp: &Path) -> (PathBuf, PathBuf) {
-    let seed = tmp.join("src");
-    std::fs::create_dir_all(&seed).unwrap();
-    std::fs::write(seed.join("README.md"), "A project with issues.\n").unwrap();
-    let issues = tmp.join("issues.toml");
-    std::fs::write(
-        &issues,
-        "[[issue]]\ntitle = \"Write the changelog\"\nbody = \"One line per release.\"\nlabels = [\"docs\"]\n",
-    )
-    .unwrap();
-    let dir = tmp.join("org");
-    let out = agensh()
-        .args(["init", dir.to_str().unwrap(), "--goal", "close the issues"])
-        .args(["--from", seed.to_str().unwrap(), "--issues"])
-        .arg(&issues)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
+/// with `closes #N`: (the organization, the scenario).
+fn org_with_two_issues() -> (OrgDir, std::path::PathBuf) {
+    let org = OrgDir::builder("close the issues")
+        .seed("README.md", "A project with issues.\n")
+        .issues(
+            "[[issue]]\ntitle = \"Write the changelog\"\nbody = \"One line per release.\"\nlabels = [\"docs\"]\n",
+        )
+        .init();
     // A person opens a second one (no hub runs yet: the command serves the state itself).
-    let out = run_in(
-        &dir,
-        &["issue", "open", "Add a LICENSE file", "--label", "legal"],
-    );
-    assert!(out.status.success(), "{}", stderr(&out));
+    org.ok(&["issue", "open", "Add a LICENSE file", "--label", "legal"]);
 
-    let scenario = tmp.join("scenario.toml");
-    std::fs::write(
-        &scenario,
-        "[[step]]\naction = \"take_issue\"\npath = \"issues/{issue}.txt\"\ntext = \"{worker} did: {issue_title}\\n\"\n\
-         [[step]]\naction = \"end_turn\"\n",
-    )
-    .unwrap();
-    (dir, scenario)
+    let scenario = org.scenario(
+        &Scenario::new()
+            .step(Step::TakeIssue {
+                path: "issues/{issue}.txt".into(),
+                text: "{worker} did: {issue_title}\n".into(),
+                wait: false,
+            })
+            .step(step::end_turn()),
+    );
+    (org, scenario)
 }
 
 #[test]
 fn issues_opened_by_a_person_are_claimed_and_closed_by_scripted_workers_merged_prs() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (dir, scenario) = org_with_two_issues(tmp.path());
-    let log = tmp.path().join("script.jsonl");
-    let run = agensh()
-        .args([
-            "run",
-            dir.to_str().unwrap(),
-            "--agent",
-            "script",
-            "--scenario",
-        ])
-        .arg(&scenario)
-        .args(["--listen", "127.0.0.1:0", "--json", "--workers", "2"])
-        .args(["--hours", "0.008"])
-        .env("AGENSH_SCRIPT_LOG", &log)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+    let (org, scenario) = org_with_two_issues();
+    let dir = &org.dir;
+    let log = org.beside("script.jsonl");
+    let summary = AgenshRun::script(dir, &scenario)
+        .workers(2)
+        .hours("0.008")
+        .script_log(&log)
         .spawn()
-        .expect("agensh run starts");
-    let summary = finish(run, Duration::from_secs(120));
+        .finish(Duration::from_secs(120));
     assert_eq!(summary["prs_merged"], 2, "{summary}");
 
     // Each worker listed the free issues and claimed one over MCP.
-    let lines = json_lines(&log);
+    let lines = common::json_lines(&log);
     let claimed: Vec<&Value> = lines
         .iter()
         .filter(|l| {
@@ -91,7 +62,7 @@ fn issues_opened_by_a_person_are_claimed_and_closed_by_scripted_workers_merged_p
     assert!(lines.iter().any(|l| l["tool"] == "issue_list"), "{lines:?}");
 
     // Both are closed now, each by the PR of the worker it was assigned to.
-    let out = run_in(&dir, &["issue", "list", "--state", "all", "--json"]);
+    let out = run_in(dir, &["issue", "list", "--state", "all", "--json"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let list: Value = serde_json::from_slice(&out.stdout).unwrap();
     let list = list.as_array().unwrap();
@@ -107,7 +78,7 @@ fn issues_opened_by_a_person_are_claimed_and_closed_by_scripted_workers_merged_p
             .parse()
             .unwrap();
         let assignee = issue["assignee"].as_str().unwrap().to_string();
-        let out = run_in(&dir, &["pr", "view", &pr.to_string(), "--json"]);
+        let out = run_in(dir, &["pr", "view", &pr.to_string(), "--json"]);
         assert!(out.status.success(), "{}", stderr(&out));
         let pr: Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(pr["state"], "merged", "{pr}");
@@ -125,10 +96,9 @@ fn issues_opened_by_a_person_are_claimed_and_closed_by_scripted_workers_merged_p
     assert_eq!(assignees, ["w01", "w02"], "each worker took one issue");
 
     // The work is on main.
-    let repo = dir.join(".agensh/workspace.git");
     for n in [1, 2] {
-        let shown = Command::new("git")
-            .args(["--git-dir", repo.to_str().unwrap(), "show"])
+        let shown = std::process::Command::new("git")
+            .args(["--git-dir", org.bare().to_str().unwrap(), "show"])
             .arg(format!("main:issues/{n}.txt"))
             .output()
             .unwrap();
@@ -143,26 +113,15 @@ fn issues_opened_by_a_person_are_claimed_and_closed_by_scripted_workers_merged_p
 
 #[test]
 fn with_done_when_issues_the_merge_that_closes_the_last_issue_ends_the_run() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (dir, scenario) = org_with_two_issues(tmp.path());
+    let (org, scenario) = org_with_two_issues();
     let started = std::time::Instant::now();
-    let run = agensh()
-        .args([
-            "run",
-            dir.to_str().unwrap(),
-            "--agent",
-            "script",
-            "--scenario",
-        ])
-        .arg(&scenario)
-        .args(["--listen", "127.0.0.1:0", "--json", "--workers", "2"])
+    let summary = AgenshRun::script(&org.dir, &scenario)
+        .workers(2)
         // Six minutes if nothing ended it: the goal must.
-        .args(["--hours", "0.1", "--done-when", "issues"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .hours("0.1")
+        .args(["--done-when", "issues"])
         .spawn()
-        .expect("agensh run starts");
-    let summary = finish(run, Duration::from_secs(300));
+        .finish(Duration::from_secs(300));
     assert!(
         started.elapsed() < Duration::from_secs(150),
         "the run went on after its goal: {:?}",
@@ -176,17 +135,9 @@ fn with_done_when_issues_the_merge_that_closes_the_last_issue_ends_the_run() {
         "{goal}"
     );
     assert_eq!(summary["prs_merged"], 2, "{summary}");
-    let main = Command::new("git")
-        .args([
-            "--git-dir",
-            dir.join(".agensh/workspace.git").to_str().unwrap(),
-        ])
-        .args(["rev-parse", "main"])
-        .output()
-        .unwrap();
     assert_eq!(
         goal["met_commit"].as_str().unwrap(),
-        String::from_utf8_lossy(&main.stdout).trim(),
+        org.main_commit(),
         "the goal was met at main's last commit"
     );
 }

@@ -3,16 +3,8 @@
 
 mod common;
 
-use common::{agensh, run_in, HubProcess};
+use common::{agensh, run_in, stderr, stdout, HubProcess};
 use serde_json::Value;
-
-fn stdout(o: &std::process::Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &std::process::Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
 
 fn init(dir: &std::path::Path, issues: &std::path::Path) -> std::process::Output {
     agensh()

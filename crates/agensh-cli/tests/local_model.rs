@@ -15,7 +15,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use agensh_store::{SqliteStore, Store};
-use common::agensh;
+use common::{agensh, git};
 use serde_json::Value;
 
 /// The goal, in the shape small mode (the local model's default) teaches: claim a part,
@@ -53,11 +53,7 @@ fn model_servers(mark: &str) -> Vec<u32> {
 }
 
 fn lines(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect()
+    common::json_lines(path)
 }
 
 #[test]
@@ -261,20 +257,6 @@ async fn board_authors(dir: &Path) -> Vec<String> {
     authors.sort();
     authors.dedup();
     authors
-}
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 fn toml_string(s: &str) -> String {

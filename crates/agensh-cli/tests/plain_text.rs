@@ -5,24 +5,7 @@
 
 mod common;
 
-use std::path::Path;
-
-use common::*;
-
-fn stdout(o: &std::process::Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &std::process::Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-/// Runs `agensh ARGS` in `dir`, which must succeed; its stdout.
-fn ok(dir: &Path, args: &[&str]) -> String {
-    let out = run_in(dir, args);
-    assert!(out.status.success(), "{args:?}: {}", stderr(&out));
-    stdout(&out)
-}
+use common::{ok_in as ok, *};
 
 /// What an old store may hold: a terminal title change, a screen clear, a carriage return
 /// that hides what came before it, and a right-to-left override.

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::agensh;
+use common::{agensh, stderr, succeed};
 use serde_json::Value;
 
 const FIXTURE: &str = "testorg__calculator.abc1234";
@@ -61,15 +61,7 @@ struct Setup {
 fn setup() -> Setup {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().to_path_buf();
-    let out = agensh()
-        .args(["bench", "install", "--json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = succeed(agensh().args(["bench", "install", "--json"]));
     let env: Value = serde_json::from_slice(&out.stdout).unwrap();
     let sample = PathBuf::from(env["package_dir"].as_str().unwrap())
         .join("data/test_runs/correct")
@@ -165,15 +157,10 @@ fn check_schedule(dir: &Path, r: &Value) {
 fn scripted_workers_build_the_calculator_and_main_scores_what_the_correct_sample_scores() {
     let s = setup();
     let dir = s.root.join("run");
-    let out = bench_command(&s, &dir, true)
-        .arg("--json")
-        .stdout(Stdio::piped())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = succeed(
+        bench_command(&s, &dir, true)
+            .arg("--json")
+            .stdout(Stdio::piped()),
     );
     let r = report(&dir);
     check_schedule(&dir, &r);
@@ -222,11 +209,7 @@ fn a_stopped_run_resumes_without_scoring_a_checkpoint_twice() {
         .unwrap();
     assert!(st.success());
     let out = first.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{}", stderr(&out));
     let stopped = report(&dir);
     assert!(stopped["checkpoints"].as_array().unwrap().len() < DUE_SECONDS.len());
     // Again on the same directory, with none of the set-up flags: it goes on.
@@ -247,17 +230,12 @@ fn a_stopped_run_resumes_without_scoring_a_checkpoint_twice() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--workers 3"));
     // The runs side by side: one line, with its time to the threshold.
     let chart = s.root.join("compare-1.5b");
-    let out = agensh()
-        .args(["bench", "report"])
-        .arg(&dir)
-        .args(["--threshold", "0.3", "--json", "--out"])
-        .arg(&chart)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = succeed(
+        agensh()
+            .args(["bench", "report"])
+            .arg(&dir)
+            .args(["--threshold", "0.3", "--json", "--out"])
+            .arg(&chart),
     );
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["runs"][0]["workers"], 3);
@@ -291,16 +269,11 @@ fn a_run_directory_is_scored_task_by_task_with_programbench_s_headline() {
         .status()
         .unwrap();
     assert!(st.success());
-    let out = agensh()
-        .args(["eval", "--json"])
-        .arg(&run)
-        .args(["--total", "4"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = succeed(
+        agensh()
+            .args(["eval", "--json"])
+            .arg(&run)
+            .args(["--total", "4"]),
     );
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["instances"][0]["kept"], 0.5);

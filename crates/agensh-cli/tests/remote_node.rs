@@ -8,35 +8,35 @@ mod common;
 use std::collections::BTreeSet;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{agensh, wait_until, HubProcess};
+use common::scenarios::{self, end_turn_only, ship_the_part, sleep, step, Step};
+use common::{agensh, block_on, turn_log, wait_until, write_files, HubProcess, OrgDir};
 use serde_json::Value;
 
 const PARTS: usize = 8;
 
-/// An organization whose `main` has a test runner; the hub's side only.
-fn hub_org(tmp: &Path) -> PathBuf {
-    let src = tmp.join("src");
-    std::fs::create_dir_all(src.join("tests")).unwrap();
-    std::fs::write(src.join("README.md"), "Parts built by a remote node.\n").unwrap();
-    let dir = tmp.join("hub");
-    let out = agensh()
-        .args([
-            "init",
-            dir.to_str().unwrap(),
-            "--goal",
-            "implement parts p1..p8",
-        ])
-        .args(["--from", src.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+/// An organization whose `main` has a README; the hub's side only (in `hub/`).
+fn hub_org() -> OrgDir {
+    OrgDir::builder("implement parts p1..p8")
+        .named("hub")
+        .seed("README.md", "Parts built by a remote node.\n")
+        .init()
+}
+
+/// The hub's running process with a node issued to it (`nodes add NAME --workers N`): the
+/// hub and the node's token.
+fn hub_with_node(org: &OrgDir, name: &str, workers: usize) -> (HubProcess, String) {
+    let hub = HubProcess::start(&org.dir);
+    let token = org.ok(&["nodes", "add", name, "--workers", &workers.to_string()]);
+    (hub, token.trim().to_string())
+}
+
+/// The node's own directory beside the hub's, with `toml` as its agensh.toml.
+fn node_dir(org: &OrgDir, toml: &str) -> PathBuf {
+    let dir = org.beside("node");
+    write_files(&dir, &[("agensh.toml", toml)]);
     dir
 }
 
@@ -44,21 +44,25 @@ fn hub_org(tmp: &Path) -> PathBuf {
 /// soon), writes it, pushes it with its own git, merges it and lets its claim go, a turn a
 /// part, until every part is merged; its second turn waits a little first, which is where
 /// the node is killed.
-fn scenario(tmp: &Path) -> PathBuf {
-    let parts: Vec<String> = (1..=PARTS).map(|p| format!("\"p{p}\"")).collect();
-    let turn = "[[step]]\naction = \"claim_free_part\"\nwait = true\nlease_secs = 10\n\
-                [[step]]\naction = \"write_part\"\n\
-                [[step]]\naction = \"commit_push\"\n[[step]]\naction = \"open_and_merge_pr\"\n\
-                [[step]]\naction = \"release\"\n[[step]]\naction = \"end_turn\"\n";
-    let text = format!(
-        "parts = [{}]\n[templates]\npart = \"def {{part}}():\\n    return '{{part}}'\\n\"\n\
-         test = \"assert True\\n\"\n{turn}[[step]]\naction = \"sleep\"\nms = 2500\n{}",
-        parts.join(", "),
-        turn.repeat(PARTS)
-    );
-    let path = tmp.join("scenario.toml");
-    std::fs::write(&path, text).unwrap();
-    path
+fn scenario(org: &OrgDir) -> PathBuf {
+    let parts: Vec<String> = (1..=PARTS).map(|p| format!("p{p}")).collect();
+    let parts: Vec<&str> = parts.iter().map(String::as_str).collect();
+    let turn = || {
+        let mut steps = vec![Step::ClaimFreePart {
+            lease_secs: Some(10),
+            wait: true,
+        }];
+        steps.extend(ship_the_part());
+        steps.extend([step::release(), step::end_turn()]);
+        steps
+    };
+    let mut s = scenarios::parts(&parts, "assert True\n")
+        .steps(turn())
+        .step(sleep(2500));
+    for _ in 0..PARTS {
+        s = s.steps(turn());
+    }
+    org.scenario(&s)
 }
 
 fn start_node(node_dir: &Path, hub: &HubProcess, token: &str, s: &Path, hours: &str) -> Child {
@@ -75,62 +79,24 @@ fn start_node(node_dir: &Path, hub: &HubProcess, token: &str, s: &Path, hours: &
         .expect("agensh node starts")
 }
 
-fn turn_log(node_dir: &Path, worker: &str) -> Vec<Value> {
-    std::fs::read_to_string(
-        node_dir
-            .join(".agensh/logs")
-            .join(worker)
-            .join("turns.jsonl"),
-    )
-    .unwrap_or_default()
-    .lines()
-    .filter_map(|l| serde_json::from_str(l).ok())
-    .collect()
-}
-
 fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
+    common::git(dir, args).trim().to_string()
 }
 
 #[test]
 fn a_node_on_another_host_works_over_http_only_and_resumes_after_kill_9() {
-    let tmp = tempfile::tempdir().unwrap();
-    let hub_dir = hub_org(tmp.path());
-    let hub = HubProcess::start(&hub_dir);
-    let out = agensh()
-        .current_dir(&hub_dir)
-        .args(["nodes", "add", "host-b", "--workers", "4"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let token = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    let org = hub_org();
+    let hub_dir = &org.dir;
+    let (hub, token) = hub_with_node(&org, "host-b", 4);
     assert!(token.starts_with("agn_"), "{token}");
 
     // The node's own directory: a few [run] settings, nothing of the hub's.
-    let node_dir = tmp.path().join("node");
-    std::fs::create_dir_all(&node_dir).unwrap();
-    std::fs::write(
-        node_dir.join("agensh.toml"),
+    let node_dir = node_dir(
+        &org,
         "[organization]\ngoal = \"set by the hub\"\n[run]\nstagger_secs = 0.0\nidle_timeout_secs = 3\nnotices_minutes = [0.001]\n",
-    )
-    .unwrap();
-    let s = scenario(tmp.path());
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let merged = || rt.block_on(hub.admin().stats()).unwrap().prs_merged;
+    );
+    let s = scenario(&org);
+    let merged = || block_on(hub.admin().stats()).unwrap().prs_merged;
 
     let mut first = start_node(&node_dir, &hub, &token, &s, "1");
     wait_until(Duration::from_secs(120), "half the parts merged", || {
@@ -198,9 +164,7 @@ fn a_node_on_another_host_works_over_http_only_and_resumes_after_kill_9() {
     // Every part merged. A worker killed between its merge and the note of it in its
     // script's progress merges its part's branch once more when it goes on: at least once,
     // never lost.
-    let prs = rt
-        .block_on(hub.admin().list_prs(Some("merged"), None, Some(100)))
-        .unwrap();
+    let prs = block_on(hub.admin().list_prs(Some("merged"), None, Some(100))).unwrap();
     let titles: Vec<&str> = prs.iter().map(|p| p.title.as_str()).collect();
     assert!(prs.len() >= PARTS, "{titles:?}: {stderr}");
 
@@ -227,18 +191,7 @@ fn a_node_on_another_host_works_over_http_only_and_resumes_after_kill_9() {
     }
 
     // main has every part, and the hub's repository is sound.
-    let repo = hub_dir.join(".agensh/workspace.git");
-    let files = git(
-        tmp.path(),
-        &[
-            "--git-dir",
-            repo.to_str().unwrap(),
-            "ls-tree",
-            "-r",
-            "--name-only",
-            "main",
-        ],
-    );
+    let files = org.bare_git(&["ls-tree", "-r", "--name-only", "main"]);
     for p in 1..=PARTS {
         assert!(
             files.contains(&format!("parts/p{p}.py")),
@@ -246,14 +199,11 @@ fn a_node_on_another_host_works_over_http_only_and_resumes_after_kill_9() {
             std::fs::read_to_string(node_dir.join("script.jsonl")).unwrap_or_default()
         );
     }
-    git(
-        tmp.path(),
-        &["--git-dir", repo.to_str().unwrap(), "fsck", "--no-progress"],
-    );
+    org.assert_fsck_clean();
     // The workers are the node's, none made on the side.
-    let workers = rt.block_on(hub.admin().workers()).unwrap();
+    let workers = block_on(hub.admin().workers()).unwrap();
     assert_eq!(workers.len(), 4);
-    let nodes = rt.block_on(hub.admin().nodes()).unwrap();
+    let nodes = block_on(hub.admin().nodes()).unwrap();
     assert_eq!(nodes[0].assigned, ["w01", "w02", "w03", "w04"]);
 }
 
@@ -274,8 +224,8 @@ fn end_line(prompt: &str) -> String {
 /// node's start plus its own `run.hours`).
 #[test]
 fn a_node_on_another_host_gets_the_task_pack_and_the_runs_end_from_the_hub() {
-    let tmp = tempfile::tempdir().unwrap();
-    let hub_dir = hub_org(tmp.path());
+    let org = hub_org();
+    let hub_dir = &org.dir;
     std::fs::write(
         hub_dir.join("pack.md"),
         "PACK-7f3e: every part carries a docstring.\n",
@@ -298,29 +248,15 @@ fn a_node_on_another_host_gets_the_task_pack_and_the_runs_end_from_the_hub() {
     std::fs::write(hub_dir.join("agensh.toml"), toml).unwrap();
     // The run lasts 36 s from the hub's start; its notice comes 18 s before the end.
     let hub_started = Instant::now();
-    let hub = HubProcess::start(&hub_dir);
-    let out = agensh()
-        .current_dir(&hub_dir)
-        .args(["nodes", "add", "host-c", "--workers", "1"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let token = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    let (hub, token) = hub_with_node(&org, "host-c", 1);
 
     // The node's own directory says nothing of a pack, an end or notices.
-    let node_dir = tmp.path().join("node");
-    std::fs::create_dir_all(&node_dir).unwrap();
-    std::fs::write(
-        node_dir.join("agensh.toml"),
+    let node_dir = node_dir(
+        &org,
         "[organization]\ngoal = \"set by the hub\"\n[run]\nstagger_secs = 0.0\nidle_timeout_secs = 600\n",
-    )
-    .unwrap();
-    let s = tmp.path().join("idle.toml");
-    std::fs::write(&s, "parts = []\n[[step]]\naction = \"end_turn\"\n").unwrap();
+    );
+    let s = org.beside("idle.toml");
+    std::fs::write(&s, end_turn_only().to_toml()).unwrap();
     let start = || {
         agensh()
             .current_dir(&node_dir)
@@ -384,11 +320,11 @@ fn a_node_on_another_host_gets_the_task_pack_and_the_runs_end_from_the_hub() {
 
 #[test]
 fn nodes_are_issued_listed_and_revoked_from_the_command_line() {
-    let tmp = tempfile::tempdir().unwrap();
-    let hub_dir = hub_org(tmp.path());
-    let hub = HubProcess::start(&hub_dir);
+    let org = hub_org();
+    let hub_dir = &org.dir;
+    let hub = HubProcess::start(hub_dir);
     let run = |args: &[&str]| {
-        let out = agensh().current_dir(&hub_dir).args(args).output().unwrap();
+        let out = agensh().current_dir(hub_dir).args(args).output().unwrap();
         (
             out.status.code(),
             String::from_utf8_lossy(&out.stdout).to_string(),
@@ -405,9 +341,8 @@ fn nodes_are_issued_listed_and_revoked_from_the_command_line() {
     assert!(err.contains("exists already"), "{err}");
 
     // The node registers; the operator sees it and its workers, never its token.
-    let rt = tokio::runtime::Runtime::new().unwrap();
     let node = agensh_client::Client::new(&hub.info.url, &token);
-    rt.block_on(node.register_node(2)).unwrap();
+    block_on(node.register_node(2)).unwrap();
     let (code, out, _) = run(&["nodes", "list"]);
     assert_eq!(code, Some(0));
     assert!(out.contains("gpu-1") && out.contains("w01,w02"), "{out}");
@@ -420,12 +355,12 @@ fn nodes_are_issued_listed_and_revoked_from_the_command_line() {
     assert_eq!(code, Some(0), "{err}");
     assert_eq!(out.lines().collect::<Vec<_>>(), ["w01", "w02"]);
     assert!(err.contains("no longer work"), "{err}");
-    let e = rt.block_on(node.register_node(2)).unwrap_err();
+    let e = block_on(node.register_node(2)).unwrap_err();
     assert_eq!(e.code, "unauthorized");
 
     // A node token without the hub's address is a usage error that says what to give.
     let out = agensh()
-        .current_dir(tmp.path())
+        .current_dir(org.tmp())
         .args(["node", "--workers", "1", "--node-token", &token])
         .output()
         .unwrap();

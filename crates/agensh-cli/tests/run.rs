@@ -3,95 +3,66 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{agensh, finish, wait_until};
+use common::scenarios::{self, end_turn_only, say, ship_the_part, sleep, step, Scenario, Step};
+use common::{
+    agensh, bare, block_on, git, run_node, turn_log, wait_until, write_files, AgenshRun,
+    HubProcess, OrgDir, RunProcess,
+};
 use serde_json::Value;
 
 /// A seed project: a test runner that checks every part's test.
-fn seed(dir: &Path) {
-    std::fs::create_dir_all(dir.join("tests")).unwrap();
-    std::fs::write(
-        dir.join("check.sh"),
+const SEED: [(&str, &str); 2] = [
+    (
+        "check.sh",
         "#!/bin/sh\nset -e\nn=0\nfor t in tests/test_*.py; do python3 \"$t\"; n=$((n+1)); done\necho \"$n part tests passed\"\n",
-    )
-    .unwrap();
-    std::fs::write(dir.join("README.md"), "Eight independent parts.\n").unwrap();
-}
+    ),
+    ("README.md", "Eight independent parts.\n"),
+];
 
-const PART_TEMPLATES: &str = r#"
-[templates]
-part = "def {part}():\n    return '{part}'\n"
-test = "import sys\nsys.path.insert(0, '.')\nfrom parts.{part} import {part}\nassert {part}() == '{part}'\n"
-"#;
+/// A part's test: it imports the part and checks what it returns.
+const PART_TEST: &str =
+    "import sys\nsys.path.insert(0, '.')\nfrom parts.{part} import {part}\nassert {part}() == '{part}'\n";
 
 /// An organization seeded with the project, with `[run]` settings replaced.
-fn org(tmp: &Path, run: &[(&str, &str)]) -> PathBuf {
-    let src = tmp.join("src");
-    seed(&src);
-    let dir = tmp.join("org");
-    let out = agensh()
-        .args([
-            "init",
-            dir.to_str().unwrap(),
-            "--goal",
-            "implement parts p1..p8",
-            "--from",
-            src.to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let path = dir.join("agensh.toml");
-    let mut toml = std::fs::read_to_string(&path).unwrap();
-    for (key, value) in run {
-        let start = toml
-            .find(&format!("\n{key} = "))
-            .unwrap_or_else(|| panic!("no {key} in agensh.toml"))
-            + 1;
-        let end = start + toml[start..].find('\n').unwrap();
-        toml.replace_range(start..end, &format!("{key} = {value}"));
+fn org(run: &[(&str, &str)]) -> OrgDir {
+    let mut new = OrgDir::builder("implement parts p1..p8");
+    for (path, text) in SEED {
+        new = new.seed(path, text);
     }
-    std::fs::write(&path, toml).unwrap();
-    dir
+    new.settings(run).init()
 }
 
-fn scenario(tmp: &Path, text: &str) -> PathBuf {
-    let path = tmp.join("scenario.toml");
-    std::fs::write(&path, text).unwrap();
-    path
-}
-
-/// Starts `agensh run DIR --agent script --scenario S` with extra args.
-fn start_run(dir: &Path, scenario: &Path, log: &Path, extra: &[&str]) -> Child {
-    agensh()
-        .args([
-            "run",
-            dir.to_str().unwrap(),
-            "--agent",
-            "script",
-            "--scenario",
-            scenario.to_str().unwrap(),
-            "--listen",
-            "127.0.0.1:0",
-            "--json",
-        ])
-        .args(extra)
-        .env("AGENSH_SCRIPT_LOG", log)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+/// Starts `agensh run DIR --agent script --scenario S` with the scripted agents' log at
+/// `script.jsonl` beside the organization, `workers` workers for `hours`.
+fn start_run(org: &OrgDir, scenario: &Path, workers: usize, hours: &str) -> RunProcess {
+    AgenshRun::script(&org.dir, scenario)
+        .workers(workers)
+        .hours(hours)
+        .script_log(&org.beside("script.jsonl"))
         .spawn()
-        .expect("agensh run starts")
 }
 
-fn lines(path: &Path) -> Vec<Value> {
-    common::json_lines(path)
+/// What the scripted agents logged.
+fn script_log(org: &OrgDir) -> Vec<Value> {
+    common::json_lines(&org.beside("script.jsonl"))
+}
+
+/// A directory that is no organization yet: the seed project in `seed/` and `toml` as its
+/// agensh.toml.
+fn write_example(dir: &Path, toml: &str) {
+    write_files(&dir.join("seed"), &SEED);
+    write_files(dir, &[("agensh.toml", toml)]);
+}
+
+/// Runs one scripted worker of `org` on `scenario` for `hours` (within a minute); the
+/// run's summary.
+fn one_worker(org: &OrgDir, scenario: &Scenario, hours: &str) -> Value {
+    let s = org.scenario(scenario);
+    start_run(org, &s, 1, hours).finish(Duration::from_secs(60))
 }
 
 /// The worker's turn log, without the `carrying` entries written as a prompt is handed
@@ -103,62 +74,29 @@ fn turns(dir: &Path, worker: &str) -> Vec<Value> {
         .collect()
 }
 
-/// Every entry of the worker's turn log.
-fn turn_log(dir: &Path, worker: &str) -> Vec<Value> {
-    lines(&dir.join(".agensh/logs").join(worker).join("turns.jsonl"))
-}
-
-/// `git fsck` of the organization's bare repository finds nothing wrong.
-fn assert_fsck_clean(dir: &Path) {
-    let repo = dir.join(".agensh/workspace.git");
-    let fsck = Command::new("git")
-        .args(["--git-dir", repo.to_str().unwrap(), "fsck", "--no-progress"])
-        .output()
-        .unwrap();
-    assert!(
-        fsck.status.success(),
-        "{}",
-        String::from_utf8_lossy(&fsck.stderr)
-    );
-}
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 #[test]
 fn eight_scripted_workers_build_eight_parts_and_main_passes_its_tests() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = org(tmp.path(), &[("stagger_secs", "0.2")]);
+    let org = org(&[("stagger_secs", "0.2")]);
     // The first two workers to hold a part wait for each other before writing it: nothing
     // is merged until both hold one, so the later of them tried the earlier's part first
     // and saw its claim, however fast the machine.
-    let barrier = tmp.path().join("barrier");
-    let s = scenario(
-        tmp.path(),
-        &format!(
-            "parts = [\"p1\", \"p2\", \"p3\", \"p4\", \"p5\", \"p6\", \"p7\", \"p8\"]\n{PART_TEMPLATES}\n\
-             [[step]]\naction = \"claim_free_part\"\n\
-             [[step]]\naction = \"barrier\"\npath = {barrier:?}\ncount = 2\n\
-             [[step]]\naction = \"write_part\"\n[[step]]\naction = \"commit_push\"\n\
-             [[step]]\naction = \"open_and_merge_pr\"\n[[step]]\naction = \"board_write\"\nkind = \"PATCH_SUMMARY\"\n\
-             text = \"files=parts/{{part}}.py | idea=return the name | evidence=test passed\"\n\
-             [[step]]\naction = \"release\"\n[[step]]\naction = \"end_turn\"\n"
-        ),
+    let barrier = org.beside("barrier");
+    let s = org.scenario(
+        &scenarios::parts(&["p1", "p2", "p3", "p4", "p5", "p6", "p7", "p8"], PART_TEST)
+            .step(step::claim_free_part())
+            .step(Step::Barrier {
+                path: barrier.to_str().unwrap().to_string(),
+                count: 2,
+            })
+            .steps(ship_the_part())
+            .step(step::board_write(
+                "PATCH_SUMMARY",
+                "files=parts/{part}.py | idea=return the name | evidence=test passed",
+            ))
+            .step(step::release())
+            .step(step::end_turn()),
     );
-    let log = tmp.path().join("script.jsonl");
-    let run = start_run(&dir, &s, &log, &["--workers", "8", "--hours", "0.008"]);
-    let summary = finish(run, Duration::from_secs(120));
+    let summary = start_run(&org, &s, 8, "0.008").finish(Duration::from_secs(120));
     assert_eq!(summary["prs_merged"], 8, "{summary}");
     assert!(
         summary["failed_workers"].as_array().unwrap().is_empty(),
@@ -166,7 +104,7 @@ fn eight_scripted_workers_build_eight_parts_and_main_passes_its_tests() {
     );
 
     // Every part claimed exactly once in the end: each worker merged a different part.
-    let merged: Vec<String> = lines(&log)
+    let merged: Vec<String> = script_log(&org)
         .iter()
         .filter(|l| l["event"] == "turn_end" && l["turn"] == 1)
         .filter_map(|l| l["part"].as_str().map(str::to_string))
@@ -176,19 +114,19 @@ fn eight_scripted_workers_build_eight_parts_and_main_passes_its_tests() {
     unique.dedup();
     assert_eq!(unique.len(), 8, "parts per worker: {merged:?}");
     // At least one worker saw another's claim in its claim answer and moved on.
-    let overlaps = lines(&log)
+    let overlaps = script_log(&org)
         .iter()
         .filter(|l| l["tool"] == "claim" && l["text"].as_str().unwrap_or("").contains("overlap"))
         .count();
     assert!(overlaps > 0, "no worker ran into a claimed part");
 
-    let main = tmp.path().join("main");
+    let main = org.beside("main");
     git(
-        tmp.path(),
+        org.tmp(),
         &[
             "clone",
             "-q",
-            dir.join(".agensh/workspace.git").to_str().unwrap(),
+            org.bare().to_str().unwrap(),
             main.to_str().unwrap(),
         ],
     );
@@ -209,35 +147,33 @@ fn eight_scripted_workers_build_eight_parts_and_main_passes_its_tests() {
         String::from_utf8_lossy(&check.stderr)
     );
     assert!(String::from_utf8_lossy(&check.stdout).contains("8 part tests passed"));
-    assert_fsck_clean(&dir);
+    org.assert_fsck_clean();
 }
 
 #[test]
 fn a_dm_reaches_a_busy_worker_inside_its_turn_and_a_channel_post_at_the_next_turn_once() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = org(tmp.path(), &[("notices_minutes", "[0.001]")]);
-    let s = scenario(
-        tmp.path(),
-        "[[step]]\naction = \"poll\"\ntool = \"workers\"\nevery_ms = 200\nfor_ms = 6000\n[[step]]\naction = \"end_turn\"\n",
+    let org = org(&[("notices_minutes", "[0.001]")]);
+    let dir = &org.dir;
+    let s = org.scenario(
+        &Scenario::new()
+            .step(Step::Poll {
+                tool: "workers".into(),
+                args: Value::Null,
+                every_ms: 200,
+                for_ms: 6000,
+                until_notice: false,
+            })
+            .step(step::end_turn()),
     );
-    let log = tmp.path().join("script.jsonl");
-    let run = start_run(&dir, &s, &log, &["--workers", "1", "--hours", "0.004"]);
+    let run = start_run(&org, &s, 1, "0.004");
     wait_until(Duration::from_secs(30), "the first tool call", || {
-        lines(&log).iter().any(|l| l["event"] == "tool")
+        script_log(&org).iter().any(|l| l["event"] == "tool")
     });
-    let send = |args: &[&str]| {
-        let out = agensh().current_dir(&dir).args(args).output().unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
-    send(&["msg", "send", "w01", "please look at PR 1"]);
-    send(&["msg", "send", "#general", "standup in five"]);
-    finish(run, Duration::from_secs(60));
+    org.ok(&["msg", "send", "w01", "please look at PR 1"]);
+    org.ok(&["msg", "send", "#general", "standup in five"]);
+    run.finish(Duration::from_secs(60));
 
-    let calls: Vec<Value> = lines(&log)
+    let calls: Vec<Value> = script_log(&org)
         .into_iter()
         .filter(|l| l["event"] == "tool")
         .collect();
@@ -259,7 +195,7 @@ fn a_dm_reaches_a_busy_worker_inside_its_turn_and_a_channel_post_at_the_next_tur
         "a channel post is no notice"
     );
 
-    let t = turns(&dir, "w01");
+    let t = turns(dir, "w01");
     assert!(t.len() >= 2, "{t:?}");
     let prompts: Vec<&str> = t
         .iter()
@@ -286,17 +222,10 @@ fn a_dm_reaches_a_busy_worker_inside_its_turn_and_a_channel_post_at_the_next_tur
 
 #[test]
 fn an_idle_worker_gets_a_continue_prompt() {
-    let tmp = tempfile::tempdir().unwrap();
     // Deadline notices out of the way: this run is shorter than their default lead.
-    let dir = org(
-        tmp.path(),
-        &[("idle_timeout_secs", "2"), ("notices_minutes", "[0.001]")],
-    );
-    let s = scenario(tmp.path(), "[[step]]\naction = \"end_turn\"\n");
-    let log = tmp.path().join("script.jsonl");
-    let run = start_run(&dir, &s, &log, &["--workers", "1", "--hours", "0.0025"]);
-    finish(run, Duration::from_secs(60));
-    let t = turns(&dir, "w01");
+    let org = org(&[("idle_timeout_secs", "2"), ("notices_minutes", "[0.001]")]);
+    one_worker(&org, &end_turn_only(), "0.0025");
+    let t = turns(&org.dir, "w01");
     assert!(t.len() >= 2, "{t:?}");
     let second = t[1]["prompt"].as_str().unwrap();
     assert!(
@@ -312,19 +241,12 @@ fn an_idle_worker_gets_a_continue_prompt() {
 
 #[test]
 fn a_turn_cut_off_at_its_step_limit_is_resumed_at_once_not_after_the_idle_timeout() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = org(
-        tmp.path(),
-        &[("idle_timeout_secs", "600"), ("notices_minutes", "[0.001]")],
-    );
-    let s = scenario(
-        tmp.path(),
-        "[[step]]\naction = \"end_turn\"\nstep_limit = true\n[[step]]\naction = \"end_turn\"\n",
-    );
-    let log = tmp.path().join("script.jsonl");
-    let run = start_run(&dir, &s, &log, &["--workers", "1", "--hours", "0.0025"]);
-    finish(run, Duration::from_secs(60));
-    let t = turns(&dir, "w01");
+    let org = org(&[("idle_timeout_secs", "600"), ("notices_minutes", "[0.001]")]);
+    let scenario = Scenario::new()
+        .step(Step::EndTurn { step_limit: true })
+        .step(step::end_turn());
+    one_worker(&org, &scenario, "0.0025");
+    let t = turns(&org.dir, "w01");
     assert_eq!(t.len(), 2, "a normal end waits for the idle timeout: {t:?}");
     assert_eq!(t[0]["stop_reason"], "max_turn_requests");
     let second = t[1]["prompt"].as_str().unwrap();
@@ -335,21 +257,15 @@ fn a_turn_cut_off_at_its_step_limit_is_resumed_at_once_not_after_the_idle_timeou
 
 #[test]
 fn deadline_notices_arrive_at_their_configured_times() {
-    let tmp = tempfile::tempdir().unwrap();
     // A 24 s run with notices 15 s and 6 s before the end.
-    let dir = org(
-        tmp.path(),
-        &[
-            ("notices_minutes", "[0.25, 0.1]"),
-            ("idle_timeout_secs", "600"),
-        ],
-    );
-    let s = scenario(tmp.path(), "[[step]]\naction = \"end_turn\"\n");
-    let log = tmp.path().join("script.jsonl");
+    let org = org(&[
+        ("notices_minutes", "[0.25, 0.1]"),
+        ("idle_timeout_secs", "600"),
+    ]);
+    let s = org.scenario(&end_turn_only());
     let started = chrono_ms();
-    let run = start_run(&dir, &s, &log, &["--workers", "1", "--hours", "0.00667"]);
-    finish(run, Duration::from_secs(60));
-    let t = turns(&dir, "w01");
+    start_run(&org, &s, 1, "0.00667").finish(Duration::from_secs(60));
+    let t = turns(&org.dir, "w01");
     let notices: Vec<&Value> = t
         .iter()
         .filter(|x| x["prompt"].as_str().unwrap_or("").contains("Time check"))
@@ -397,32 +313,31 @@ fn processes_with(needle: &str) -> Vec<u32> {
 
 #[test]
 fn ctrl_c_stops_every_agent_and_leaves_a_consistent_store() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = org(tmp.path(), &[("stagger_secs", "0")]);
-    let s = scenario(
-        tmp.path(),
-        "[[step]]\naction = \"poll\"\ntool = \"board_read\"\nevery_ms = 300\nfor_ms = 120000\n[[step]]\naction = \"end_turn\"\n",
+    let org = org(&[("stagger_secs", "0")]);
+    let s = org.scenario(
+        &Scenario::new()
+            .step(Step::Poll {
+                tool: "board_read".into(),
+                args: Value::Null,
+                every_ms: 300,
+                for_ms: 120000,
+                until_notice: false,
+            })
+            .step(step::end_turn()),
     );
-    let log = tmp.path().join("script.jsonl");
-    let run = start_run(&dir, &s, &log, &["--workers", "3", "--hours", "1"]);
+    let mut run = start_run(&org, &s, 3, "1");
     let needle = s.to_string_lossy().to_string();
     wait_until(Duration::from_secs(40), "three busy agents", || {
         processes_with(&needle).len() >= 3
     });
-    let status = Command::new("kill")
-        .args(["-INT", &run.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    finish(run, Duration::from_secs(30));
+    run.signal("INT");
+    run.finish(Duration::from_secs(30));
     wait_until(Duration::from_secs(5), "no agent process left", || {
         processes_with(&needle).is_empty()
     });
 
-    let hub = common::HubProcess::start(&dir);
-    let workers = hub.admin();
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let list = rt.block_on(workers.workers()).unwrap();
+    let hub = HubProcess::start(&org.dir);
+    let list = block_on(hub.admin().workers()).unwrap();
     assert_eq!(list.len(), 3);
     for w in list {
         assert_eq!(
@@ -434,57 +349,25 @@ fn ctrl_c_stops_every_agent_and_leaves_a_consistent_store() {
         );
     }
     drop(hub);
-    assert_fsck_clean(&dir);
+    org.assert_fsck_clean();
 }
 
 #[test]
 fn a_node_runs_workers_against_a_hub_in_another_process() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = org(
-        tmp.path(),
-        &[("notices_minutes", "[0.001]"), ("stagger_secs", "0")],
-    );
-    let hub = common::HubProcess::start(&dir);
-    let out = agensh()
-        .current_dir(&dir)
-        .args(["workers", "add", "2"])
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let s = scenario(
-        tmp.path(),
-        &format!(
-            "parts = [\"p1\", \"p2\"]\n{PART_TEMPLATES}\n[[step]]\naction = \"claim_free_part\"\n[[step]]\naction = \"write_part\"\n\
-             [[step]]\naction = \"commit_push\"\n[[step]]\naction = \"open_and_merge_pr\"\n[[step]]\naction = \"end_turn\"\n"
-        ),
-    );
-    let node = agensh()
-        .current_dir(&dir)
-        .args(["--hub", &hub.info.url, "--token", &hub.info.admin_token])
-        .args([
-            "node",
-            "--workers",
-            "2",
-            "--agent",
-            "script",
-            "--scenario",
-            s.to_str().unwrap(),
-            "--hours",
-            "0.003",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        node.status.success(),
-        "{}",
-        String::from_utf8_lossy(&node.stderr)
-    );
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let stats = rt.block_on(hub.admin().stats()).unwrap();
+    let org = org(&[("notices_minutes", "[0.001]"), ("stagger_secs", "0")]);
+    let hub = HubProcess::start(&org.dir);
+    org.ok(&["workers", "add", "2"]);
+    let s = org.scenario(&scenarios::two_parts_each_shipped(PART_TEST));
+    run_node(&org.dir, &hub, 2, &s, "0.003");
+    let stats = block_on(hub.admin().stats()).unwrap();
     assert_eq!(stats.prs_merged, 2);
-    for w in rt.block_on(hub.admin().workers()).unwrap() {
+    for w in block_on(hub.admin().workers()).unwrap() {
         assert_eq!(w.status.as_str(), "stopped");
-        assert!(!turns(&dir, &w.id).is_empty(), "{} logged no turn", w.id);
+        assert!(
+            !turns(&org.dir, &w.id).is_empty(),
+            "{} logged no turn",
+            w.id
+        );
     }
 }
 
@@ -492,18 +375,23 @@ fn a_node_runs_workers_against_a_hub_in_another_process() {
 fn a_directory_with_an_agensh_toml_and_a_seed_becomes_an_organization_on_its_first_run() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("example");
-    seed(&dir.join("seed"));
-    std::fs::write(
-        dir.join("agensh.toml"),
+    write_example(
+        &dir,
         "[organization]\ngoal = \"implement the parts\"\nseed = \"seed\"\n",
-    )
-    .unwrap();
-    let s = scenario(tmp.path(), "[[step]]\naction = \"end_turn\"\n");
-    let log = tmp.path().join("script.jsonl");
-    let run = start_run(&dir, &s, &log, &["--workers", "1", "--hours", "0.001"]);
-    finish(run, Duration::from_secs(60));
+    );
+    let s = tmp.path().join("scenario.toml");
+    std::fs::write(&s, end_turn_only().to_toml()).unwrap();
+    let run = || {
+        AgenshRun::script(&dir, &s)
+            .workers(1)
+            .hours("0.001")
+            .script_log(&tmp.path().join("script.jsonl"))
+            .spawn()
+            .finish(Duration::from_secs(60))
+    };
+    run();
     // main holds the seed's files; the worker's checkout is next to the configuration.
-    let repo = dir.join(".agensh/workspace.git");
+    let repo = bare(&dir);
     let files = git(&repo, &["ls-tree", "-r", "--name-only", "main"]);
     assert_eq!(files.lines().collect::<Vec<_>>(), ["README.md", "check.sh"]);
     assert!(dir.join("workers/w01/check.sh").exists());
@@ -511,8 +399,7 @@ fn a_directory_with_an_agensh_toml_and_a_seed_becomes_an_organization_on_its_fir
     let turns_before = turns(&dir, "w01").len();
     assert!(turns_before >= 1);
     // A second run continues the same organization: nothing is seeded again.
-    let run = start_run(&dir, &s, &log, &["--workers", "1", "--hours", "0.001"]);
-    finish(run, Duration::from_secs(60));
+    run();
     assert_eq!(git(&repo, &["rev-parse", "main"]), main_before);
     assert!(
         turns(&dir, "w01").len() > turns_before,
@@ -526,13 +413,12 @@ fn a_taken_port_is_avoided_before_anything_is_created() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = taken.local_addr().unwrap().to_string();
     let dir = tmp.path().join("example");
-    seed(&dir.join("seed"));
-    std::fs::write(
-        dir.join("agensh.toml"),
-        format!("[organization]\ngoal = \"g\"\nseed = \"seed\"\n[hub]\nlisten = \"{addr}\"\n"),
-    )
-    .unwrap();
-    let s = scenario(tmp.path(), "[[step]]\naction = \"end_turn\"\n");
+    write_example(
+        &dir,
+        &format!("[organization]\ngoal = \"g\"\nseed = \"seed\"\n[hub]\nlisten = \"{addr}\"\n"),
+    );
+    let s = tmp.path().join("scenario.toml");
+    std::fs::write(&s, end_turn_only().to_toml()).unwrap();
     let run = |listen: &[&str]| {
         agensh()
             .args([
@@ -622,47 +508,39 @@ fn a_hosted_endpoint_needs_a_model_name_and_its_key_variable_set() {
     assert!(err.contains("auto, tools, json"), "{err}");
 }
 
-/// Runs one scripted worker of `dir` on `steps` for `hours`; its turn log, once the run
+/// Runs one scripted worker of `org` on `steps` for `hours`; its turn log, once the run
 /// ended with no failed worker.
-fn run_one(tmp: &Path, dir: &Path, steps: &str, hours: &str) -> Vec<Value> {
-    let s = scenario(tmp, steps);
-    let log = tmp.join("script.jsonl");
-    let run = start_run(dir, &s, &log, &["--workers", "1", "--hours", hours]);
-    let summary = finish(run, Duration::from_secs(60));
+fn run_one(org: &OrgDir, steps: impl IntoIterator<Item = Step>, hours: &str) -> Vec<Value> {
+    let summary = one_worker(org, &Scenario::new().steps(steps), hours);
     assert_eq!(
         summary["failed_workers"],
         serde_json::json!([]),
         "{summary}"
     );
-    turns(dir, "w01")
+    turns(&org.dir, "w01")
 }
 
-/// An organization whose agents are restarted quickly (twice at most) and never prompted
-/// for being idle, so the prompts a test sees come from restarts.
-fn restarting_org(tmp: &Path) -> PathBuf {
-    org(
-        tmp,
-        &[
-            ("notices_minutes", "[0.001]"),
-            ("idle_timeout_secs", "600"),
-            ("max_restarts", "2"),
-            ("restart_backoff_secs", "0.2"),
-        ],
-    )
-}
+/// Settings under which agents are restarted quickly (twice at most) and never prompted for
+/// being idle, so the prompts a test sees come from restarts.
+const RESTARTING: [(&str, &str); 4] = [
+    ("notices_minutes", "[0.001]"),
+    ("idle_timeout_secs", "600"),
+    ("max_restarts", "2"),
+    ("restart_backoff_secs", "0.2"),
+];
 
 #[test]
 fn an_agent_that_crashes_is_restarted_and_goes_on_where_it_was() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = restarting_org(tmp.path());
+    let org = org(&RESTARTING);
     // The agent dies mid-turn; restarted, it loads its session and resumes after the exit.
     let t = run_one(
-        tmp.path(),
-        &dir,
-        "[[step]]\naction = \"say\"\ntext = \"before\"\n\
-         [[step]]\naction = \"exit\"\ncode = 3\n\
-         [[step]]\naction = \"board_write\"\nkind = \"FACT\"\ntext = \"back after a restart\"\n\
-         [[step]]\naction = \"end_turn\"\n",
+        &org,
+        [
+            say("before"),
+            Step::Exit { code: 3 },
+            step::board_write("FACT", "back after a restart"),
+            step::end_turn(),
+        ],
         "0.002",
     );
     let failed = t
@@ -692,15 +570,12 @@ fn an_agent_that_crashes_is_restarted_and_goes_on_where_it_was() {
 
 #[test]
 fn an_agent_that_dies_between_turns_is_restarted_at_once() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = restarting_org(tmp.path());
+    let org = org(&RESTARTING);
     // The agent ends its first turn and dies half a second later, while its worker waits
     // (for 600 s: no prompt would find it dead before the run ends).
     let t = run_one(
-        tmp.path(),
-        &dir,
-        "[[step]]\naction = \"exit_later\"\nms = 500\ncode = 7\n\
-         [[step]]\naction = \"end_turn\"\n",
+        &org,
+        [Step::ExitLater { ms: 500, code: 7 }, step::end_turn()],
         "0.003",
     );
     let died = t
@@ -719,29 +594,15 @@ fn an_agent_that_dies_between_turns_is_restarted_at_once() {
 
 #[test]
 fn an_agent_that_keeps_failing_makes_its_worker_dead_and_general_is_told() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = org(
-        tmp.path(),
-        &[
-            ("notices_minutes", "[0.001]"),
-            ("agent", "\"acp\""),
-            ("agent_command", "[\"sh\", \"-c\", \"exit 3\"]"),
-            ("max_restarts", "2"),
-            ("restart_backoff_secs", "0.1"),
-        ],
-    );
-    let out = agensh()
-        .args([
-            "run",
-            dir.to_str().unwrap(),
-            "--workers",
-            "1",
-            "--hours",
-            "0.01",
-        ])
-        .args(["--listen", "127.0.0.1:0", "--json"])
-        .output()
-        .unwrap();
+    let org = org(&[
+        ("notices_minutes", "[0.001]"),
+        ("agent", "\"acp\""),
+        ("agent_command", "[\"sh\", \"-c\", \"exit 3\"]"),
+        ("max_restarts", "2"),
+        ("restart_backoff_secs", "0.1"),
+    ]);
+    let dir = &org.dir;
+    let out = AgenshRun::new(dir).workers(1).hours("0.01").output();
     // Every worker failed: the run says so and exits 4 (a local failure), after its summary.
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(4), "{stderr}");
@@ -749,21 +610,19 @@ fn an_agent_that_keeps_failing_makes_its_worker_dead_and_general_is_told() {
     let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(summary["failed_workers"][0]["id"], "w01", "{summary}");
     // Three starts: the first and two restarts, the second one twice as long after.
-    let t = turns(&dir, "w01");
+    let t = turns(dir, "w01");
     let restarts: Vec<&Value> = t.iter().filter(|l| l.get("restart").is_some()).collect();
     assert_eq!(restarts.len(), 2, "{t:?}");
     assert!(restarts.iter().all(|r| r["started"] == false), "{t:?}");
 
-    let hub = common::HubProcess::start(&dir);
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let workers = rt.block_on(hub.admin().workers()).unwrap();
+    let hub = HubProcess::start(dir);
+    let workers = block_on(hub.admin().workers()).unwrap();
     assert_eq!(workers[0].status.as_str(), "dead");
-    let general = rt
-        .block_on(hub.admin().message_history(&agensh_client::MessageFilter {
-            with: Some("#general".into()),
-            ..Default::default()
-        }))
-        .unwrap();
+    let general = block_on(hub.admin().message_history(&agensh_client::MessageFilter {
+        with: Some("#general".into()),
+        ..Default::default()
+    }))
+    .unwrap();
     let told = general
         .iter()
         .find(|m| m.from == "w01")
@@ -777,28 +636,21 @@ fn an_agent_that_keeps_failing_makes_its_worker_dead_and_general_is_told() {
 
 #[test]
 fn a_hung_agent_is_restarted_after_the_hang_timeout() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = org(
-        tmp.path(),
-        &[
-            ("notices_minutes", "[0.001]"),
-            ("idle_timeout_secs", "600"),
-            ("max_restarts", "2"),
-            ("restart_backoff_secs", "0.1"),
-            ("hang_timeout_secs", "2"),
-        ],
-    );
+    let org = org(&[
+        ("notices_minutes", "[0.001]"),
+        ("idle_timeout_secs", "600"),
+        ("max_restarts", "2"),
+        ("restart_backoff_secs", "0.1"),
+        ("hang_timeout_secs", "2"),
+    ]);
     // A step that says nothing for a minute: the agent looks hung after 2 s.
-    let s = scenario(
-        tmp.path(),
-        "[[step]]\naction = \"sleep\"\nms = 60000\n\
-         [[step]]\naction = \"board_write\"\nkind = \"FACT\"\ntext = \"awake again\"\n\
-         [[step]]\naction = \"end_turn\"\n",
-    );
-    let log = tmp.path().join("script.jsonl");
-    let run = start_run(&dir, &s, &log, &["--workers", "1", "--hours", "0.003"]);
+    let scenario = Scenario::new().steps([
+        sleep(60000),
+        step::board_write("FACT", "awake again"),
+        step::end_turn(),
+    ]);
     let started = Instant::now();
-    let summary = finish(run, Duration::from_secs(60));
+    let summary = one_worker(&org, &scenario, "0.003");
     assert!(
         started.elapsed() < Duration::from_secs(50),
         "the minute-long step was cut short"
@@ -808,7 +660,7 @@ fn a_hung_agent_is_restarted_after_the_hang_timeout() {
         serde_json::json!([]),
         "{summary}"
     );
-    let t = turns(&dir, "w01");
+    let t = turns(&org.dir, "w01");
     let hung = t
         .iter()
         .find(|l| l.get("error").is_some())
@@ -871,42 +723,33 @@ fn an_agent_agensh_does_not_know_lists_the_ones_it_does() {
 
 #[test]
 fn a_run_killed_mid_turn_and_started_again_never_shows_an_event_twice() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = restarting_org(tmp.path());
+    let org = org(&RESTARTING);
+    let dir = &org.dir;
     // Turn 1 ends at once; turn 2 (woken by a message) is slow, and is where the kill lands.
-    let s = scenario(
-        tmp.path(),
-        "[[step]]\naction = \"say\"\ntext = \"ready\"\n[[step]]\naction = \"end_turn\"\n\
-         [[step]]\naction = \"sleep\"\nms = 3000\n[[step]]\naction = \"end_turn\"\n",
-    );
-    let log = tmp.path().join("script.jsonl");
-    let mut run = start_run(&dir, &s, &log, &["--workers", "1", "--hours", "1"]);
+    let s = org.scenario(&Scenario::new().steps([
+        say("ready"),
+        step::end_turn(),
+        sleep(3000),
+        step::end_turn(),
+    ]));
+    let run = start_run(&org, &s, 1, "1");
     wait_until(Duration::from_secs(60), "the first turn ends", || {
-        turns(&dir, "w01").iter().any(|t| t["turn"] == 1)
+        turns(dir, "w01").iter().any(|t| t["turn"] == 1)
     });
     // A channel post: a normal event, acknowledged only after the turn that carries it.
-    let out = common::run_in(
-        &dir,
-        &["msg", "send", "#general", "wake up: a message to read"],
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    org.ok(&["msg", "send", "#general", "wake up: a message to read"]);
     wait_until(
         Duration::from_secs(30),
         "the message is handed to the agent",
         || {
-            turn_log(&dir, "w01")
+            turn_log(dir, "w01")
                 .iter()
                 .any(|t| t.get("carrying").is_some())
         },
     );
     // kill -9 of hub and node together, in the middle of the turn that carries the event.
-    run.kill().unwrap();
-    run.wait().unwrap();
-    let before = turn_log(&dir, "w01");
+    run.kill_9();
+    let before = turn_log(dir, "w01");
     let shown: Vec<i64> = before
         .iter()
         .filter_map(|t| t["carrying"].as_array())
@@ -915,9 +758,8 @@ fn a_run_killed_mid_turn_and_started_again_never_shows_an_event_twice() {
         .collect();
     assert!(!shown.is_empty(), "{before:?}");
 
-    let again = start_run(&dir, &s, &log, &["--workers", "1", "--hours", "0.003"]);
-    finish(again, Duration::from_secs(90));
-    let after: Vec<Value> = turn_log(&dir, "w01")
+    start_run(&org, &s, 1, "0.003").finish(Duration::from_secs(90));
+    let after: Vec<Value> = turn_log(dir, "w01")
         .into_iter()
         .skip(before.len())
         .collect();

@@ -5,89 +5,25 @@
 
 mod common;
 
-use std::path::Path;
-
-use common::{agensh, new_org, HubProcess};
+use common::scenarios::two_parts_each_shipped;
+use common::{block_on, finished_turns, run_node, HubProcess, OrgDir};
 use serde_json::Value;
-
-/// Sets `[run]` keys of the organization's agensh.toml.
-fn set_run(dir: &Path, run: &[(&str, &str)]) {
-    let path = dir.join("agensh.toml");
-    let mut toml = std::fs::read_to_string(&path).unwrap();
-    for (key, value) in run {
-        let start = toml
-            .find(&format!("\n{key} = "))
-            .unwrap_or_else(|| panic!("no {key} in agensh.toml"))
-            + 1;
-        let end = start + toml[start..].find('\n').unwrap();
-        toml.replace_range(start..end, &format!("{key} = {value}"));
-    }
-    std::fs::write(&path, toml).unwrap();
-}
-
-/// The worker's turn log entries of finished turns, by turn number.
-fn logged_turns(dir: &Path, worker: &str) -> Vec<Value> {
-    std::fs::read_to_string(dir.join(".agensh/logs").join(worker).join("turns.jsonl"))
-        .unwrap()
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|l| l.get("turn").is_some())
-        .collect()
-}
 
 #[test]
 fn a_nodes_turns_reach_the_hub_with_their_prompts_tool_calls_and_events() {
-    let (tmp, dir) = new_org("implement parts p1 and p2");
-    set_run(
-        &dir,
-        &[("notices_minutes", "[0.001]"), ("stagger_secs", "0")],
-    );
-    let hub = HubProcess::start(&dir);
-    let out = agensh()
-        .current_dir(&dir)
-        .args(["workers", "add", "2"])
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let scenario = tmp.path().join("scenario.toml");
-    std::fs::write(
-        &scenario,
-        "parts = [\"p1\", \"p2\"]\n\
-         [templates]\npart = \"def {part}():\\n    return '{part}'\\n\"\n\
-         test = \"assert True\\n\"\n\
-         [[step]]\naction = \"claim_free_part\"\n[[step]]\naction = \"write_part\"\n\
-         [[step]]\naction = \"commit_push\"\n[[step]]\naction = \"open_and_merge_pr\"\n\
-         [[step]]\naction = \"end_turn\"\n",
-    )
-    .unwrap();
+    let org = OrgDir::builder("implement parts p1 and p2")
+        .settings(&[("notices_minutes", "[0.001]"), ("stagger_secs", "0")])
+        .init();
+    let hub = HubProcess::start(&org.dir);
+    org.ok(&["workers", "add", "2"]);
+    let scenario = org.scenario(&two_parts_each_shipped("assert True\n"));
     // Two workers for about five seconds: each claims, writes, pushes and merges its part
     // in its first turn, and is then told of the other's work in the next.
-    let node = agensh()
-        .current_dir(&dir)
-        .args(["--hub", &hub.info.url, "--token", &hub.info.admin_token])
-        .args([
-            "node",
-            "--workers",
-            "2",
-            "--agent",
-            "script",
-            "--scenario",
-            scenario.to_str().unwrap(),
-            "--hours",
-            "0.0015",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        node.status.success(),
-        "{}",
-        String::from_utf8_lossy(&node.stderr)
-    );
+    run_node(&org.dir, &hub, 2, &scenario, "0.0015");
 
     // As the dashboard reads them: plain HTTP with the admin token, newest first.
-    let rt = tokio::runtime::Runtime::new().unwrap();
     let get = |path: &str| -> Value {
-        rt.block_on(async {
+        block_on(async {
             let r = reqwest::Client::new()
                 .get(format!("{}{path}", hub.info.url))
                 .bearer_auth(&hub.info.admin_token)
@@ -111,7 +47,7 @@ fn a_nodes_turns_reach_the_hub_with_their_prompts_tool_calls_and_events() {
     assert_eq!(numbers, newest_first, "newest first");
 
     // Every finished turn of the node's log is at the hub, as the log has it.
-    let logged = logged_turns(&dir, "w01");
+    let logged = finished_turns(&org.dir, "w01");
     assert_eq!(
         logged.len(),
         turns.len(),

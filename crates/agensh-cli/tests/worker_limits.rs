@@ -12,7 +12,9 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use agensh_process::cgroup::{CpuShare, NodeCgroups};
-use common::agensh;
+use agensh_store::Store;
+use common::scenarios::{say, sleep, step, Scenario, Step};
+use common::{block_on, run_summary, stderr, AgenshRun, OrgDir, RunProcess};
 use serde_json::Value;
 
 /// Kills and removes whatever the node's cgroups left, however the test ended (the node's
@@ -62,99 +64,57 @@ fn has_limit_file(worker: &Path) -> bool {
 }
 
 /// An organization with one worker whose agent may use `memory`, restarted quickly.
-fn org(tmp: &Path, memory: &str) -> PathBuf {
-    let dir = tmp.join("org");
-    let out = agensh()
-        .args([
-            "init",
-            dir.to_str().unwrap(),
-            "--goal",
-            "stay within memory",
+fn org(memory: &str) -> OrgDir {
+    OrgDir::builder("stay within memory")
+        .setting("worker_memory", &format!("\"{memory}\""))
+        .settings(&[
+            ("notices_minutes", "[0.001]"),
+            ("idle_timeout_secs", "600"),
+            ("max_restarts", "2"),
+            ("restart_backoff_secs", "0.2"),
         ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let path = dir.join("agensh.toml");
-    let mut toml = std::fs::read_to_string(&path).unwrap();
-    for (key, value) in [
-        ("worker_memory", format!("\"{memory}\"")),
-        ("notices_minutes", "[0.001]".into()),
-        ("idle_timeout_secs", "600".into()),
-        ("max_restarts", "2".into()),
-        ("restart_backoff_secs", "0.2".into()),
-    ] {
-        let start = toml
-            .find(&format!("\n{key} = "))
-            .unwrap_or_else(|| panic!("no {key} in agensh.toml"))
-            + 1;
-        let end = start + toml[start..].find('\n').unwrap();
-        toml.replace_range(start..end, &format!("{key} = {value}"));
-    }
-    std::fs::write(&path, toml).unwrap();
-    dir
+        .init()
+}
+
+/// The cgroup name the node gives the organization in `dir` with its one worker.
+fn cgroup_hash(dir: &Path) -> String {
+    let workers = vec![("w01".to_string(), String::new())];
+    agensh_node::node::cgroup_name(&std::path::absolute(dir).unwrap(), &workers)
+}
+
+/// Starts `agensh run DIR` with the scripted agent on `scenario`, one worker, `hours`.
+fn start_run(org: &OrgDir, scenario: &Scenario, hours: &str) -> RunProcess {
+    AgenshRun::script(&org.dir, &org.scenario(scenario))
+        .workers(1)
+        .hours(hours)
+        .spawn()
 }
 
 #[test]
 fn an_agent_over_its_memory_limit_is_reported_as_killed_by_it_restarted_and_the_run_finishes() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = org(tmp.path(), "128MiB");
-    let workers = vec![("w01".to_string(), String::new())];
-    let name = format!(
-        "agensh-{}",
-        agensh_node::node::cgroup_name(&std::path::absolute(&dir).unwrap(), &workers)
-    );
+    let org = org("128MiB");
+    let dir = &org.dir;
+    let name = format!("agensh-{}", cgroup_hash(dir));
     let _guard = CgroupGuard(name.trim_start_matches("agensh-").to_string());
-    let scenario = tmp.path().join("scenario.toml");
-    std::fs::write(
-        &scenario,
-        "[[step]]\naction = \"say\"\ntext = \"before\"\n\
-         [[step]]\naction = \"allocate\"\nmib = 512\n\
-         [[step]]\naction = \"board_write\"\nkind = \"FACT\"\ntext = \"back after the memory limit\"\n\
-         [[step]]\naction = \"end_turn\"\n",
-    )
-    .unwrap();
-    let child = agensh()
-        .args([
-            "run",
-            dir.to_str().unwrap(),
-            "--agent",
-            "script",
-            "--scenario",
-            scenario.to_str().unwrap(),
-            "--listen",
-            "127.0.0.1:0",
-            "--workers",
-            "1",
-            "--hours",
-            "0.003",
-            "--json",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("agensh run starts");
+    let run = start_run(
+        &org,
+        &Scenario::new().steps([
+            say("before"),
+            Step::Allocate { mib: 512 },
+            step::board_write("FACT", "back after the memory limit"),
+            step::end_turn(),
+        ]),
+        "0.003",
+    );
 
     // While it runs, the worker's cgroup is there.
-    let started = Instant::now();
-    let pid = child.id();
-    let waiter = std::thread::spawn(move || child.wait_with_output().unwrap());
     let mut seen = false;
-    while !waiter.is_finished() {
+    let out = run.wait_watching(Duration::from_secs(90), Duration::from_millis(50), || {
         seen |= cgroup_dirs(&name)
             .iter()
             .any(|d| d.join("workers/w01").is_dir() && has_limit_file(&d.join("workers/w01")));
-        if started.elapsed() > Duration::from_secs(90) {
-            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
-            panic!("agensh run did not end within 90 s");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let out = waiter.join().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    });
+    let stderr = stderr(&out);
     assert!(
         !stderr.contains("cannot create cgroups"),
         "this test needs cgroups the node may create (run it as root or in a delegated cgroup): {stderr}"
@@ -164,7 +124,7 @@ fn an_agent_over_its_memory_limit_is_reported_as_killed_by_it_restarted_and_the_
         seen,
         "no cgroup {name}/workers/w01 (with its memory limit file) while the run went on"
     );
-    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let summary = run_summary(&out);
     assert_eq!(
         summary["failed_workers"],
         serde_json::json!([]),
@@ -175,10 +135,9 @@ fn an_agent_over_its_memory_limit_is_reported_as_killed_by_it_restarted_and_the_
     assert!(w["restarts"].as_u64().unwrap() >= 1, "{summary}");
 
     // The turn log says what killed it, then the restart, then the work goes on.
-    let log = std::fs::read_to_string(dir.join(".agensh/logs/w01/turns.jsonl")).unwrap();
-    let t: Vec<Value> = log
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+    let t: Vec<Value> = org
+        .turn_log("w01")
+        .into_iter()
         .filter(|l| l.get("carrying").is_none())
         .collect();
     let killed = t
@@ -212,11 +171,7 @@ fn an_agent_over_its_memory_limit_is_reported_as_killed_by_it_restarted_and_the_
     );
 
     // The hub's turn reports carry the count (the dashboard reads them).
-    let reports = tokio::runtime::Runtime::new().unwrap().block_on(async {
-        use agensh_store::Store;
-        let store = agensh_store::SqliteStore::open(&dir.join(".agensh/store.sqlite")).unwrap();
-        store.turns("w01", None, 10).await.unwrap()
-    });
+    let reports = block_on(org.store().turns("w01", None, 10)).unwrap();
     let newest = reports.first().expect("a turn report at the hub");
     assert_eq!(
         (newest.memory_kills, newest.restarts >= 1),
@@ -228,43 +183,16 @@ fn an_agent_over_its_memory_limit_is_reported_as_killed_by_it_restarted_and_the_
     assert_eq!(cgroup_dirs(&name), Vec::<PathBuf>::new());
 }
 
-/// Starts `agensh run DIR` with the scripted agent on `scenario`, one worker, `hours`.
-fn start_run(dir: &Path, scenario: &Path, hours: &str) -> std::process::Child {
-    agensh()
-        .args([
-            "run",
-            dir.to_str().unwrap(),
-            "--agent",
-            "script",
-            "--scenario",
-            scenario.to_str().unwrap(),
-            "--listen",
-            "127.0.0.1:0",
-            "--workers",
-            "1",
-            "--hours",
-            hours,
-            "--json",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("agensh run starts")
-}
-
 #[test]
 fn a_node_killed_with_kill_9_leaves_cgroups_its_next_start_removes() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = org(tmp.path(), "256MiB");
-    let workers = vec![("w01".to_string(), String::new())];
-    let hash = agensh_node::node::cgroup_name(&std::path::absolute(&dir).unwrap(), &workers);
+    let org = org("256MiB");
+    let hash = cgroup_hash(&org.dir);
     let name = format!("agensh-{hash}");
     let _guard = CgroupGuard(hash);
-    let scenario = tmp.path().join("scenario.toml");
-    std::fs::write(&scenario, "[[step]]\naction = \"sleep\"\nms = 600000\n").unwrap();
+    let scenario = Scenario::new().step(sleep(600000));
 
     // The first node is killed while its worker's agent runs in its cgroup.
-    let mut first = start_run(&dir, &scenario, "1");
+    let mut first = start_run(&org, &scenario, "1");
     let started = Instant::now();
     let agent_in_cgroup = || {
         cgroup_dirs(&name).iter().any(|d| {
@@ -273,18 +201,16 @@ fn a_node_killed_with_kill_9_leaves_cgroups_its_next_start_removes() {
         })
     };
     while !agent_in_cgroup() {
-        if started.elapsed() > Duration::from_secs(60) || first.try_wait().unwrap().is_some() {
-            let _ = first.kill();
-            let out = first.wait_with_output().unwrap();
+        if started.elapsed() > Duration::from_secs(60) || first.try_wait().is_some() {
+            let out = first.kill_9_with_output();
             panic!(
                 "the agent never ran in {name}/workers/w01: {}",
-                String::from_utf8_lossy(&out.stderr)
+                stderr(&out)
             );
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    first.kill().unwrap(); // SIGKILL: nothing of the node runs after it
-    first.wait().unwrap();
+    first.kill_9(); // SIGKILL: nothing of the node runs after it
     let left = cgroup_dirs(&name);
     assert!(
         left.iter().any(|d| d.join("workers/w01").is_dir()),
@@ -293,9 +219,8 @@ fn a_node_killed_with_kill_9_leaves_cgroups_its_next_start_removes() {
 
     // Started again over the same organization and workers, it takes the place over,
     // runs, and leaves nothing when it ends.
-    let second = start_run(&dir, &scenario, "0.001");
-    let out = second.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let out = start_run(&org, &scenario, "0.001").output();
+    let stderr = stderr(&out);
     assert!(out.status.success(), "the second run failed: {stderr}");
     assert!(
         !stderr.contains("could not remove the leftover cgroup"),

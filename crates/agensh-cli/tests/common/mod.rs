@@ -9,6 +9,16 @@ use std::time::{Duration, Instant};
 
 use agensh_hub::HubInfo;
 
+mod org;
+mod run;
+pub mod scenarios;
+
+// Not every test file uses every helper.
+#[allow(unused_imports)]
+pub use org::*;
+#[allow(unused_imports)]
+pub use run::*;
+
 /// The binary under test.
 pub fn agensh() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_agensh"));
@@ -22,6 +32,14 @@ pub fn agensh() -> Command {
     c
 }
 
+/// Runs `cmd` to its end; fails the test, with what it wrote on stderr, unless it succeeds;
+/// its output.
+pub fn succeed(cmd: &mut Command) -> Output {
+    let out = cmd.output().expect("the command runs");
+    assert!(out.status.success(), "{}", stderr(&out));
+    out
+}
+
 /// Runs `agensh ARGS` in `dir` and returns its output.
 pub fn run_in(dir: &Path, args: &[&str]) -> Output {
     agensh()
@@ -31,20 +49,21 @@ pub fn run_in(dir: &Path, args: &[&str]) -> Output {
         .expect("agensh runs")
 }
 
-/// An organization directory in a temporary folder, created with `agensh init`.
+/// An organization directory in a temporary folder, created with `agensh init`: (the
+/// folder, the organization's directory). [`OrgDir`] makes more.
 pub fn new_org(goal: &str) -> (tempfile::TempDir, PathBuf) {
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let dir = tmp.path().join("org");
-    let out = agensh()
-        .args(["init", dir.to_str().unwrap(), "--goal", goal])
-        .output()
-        .expect("init runs");
-    assert!(
-        out.status.success(),
-        "init failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (tmp, dir)
+    let org = OrgDir::new(goal);
+    (org.tmp, org.dir)
+}
+
+/// What a finished command wrote on stdout, as text.
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// What a finished command wrote on stderr, as text.
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 /// A hub process serving `dir` on a free loopback port; killed when dropped.
@@ -217,51 +236,8 @@ impl Drop for Replay {
 }
 
 /// Waits until `ok` holds, checking every 100 ms; fails the test after `limit`.
-pub fn wait_until(limit: Duration, what: &str, mut ok: impl FnMut() -> bool) {
-    let started = Instant::now();
-    while !ok() {
-        assert!(started.elapsed() < limit, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-/// Waits for a started `agensh run` to end and returns its output; kills it and fails the
-/// test after `limit`.
-pub fn wait_for_run(child: Child, limit: Duration) -> Output {
-    let started = Instant::now();
-    let pid = child.id();
-    let waiter = std::thread::spawn(move || child.wait_with_output().unwrap());
-    while !waiter.is_finished() {
-        if started.elapsed() > limit {
-            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
-            panic!("agensh run did not end within {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    waiter.join().unwrap()
-}
-
-/// The JSON summary `agensh run --json` printed on stdout.
-pub fn run_summary(out: &Output) -> serde_json::Value {
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "summary is not JSON ({e}): {}\nstderr: {}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    })
-}
-
-/// Waits for `agensh run` to end well (exit 0) and returns its JSON summary.
-pub fn finish(child: Child, limit: Duration) -> serde_json::Value {
-    let out = wait_for_run(child, limit);
-    assert!(
-        out.status.success(),
-        "run failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    run_summary(&out)
-}
+#[allow(unused_imports)]
+pub use agensh_testkit::wait_until_blocking as wait_until;
 
 /// The JSON lines of a file (a turn log, the scripted agent's log); none when it is missing.
 pub fn json_lines(path: &Path) -> Vec<serde_json::Value> {
