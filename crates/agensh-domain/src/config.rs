@@ -286,6 +286,9 @@ pub struct MergeConfig {
     pub gate: String,
     /// Longest the gate may run, in seconds; past it the merge is refused.
     pub gate_timeout_secs: u64,
+    /// Most merges the gate tests in one run (a failing batch is bisected); 1 gates each
+    /// merge alone.
+    pub gate_batch: usize,
     /// Approving reviews a PR needs before it may merge.
     pub required_approvals: u32,
 }
@@ -295,6 +298,7 @@ impl Default for MergeConfig {
         MergeConfig {
             gate: String::new(),
             gate_timeout_secs: 600,
+            gate_batch: 32,
             required_approvals: 0,
         }
     }
@@ -555,6 +559,12 @@ impl Config {
                 "agensh.toml: merge.gate_timeout_secs must be between 1 and 86400",
             ));
         }
+        if !(1..=1024).contains(&self.merge.gate_batch) {
+            return Err(Error::invalid(
+                "bad_config",
+                "agensh.toml: merge.gate_batch must be between 1 and 1024 (1 gates each merge alone)",
+            ));
+        }
         if self.merge.required_approvals > 100 {
             return Err(Error::invalid(
                 "bad_config",
@@ -782,6 +792,10 @@ claim_lease_secs = {lease}
 gate = {gate}
 # Longest the gate may run, in seconds.
 gate_timeout_secs = {gate_timeout}
+# Most merges tested by one run of the gate: merges waiting together are gated once, on
+# the last of them, and a failing batch is split until each failing merge is found
+# (1: each merge gated alone). The gate's AGENSH_GATE_BASE is main before the batch.
+gate_batch = {gate_batch}
 # Approving reviews a pull request needs before it may merge (0: none).
 required_approvals = {approvals}
 
@@ -895,6 +909,7 @@ park_idle = {park_idle}
             lease = self.board.claim_lease_secs,
             gate = toml::Value::String(self.merge.gate.clone()),
             gate_timeout = self.merge.gate_timeout_secs,
+            gate_batch = self.merge.gate_batch,
             approvals = self.merge.required_approvals,
             workers = self.run.workers,
             agent = toml::Value::String(self.run.agent.clone()),

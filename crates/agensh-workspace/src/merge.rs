@@ -25,9 +25,6 @@ const MAX_ATTEMPTS: u32 = 64;
 /// Most merges folded into one move of `main`: a batch answers nobody before it ends, so
 /// a bound keeps the first answers coming while a thousand merges wait.
 const MAX_BATCH: usize = 128;
-/// Most gated merges tested by one gate run: a failing run is bisected, so a larger batch
-/// costs more runs to find a failure in and delays its first answers longer.
-const MAX_GATED_BATCH: usize = 32;
 /// The environment variable that tells a gate which commit `main` was before the merges
 /// it tests (for one merge, `HEAD^1`; for a batch, the first merge's first parent).
 pub const GATE_BASE_VAR: &str = "AGENSH_GATE_BASE";
@@ -41,6 +38,9 @@ pub struct Gate {
     /// Run with `sh -c` in a scratch checkout of the merge commit.
     pub command: String,
     pub timeout: Duration,
+    /// Most merges tested by one run (`merge.gate_batch`; 1: each alone). A failing run is
+    /// bisected, so a larger batch costs more runs to find a failure in.
+    pub batch: usize,
 }
 
 /// What to merge.
@@ -325,7 +325,7 @@ impl Workspace {
 
     /// Merges `batch` (the merges that were waiting): the ungated ones together, at most
     /// [`MAX_BATCH`] per move of `main`; then the gated ones in order, in batches of the
-    /// same gate of at most [`MAX_GATED_BATCH`], each batch gated once ([`Self::merge_gated`]).
+    /// same gate of at most its `batch`, each batch gated once ([`Self::merge_gated`]).
     async fn run_queue(&self, batch: Vec<Waiting>) {
         let (mut gated, mut ungated): (Vec<Waiting>, Vec<Waiting>) =
             batch.into_iter().partition(|w| w.req.gate.is_some());
@@ -337,7 +337,7 @@ impl Workspace {
         while let Some(gate) = gated.first().and_then(|w| w.req.gate.clone()) {
             let same = gated
                 .iter()
-                .take(MAX_GATED_BATCH)
+                .take(gate.batch.max(1))
                 .take_while(|w| w.req.gate.as_ref() == Some(&gate))
                 .count();
             let rest = gated.split_off(same);

@@ -137,6 +137,7 @@ async fn a_passing_gate_lets_main_move() {
     req.gate = Some(Gate {
         command: "test -f ok.txt && test -f shared.txt".into(),
         timeout: Duration::from_secs(30),
+        batch: 32,
     });
     assert!(matches!(
         org.ws.merge(&req).await.unwrap(),
@@ -153,6 +154,7 @@ async fn a_failing_gate_refuses_the_merge_with_the_tail_of_its_output() {
     req.gate = Some(Gate {
         command: "seq 1 100; echo 'test parser ... FAILED'; exit 3".into(),
         timeout: Duration::from_secs(30),
+        batch: 32,
     });
     let MergeOutcome::GateFailed {
         exit,
@@ -191,6 +193,7 @@ async fn a_gate_does_not_see_the_hubs_secrets_in_its_environment() {
     req.gate = Some(Gate {
         command: "env; exit 1".into(),
         timeout: Duration::from_secs(30),
+        batch: 32,
     });
     let out = org.ws.merge(&req).await.unwrap();
     std::env::remove_var("AGENSH_TOKEN");
@@ -213,6 +216,7 @@ async fn a_gate_runs_on_a_merge_commit_whose_first_parent_is_main_before_the_mer
     req.gate = Some(Gate {
         command: format!("test \"$(git rev-parse HEAD^1)\" = {before}"),
         timeout: Duration::from_secs(30),
+        batch: 32,
     });
     let out = org.ws.merge(&req).await.unwrap();
     assert!(matches!(out, MergeOutcome::Merged { .. }), "{out:?}");
@@ -229,6 +233,7 @@ async fn a_gate_can_refuse_a_change_to_protected_files_by_diffing_against_head_1
         req.gate = Some(Gate {
             command: protect.into(),
             timeout: Duration::from_secs(30),
+            batch: 32,
         });
         req
     };
@@ -250,6 +255,7 @@ async fn background_processes_of_a_passing_gate_do_not_outlive_it() {
     req.gate = Some(Gate {
         command: format!("(sleep 2; touch {}) & exit 0", marker.display()),
         timeout: Duration::from_secs(30),
+        batch: 32,
     });
     let started = Instant::now();
     let out = org.ws.merge(&req).await.unwrap();
@@ -271,6 +277,7 @@ async fn a_gate_that_runs_too_long_is_killed_with_its_children() {
     req.gate = Some(Gate {
         command: format!("(sleep 3; touch {}) & sleep 30", marker.display()),
         timeout: Duration::from_millis(500),
+        batch: 32,
     });
     let started = Instant::now();
     let out = org.ws.merge(&req).await.unwrap();
@@ -576,6 +583,7 @@ fn gated(branch: &str, command: &str) -> MergeRequest {
     req.gate = Some(Gate {
         command: command.into(),
         timeout: Duration::from_secs(30),
+        batch: 32,
     });
     req
 }
@@ -664,6 +672,28 @@ async fn gated_merges_waiting_together_are_gated_once_as_a_batch_and_all_land() 
             .unwrap();
         assert_eq!(subject, format!("Merge {branch}"));
     }
+}
+
+#[tokio::test]
+async fn with_a_gate_batch_of_one_each_gated_merge_goes_alone_through_the_gate() {
+    let org = org().await;
+    let branches = parts(&org, 3, &[]).await;
+    // Passes only on a merge commit made directly on main as it is now.
+    let alone = "test \"$(git rev-parse HEAD^1)\" = \"$(git rev-parse refs/heads/main)\"";
+    let reqs: Vec<_> = branches
+        .iter()
+        .map(|b| {
+            let mut r = gated(b, alone);
+            r.gate.as_mut().unwrap().batch = 1;
+            r
+        })
+        .collect();
+    let out = org.ws.merge_together(&reqs).await;
+    for o in &out {
+        assert!(matches!(o, Ok(MergeOutcome::Merged { .. })), "{out:?}");
+    }
+    assert_eq!(org.ws.main_moves(), 3, "one move of main per gated merge");
+    assert_eq!(org.ws.gate_stats(), (3, 0));
 }
 
 #[tokio::test]

@@ -247,6 +247,7 @@ pub async fn merge_pr(s: &AppState, caller: &Caller, n: &str) -> Result<Merged> 
     let gate = (!s.config.merge.gate.trim().is_empty()).then(|| Gate {
         command: s.config.merge.gate.clone(),
         timeout: Duration::from_secs(s.config.merge.gate_timeout_secs),
+        batch: s.config.merge.gate_batch,
     });
     let req = MergeRequest {
         branch: pr.branch.clone(),
