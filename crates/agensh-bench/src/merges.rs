@@ -9,6 +9,13 @@
 //!   counted by error code;
 //! - the hub's CPU (its own and its git children's) over the merges.
 //!
+//! With `--gate-secs S` every merge goes through a gate that sleeps S seconds and fails the
+//! PRs marked to fail (`--fail-rate F`: they add a file under `fails/`). The benchmark then
+//! runs twice, each on a fresh organization: with `merge.gate_batch` (batches gated once,
+//! bisected on failure) and with `gate_batch = 1` (each PR gated alone, the serial queue),
+//! and reports the time until every PR was decided, gate runs per PR, whether any failing PR
+//! merged or passing PR did not, and every position `main` took replayed through the gate.
+//!
 //! Setup is not measured: the organization comes from `agensh init`, the N workers are
 //! added to its store before the hub starts, and their branches are written into the
 //! bare repository in one `git fast-import` (the same objects a push would bring, without
@@ -48,6 +55,40 @@ pub struct Args {
     /// Print the results as JSON.
     #[arg(long)]
     json: bool,
+    /// Seconds the merge gate sleeps on each run; 0: no gate.
+    #[arg(long, default_value_t = 0.0)]
+    gate_secs: f64,
+    /// Share of the PRs marked to fail the gate (0 to 1), spread evenly.
+    #[arg(long, default_value_t = 0.0)]
+    fail_rate: f64,
+    /// `merge.gate_batch` of the batched run.
+    #[arg(long, default_value_t = 32)]
+    gate_batch: usize,
+    /// With a gate, skip the serial run (`gate_batch = 1`; it takes PRs × the gate's time).
+    #[arg(long)]
+    no_serial: bool,
+}
+
+/// The gate of a gated run: it sleeps, then fails when the tree has anything under `fails/`.
+#[derive(Debug, Clone, Copy)]
+struct GateSpec {
+    secs: f64,
+    batch: usize,
+}
+
+impl GateSpec {
+    fn command(&self) -> String {
+        format!(
+            "sleep {}; if [ -d fails ]; then echo \"refused: $(ls fails)\"; exit 1; fi",
+            self.secs
+        )
+    }
+}
+
+/// Whether PR `i` of `n` is marked to fail at `rate`: evenly spread, exactly round(n·rate).
+fn marked(i: usize, rate: f64) -> bool {
+    let at = |k: usize| (k as f64 * rate).floor() as u64;
+    at(i + 1) > at(i)
 }
 
 /// The target of issue 17.
@@ -69,10 +110,42 @@ pub async fn run(a: Args) -> Result<()> {
             a.workers
         );
     }
-    let dir = BenchDir::new("agensh-bench-merges-", a.dir.as_deref(), a.keep)?;
-    let outcome = until_signal(measure(&a, &agensh, &dir.path)).await;
-    dir.finish();
-    print_result(a.json, &outcome?, print_table)
+    if a.gate_secs <= 0.0 {
+        let dir = BenchDir::new("agensh-bench-merges-", a.dir.as_deref(), a.keep)?;
+        let outcome = until_signal(measure(&a, &agensh, &dir.path, None)).await;
+        dir.finish();
+        return print_result(a.json, &outcome?, print_table);
+    }
+    if !(0.0..=1.0).contains(&a.fail_rate) || a.gate_batch == 0 {
+        bail!("--fail-rate is a share from 0 to 1 and --gate-batch at least 1");
+    }
+    let mut runs = vec![("batched", a.gate_batch)];
+    if !a.no_serial {
+        runs.push(("serial", 1));
+    }
+    let mut out = serde_json::Map::new();
+    for (name, batch) in runs {
+        let dir = BenchDir::new(&format!("agensh-bench-merges-{name}-"), None, a.keep)?;
+        let gate = GateSpec {
+            secs: a.gate_secs,
+            batch,
+        };
+        eprintln!(
+            "{name}: {} PRs, gate of {} s, gate_batch {batch}",
+            a.workers, a.gate_secs
+        );
+        let outcome = until_signal(measure(&a, &agensh, &dir.path, Some(gate))).await;
+        dir.finish();
+        out.insert(name.to_string(), outcome?);
+    }
+    let wall = |k: &str| out.get(k).and_then(|r| r["wall_secs"].as_f64());
+    if let (Some(b), Some(s)) = (wall("batched"), wall("serial")) {
+        out.insert(
+            "speedup".into(),
+            json!((s / b.max(1e-9) * 10.0).round() / 10.0),
+        );
+    }
+    print_result(a.json, &Value::Object(out), print_gated)
 }
 
 /// `agensh init DIR` and the workers in its store; the workers' ids.
@@ -105,8 +178,13 @@ fn file_of(id: &str) -> String {
 }
 
 /// Writes branch `<id>/merge` for every worker, each one commit on `main` adding
-/// [`file_of`] — one `git fast-import` into the bare repository.
-fn write_branches(git_dir: &Path, ids: &[String]) -> Result<()> {
+/// [`file_of`] (and `fails/<id>` for the ids in `failing`) — one `git fast-import` into the
+/// bare repository.
+fn write_branches(
+    git_dir: &Path,
+    ids: &[String],
+    failing: &std::collections::HashSet<String>,
+) -> Result<()> {
     let main = git(git_dir, &["rev-parse", "refs/heads/main"])?;
     let mut stream = String::new();
     for id in ids {
@@ -118,6 +196,9 @@ fn write_branches(git_dir: &Path, ids: &[String]) -> Result<()> {
             file_of(id),
             text.len()
         ));
+        if failing.contains(id) {
+            stream.push_str(&format!("M 100644 inline fails/{id}\ndata 5\nfail\n\n"));
+        }
     }
     let mut child = Command::new("git")
         .arg("--git-dir")
@@ -188,10 +269,49 @@ where
     Ok(out)
 }
 
-async fn measure(a: &Args, agensh: &Path, dir: &Path) -> Result<Value> {
+/// Sets `[merge]`'s gate in the organization's agensh.toml.
+fn set_gate(dir: &Path, gate: &GateSpec) -> Result<()> {
+    let path = dir.join("agensh.toml");
+    let text = std::fs::read_to_string(&path)?;
+    let mut out = String::new();
+    for line in text.lines() {
+        let key = line.split('=').next().unwrap_or("").trim();
+        let line = match key {
+            "gate" => format!("gate = {}", toml_string(&gate.command())),
+            "gate_batch" => format!("gate_batch = {}", gate.batch),
+            "gate_timeout_secs" => format!(
+                "gate_timeout_secs = {}",
+                (gate.secs * 10.0).ceil().max(60.0)
+            ),
+            _ => line.to_string(),
+        };
+        out.push_str(&line);
+        out.push('\n');
+    }
+    std::fs::write(&path, out)?;
+    Ok(())
+}
+
+/// `s` as a TOML basic string.
+fn toml_string(s: &str) -> String {
+    serde_json::to_string(s).expect("a string serializes")
+}
+
+async fn measure(a: &Args, agensh: &Path, dir: &Path, gate: Option<GateSpec>) -> Result<Value> {
     let ids = init(agensh, dir, a.workers).await?;
     let git_dir = agensh_hub::state_dir(dir).join(agensh_workspace::REPO_DIR);
-    write_branches(&git_dir, &ids)?;
+    let failing: std::collections::HashSet<String> = match gate {
+        Some(g) => {
+            set_gate(dir, &g)?;
+            ids.iter()
+                .enumerate()
+                .filter(|(i, _)| marked(*i, a.fail_rate))
+                .map(|(_, id)| id.clone())
+                .collect()
+        }
+        None => Default::default(),
+    };
+    write_branches(&git_dir, &ids, &failing)?;
     let main_before = git(&git_dir, &["rev-parse", "refs/heads/main"])?;
 
     let hub = start_hub(agensh, dir)?;
@@ -284,7 +404,14 @@ async fn measure(a: &Args, agensh: &Path, dir: &Path) -> Result<Value> {
         })
     })
     .await?;
-    let not_merged = states.iter().filter(|(_, s)| s != "merged").count();
+    let not_merged = states
+        .iter()
+        .filter(|(id, s)| s != "merged" && !failing.contains(id))
+        .count();
+    let failing_merged = states
+        .iter()
+        .filter(|(id, s)| s == "merged" && failing.contains(id))
+        .count();
     let tree = git(
         &git_dir,
         &["ls-tree", "-r", "--name-only", "refs/heads/main", "merges/"],
@@ -292,8 +419,24 @@ async fn measure(a: &Args, agensh: &Path, dir: &Path) -> Result<Value> {
     let in_main: std::collections::HashSet<&str> = tree.lines().collect();
     let missing = ids
         .iter()
-        .filter(|id| !in_main.contains(file_of(id).as_str()))
+        .filter(|id| !failing.contains(*id) && !in_main.contains(file_of(id).as_str()))
         .count();
+    // Every position main took, replayed through the gate (it fails on anything in fails/).
+    let positions = git(
+        &git_dir,
+        &[
+            "rev-list",
+            "--first-parent",
+            &format!("{main_before}..refs/heads/main"),
+        ],
+    )?;
+    let mut failing_positions = 0;
+    for commit in positions.lines() {
+        if !git(&git_dir, &["ls-tree", "--name-only", commit, "fails/"])?.is_empty() {
+            failing_positions += 1;
+        }
+    }
+    let gates = gate_stats(&hub.url).await;
     let merge_commits: u64 = git(
         &git_dir,
         &[
@@ -335,17 +478,75 @@ async fn measure(a: &Args, agensh: &Path, dir: &Path) -> Result<Value> {
         "hub_cpu_ms_per_merge": (cpu * 1000.0 / n * 10.0).round() / 10.0,
         "fsck_clean": fsck.status.success(),
         "target_merges_per_sec": TARGET_MERGES_PER_SEC,
+        "gate_secs": gate.map(|g| g.secs),
+        "gate_batch": gate.map(|g| g.batch),
+        "prs_marked_to_fail": failing.len(),
+        "failing_prs_merged": failing_merged,
+        "main_positions_failing_the_gate": failing_positions,
+        "gate_runs": gates.0,
+        "gate_runs_per_pr": gates.0.map(|r| (r as f64 / n * 100.0).round() / 100.0),
+        "bisections": gates.1,
     }))
 }
 
-/// How often the hub moved `main` (`agensh_main_moves_total` in `/metrics`), if it says.
-async fn main_moves(url: &str) -> Option<u64> {
-    let text = reqwest::get(format!("{url}/metrics"))
+/// The gate's runs and bisections (`/metrics`), when the hub says.
+async fn gate_stats(url: &str) -> (Option<u64>, Option<u64>) {
+    let Some(text) = metrics(url).await else {
+        return (None, None);
+    };
+    let read = |name: &str| {
+        text.lines()
+            .find(|l| l.starts_with(name) && l.as_bytes().get(name.len()) == Some(&b' '))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+    };
+    (
+        read("agensh_gate_runs_total"),
+        read("agensh_gate_bisections_total"),
+    )
+}
+
+async fn metrics(url: &str) -> Option<String> {
+    reqwest::get(format!("{url}/metrics"))
         .await
         .ok()?
         .text()
         .await
-        .ok()?;
+        .ok()
+}
+
+fn print_gated(r: &Value) {
+    for name in ["batched", "serial"] {
+        let Some(g) = r.get(name) else { continue };
+        let ok = g["lost"].as_u64() == Some(0)
+            && g["failing_prs_merged"].as_u64() == Some(0)
+            && g["main_positions_failing_the_gate"].as_u64() == Some(0);
+        println!(
+            "{name}: {} PRs ({} marked to fail), gate {} s, gate_batch {}",
+            g["workers"], g["prs_marked_to_fail"], g["gate_secs"], g["gate_batch"]
+        );
+        println!(
+            "  all decided in {} s; time to decide p50 {} ms, p99 {} ms",
+            g["wall_secs"], g["p50_ms"], g["p99_ms"]
+        );
+        println!(
+            "  gate runs {} ({} per PR), bisections {}, moves of main {}",
+            g["gate_runs"], g["gate_runs_per_pr"], g["bisections"], g["main_moves"]
+        );
+        println!(
+            "  passing PRs not merged {}, failing PRs merged {}, positions of main failing the gate {}, refusals {}: {}",
+            g["lost"], g["failing_prs_merged"], g["main_positions_failing_the_gate"], g["errors"],
+            if ok { "correct" } else { "WRONG" }
+        );
+    }
+    if let Some(x) = r.get("speedup") {
+        println!("batched against serial: {x}× faster (target ≥ 8×)");
+    }
+}
+
+/// How often the hub moved `main` (`agensh_main_moves_total` in `/metrics`), if it says.
+async fn main_moves(url: &str) -> Option<u64> {
+    let text = metrics(url).await?;
     text.lines()
         .find(|l| l.starts_with("agensh_main_moves_total "))
         .and_then(|l| l.split_whitespace().nth(1))

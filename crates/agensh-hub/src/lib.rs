@@ -365,6 +365,7 @@ async fn metrics_text(State(s): State<AppState>) -> Response {
     }
     if let Some(ws) = &s.workspace {
         metrics::render_main_moves(&mut body, ws.main_moves());
+        metrics::render_gates(&mut body, ws.gate_stats());
     }
     goal::render_metrics(&mut body, &s.goal.status());
     ([("content-type", "text/plain; version=0.0.4")], body).into_response()

@@ -254,6 +254,14 @@ pub fn render_main_moves(out: &mut String, moves: u64) {
     );
 }
 
+/// Appends how often the merge gate ran and how often a failing batch was split in two.
+pub fn render_gates(out: &mut String, (runs, bisections): (u64, u64)) {
+    let _ = writeln!(
+        out,
+        "# HELP agensh_gate_runs_total Runs of the merge gate (one per batch of gated merges, more when a batch is bisected).\n# TYPE agensh_gate_runs_total counter\nagensh_gate_runs_total {runs}\n# HELP agensh_gate_bisections_total Batches of gated merges split in two after their gate failed.\n# TYPE agensh_gate_bisections_total counter\nagensh_gate_bisections_total {bisections}"
+    );
+}
+
 /// The store's write timings as Prometheus histograms (seconds) and counters.
 pub fn render_store(out: &mut String, w: &agensh_store::write_stats::WriteStatsSnapshot) {
     let histograms = [
