@@ -325,13 +325,13 @@ impl Workspace {
 
     /// Merges `batch` (the merges that were waiting): the ungated ones together, at most
     /// [`MAX_BATCH`] per move of `main`; then the gated ones in order, in batches of the
-    /// same gate of at most its `batch`, each batch gated once ([`Self::merge_gated`]).
+    /// same gate of at most its `batch`, each batch gated once ([`Self::merge_batch`]).
     async fn run_queue(&self, batch: Vec<Waiting>) {
         let (mut gated, mut ungated): (Vec<Waiting>, Vec<Waiting>) =
             batch.into_iter().partition(|w| w.req.gate.is_some());
         while !ungated.is_empty() {
             let rest = ungated.split_off(ungated.len().min(MAX_BATCH));
-            self.merge_batch(std::mem::replace(&mut ungated, rest))
+            self.merge_batch(std::mem::replace(&mut ungated, rest), None)
                 .await;
         }
         while let Some(gate) = gated.first().and_then(|w| w.req.gate.clone()) {
@@ -341,7 +341,7 @@ impl Workspace {
                 .take_while(|w| w.req.gate.as_ref() == Some(&gate))
                 .count();
             let rest = gated.split_off(same);
-            self.merge_gated(std::mem::replace(&mut gated, rest), &gate)
+            self.merge_batch(std::mem::replace(&mut gated, rest), Some(&gate))
                 .await;
         }
     }
@@ -400,51 +400,6 @@ impl Workspace {
         Ok(true)
     }
 
-    /// Merges `batch`, gated merges of one gate, in order: folded onto `main` as one batch
-    /// and the gate run once, on its last merge commit. Passed: `main` moves to it and every
-    /// merge lands. Failed: the batch is bisected (see [`Self::bisect`]). Whatever the
-    /// answers, `main` only moves to a commit the gate passed on.
-    fn merge_gated<'a>(
-        &'a self,
-        mut batch: Vec<Waiting>,
-        gate: &'a Gate,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'a>> {
-        Box::pin(async move {
-            batch.retain(|w| !w.answer.is_closed());
-            if batch.is_empty() {
-                return;
-            }
-            for attempt in 1..=MAX_ATTEMPTS {
-                let (base, tip, outcomes) = match self.fold_all(&batch, attempt).await {
-                    Ok(folded) => folded,
-                    Err(e) => return answer_all(batch, |_| Err(e.clone())),
-                };
-                if tip == base {
-                    return answer_each(batch, outcomes);
-                }
-                match self.run_gate(gate, &tip, &base).await {
-                    Ok(None) => {}
-                    Ok(Some(failed)) => return self.bisect(batch, outcomes, failed, gate).await,
-                    Err(e) => return answer_all(batch, |_| Err(e.clone())),
-                }
-                match self.move_main(&tip, &base, &batch).await {
-                    Ok(true) => {
-                        answer_each(batch, outcomes);
-                        return self.extend_commit_graph(&tip).await;
-                    }
-                    Ok(false) => {}
-                    Err(e) => return answer_all(batch, |_| Err(e.clone())),
-                }
-                tracing::debug!(
-                    merges = batch.len(),
-                    attempt,
-                    "main moved outside the merge queue during a gated batch; merging it again"
-                );
-            }
-            answer_all(batch, |_| Err(contended()))
-        })
-    }
-
     /// After the gate failed on a batch: the merges before its first merge commit keep
     /// their answers (each was checked against `main` alone). When that merge commit was
     /// the batch's only one, it is the failing merge: refused with `failed`, and what came
@@ -477,52 +432,70 @@ impl Workspace {
             }
         }
         if merged.len() == 1 {
-            return self.merge_gated(rest, gate).await;
+            return self.merge_batch(rest, Some(gate)).await;
         }
         self.queue()
             .bisections
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let second = rest.split_off(rest.len() / 2);
-        self.merge_gated(rest, gate).await;
-        self.merge_gated(second, gate).await;
+        self.merge_batch(rest, Some(gate)).await;
+        self.merge_batch(second, Some(gate)).await;
     }
 
-    /// Folds each merge of `batch` (ungated) onto what `main` becomes — its own
-    /// `merge-tree` check and merge commit, a conflicting one left out alone — and moves
-    /// `main` once, by compare-and-swap; when something outside the queue moved `main`
-    /// meanwhile, the whole batch is redone on the new `main`. Answers every caller.
-    async fn merge_batch(&self, mut batch: Vec<Waiting>) {
-        // A caller that has gone away (its request dropped) is not merged for nobody.
-        batch.retain(|w| !w.answer.is_closed());
-        if batch.is_empty() {
-            return;
-        }
-        for attempt in 1..=MAX_ATTEMPTS {
-            let (base, tip, outcomes) = match self.fold_all(&batch, attempt).await {
-                Ok(folded) => folded,
-                Err(e) => return answer_all(batch, |_| Err(e.clone())),
-            };
-            if tip == base {
-                // Nothing to move: every merge was up to date, conflicting or failed.
-                return answer_each(batch, outcomes);
+    /// Folds each merge of `batch` onto what `main` becomes — its own `merge-tree` check and
+    /// merge commit, a conflicting one left out alone — runs `gate`, when there is one, once
+    /// on the last merge commit, and moves `main` once, by compare-and-swap; when something
+    /// outside the queue moved `main` meanwhile, the whole batch is redone on the new `main`.
+    /// A failing gate bisects the batch ([`Self::bisect`]), so `main` only moves to a commit
+    /// the gate passed on. Answers every caller.
+    fn merge_batch<'a>(
+        &'a self,
+        mut batch: Vec<Waiting>,
+        gate: Option<&'a Gate>,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'a>> {
+        Box::pin(async move {
+            // A caller that has gone away (its request dropped) is not merged for nobody.
+            batch.retain(|w| !w.answer.is_closed());
+            if batch.is_empty() {
+                return;
             }
-            match self.move_main(&tip, &base, &batch).await {
-                Ok(true) => {
-                    answer_each(batch, outcomes);
-                    return self.extend_commit_graph(&tip).await;
+            for attempt in 1..=MAX_ATTEMPTS {
+                let (base, tip, outcomes) = match self.fold_all(&batch, attempt).await {
+                    Ok(folded) => folded,
+                    Err(e) => return answer_all(batch, |_| Err(e.clone())),
+                };
+                if tip == base {
+                    // Nothing to move: every merge was up to date, conflicting or failed.
+                    return answer_each(batch, outcomes);
                 }
-                Ok(false) => {}
-                Err(e) => return answer_all(batch, |_| Err(e.clone())),
+                if let Some(gate) = gate {
+                    match self.run_gate(gate, &tip, &base).await {
+                        Ok(None) => {}
+                        Ok(Some(failed)) => {
+                            return self.bisect(batch, outcomes, failed, gate).await
+                        }
+                        Err(e) => return answer_all(batch, |_| Err(e.clone())),
+                    }
+                }
+                match self.move_main(&tip, &base, &batch).await {
+                    Ok(true) => {
+                        answer_each(batch, outcomes);
+                        return self.extend_commit_graph(&tip).await;
+                    }
+                    Ok(false) => {}
+                    Err(e) => return answer_all(batch, |_| Err(e.clone())),
+                }
+                tracing::debug!(
+                    merges = batch.len(),
+                    gated = gate.is_some(),
+                    attempt,
+                    "main moved outside the merge queue during a batch; merging it again"
+                );
+                let jitter = (u64::from(attempt) * 7 + batch.len() as u64) % 13;
+                tokio::time::sleep(Duration::from_millis(1 + jitter)).await;
             }
-            tracing::debug!(
-                merges = batch.len(),
-                attempt,
-                "main moved outside the merge queue during a batch; merging it again"
-            );
-            let jitter = (u64::from(attempt) * 7 + batch.len() as u64) % 13;
-            tokio::time::sleep(Duration::from_millis(1 + jitter)).await;
-        }
-        answer_all(batch, |_| Err(contended()))
+            answer_all(batch, |_| Err(contended()))
+        })
     }
 
     /// Adds the commits of `main` up to `tip` to the repository's commit-graph (a new
