@@ -65,6 +65,15 @@ pub fn parse_record_id(s: &str) -> Result<i64> {
     }
 }
 
+/// A number as people and models write it, `3` or `#3`: positive, at most 18 digits.
+pub fn parse_number(s: &str) -> Option<i64> {
+    let digits = s.strip_prefix('#').unwrap_or(s);
+    (!digits.is_empty() && digits.len() <= 18 && digits.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| digits.parse::<i64>().ok())
+        .flatten()
+        .filter(|n| *n > 0)
+}
+
 /// Cuts user input quoted inside an error message to a readable length.
 pub fn truncate_for_message(s: &str) -> String {
     const MAX: usize = 40;

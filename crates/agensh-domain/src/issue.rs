@@ -472,21 +472,15 @@ pub fn parse_seed(text: &str, format: SeedFormat) -> Result<Vec<NewIssue>> {
 
 /// Parses an issue number as people and models write it: `3` or `#3`.
 pub fn parse_number(s: &str) -> Result<i64> {
-    let digits = s.trim();
-    let digits = digits.strip_prefix('#').unwrap_or(digits);
-    (!digits.is_empty() && digits.len() <= 18 && digits.bytes().all(|b| b.is_ascii_digit()))
-        .then(|| digits.parse::<i64>().ok())
-        .flatten()
-        .filter(|n| *n > 0)
-        .ok_or_else(|| {
-            Error::invalid(
-                "bad_issue_number",
-                format!(
-                    "\"{}\" is not an issue number — use the number the issue list shows, like 3",
-                    truncate_for_message(s)
-                ),
-            )
-        })
+    crate::ids::parse_number(s.trim()).ok_or_else(|| {
+        Error::invalid(
+            "bad_issue_number",
+            format!(
+                "\"{}\" is not an issue number — use the number the issue list shows, like 3",
+                truncate_for_message(s)
+            ),
+        )
+    })
 }
 
 #[cfg(test)]

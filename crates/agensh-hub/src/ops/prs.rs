@@ -27,20 +27,15 @@ pub fn workspace(s: &AppState) -> Result<&Workspace> {
 }
 
 fn pr_number(n: &str) -> Result<i64> {
-    let digits = n.strip_prefix('#').unwrap_or(n);
-    (!digits.is_empty() && digits.len() <= 18 && digits.bytes().all(|b| b.is_ascii_digit()))
-        .then(|| digits.parse::<i64>().ok())
-        .flatten()
-        .filter(|n| *n > 0)
-        .ok_or_else(|| {
-            Error::invalid(
-                "bad_pr_number",
-                format!(
-                    "\"{}\" is not a PR number — use the number `agensh pr list` shows, like 3",
-                    agensh_domain::ids::truncate_for_message(n)
-                ),
-            )
-        })
+    agensh_domain::ids::parse_number(n).ok_or_else(|| {
+        Error::invalid(
+            "bad_pr_number",
+            format!(
+                "\"{}\" is not a PR number — use the number `agensh pr list` shows, like 3",
+                agensh_domain::ids::truncate_for_message(n)
+            ),
+        )
+    })
 }
 
 /// Opens a PR from one of `caller`'s branches: REST and MCP both.
