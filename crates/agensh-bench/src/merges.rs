@@ -64,6 +64,9 @@ pub struct Args {
     /// `merge.gate_batch` of the batched run.
     #[arg(long, default_value_t = 32)]
     gate_batch: usize,
+    /// `merge.gate_jobs` of the batched run (0: one per core); the serial run has 1.
+    #[arg(long, default_value_t = 0)]
+    gate_jobs: usize,
     /// With a gate, skip the serial run (`gate_batch = 1`; it takes PRs × the gate's time).
     #[arg(long)]
     no_serial: bool,
@@ -74,6 +77,7 @@ pub struct Args {
 struct GateSpec {
     secs: f64,
     batch: usize,
+    jobs: usize,
 }
 
 impl GateSpec {
@@ -119,19 +123,20 @@ pub async fn run(a: Args) -> Result<()> {
     if !(0.0..=1.0).contains(&a.fail_rate) || a.gate_batch == 0 {
         bail!("--fail-rate is a share from 0 to 1 and --gate-batch at least 1");
     }
-    let mut runs = vec![("batched", a.gate_batch)];
+    let mut runs = vec![("batched", a.gate_batch, a.gate_jobs)];
     if !a.no_serial {
-        runs.push(("serial", 1));
+        runs.push(("serial", 1, 1));
     }
     let mut out = serde_json::Map::new();
-    for (name, batch) in runs {
+    for (name, batch, jobs) in runs {
         let dir = BenchDir::new(&format!("agensh-bench-merges-{name}-"), None, a.keep)?;
         let gate = GateSpec {
             secs: a.gate_secs,
             batch,
+            jobs,
         };
         eprintln!(
-            "{name}: {} PRs, gate of {} s, gate_batch {batch}",
+            "{name}: {} PRs, gate of {} s, gate_batch {batch}, gate_jobs {jobs}",
             a.workers, a.gate_secs
         );
         let outcome = until_signal(measure(&a, &agensh, &dir.path, Some(gate))).await;
@@ -279,6 +284,7 @@ fn set_gate(dir: &Path, gate: &GateSpec) -> Result<()> {
         let line = match key {
             "gate" => format!("gate = {}", toml_string(&gate.command())),
             "gate_batch" => format!("gate_batch = {}", gate.batch),
+            "gate_jobs" => format!("gate_jobs = {}", gate.jobs),
             "gate_timeout_secs" => format!(
                 "gate_timeout_secs = {}",
                 (gate.secs * 10.0).ceil().max(60.0)
@@ -480,6 +486,7 @@ async fn measure(a: &Args, agensh: &Path, dir: &Path, gate: Option<GateSpec>) ->
         "target_merges_per_sec": TARGET_MERGES_PER_SEC,
         "gate_secs": gate.map(|g| g.secs),
         "gate_batch": gate.map(|g| g.batch),
+        "gate_jobs": gate.map(|g| g.jobs),
         "prs_marked_to_fail": failing.len(),
         "failing_prs_merged": failing_merged,
         "main_positions_failing_the_gate": failing_positions,
@@ -522,8 +529,8 @@ fn print_gated(r: &Value) {
             && g["failing_prs_merged"].as_u64() == Some(0)
             && g["main_positions_failing_the_gate"].as_u64() == Some(0);
         println!(
-            "{name}: {} PRs ({} marked to fail), gate {} s, gate_batch {}",
-            g["workers"], g["prs_marked_to_fail"], g["gate_secs"], g["gate_batch"]
+            "{name}: {} PRs ({} marked to fail), gate {} s, gate_batch {}, gate_jobs {}",
+            g["workers"], g["prs_marked_to_fail"], g["gate_secs"], g["gate_batch"], g["gate_jobs"]
         );
         println!(
             "  all decided in {} s; time to decide p50 {} ms, p99 {} ms",

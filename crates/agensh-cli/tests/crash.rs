@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use agensh_client::{Client, MessageFilter};
 use agensh_domain::message::NewMessage;
+use agensh_domain::pr::NewPr;
 use agensh_domain::record::{NewRecord, RecordKind};
 use common::{new_org, HubProcess};
 
@@ -154,4 +155,157 @@ async fn kill_9_loses_no_acknowledged_write_and_redelivers_only_unacked_events()
         lost.is_empty(),
         "unacknowledged events not delivered again: {lost:?}"
     );
+}
+
+/// Writes branch `<id>/merge` for each of `ids` straight into the bare repository `bare`
+/// (one `git fast-import`), each one commit on `main` adding `merges/<id>.txt`, and
+/// `fails/<id>` for the ids in `failing`.
+fn write_branches(bare: &std::path::Path, ids: &[String], failing: &[String]) {
+    use std::io::Write;
+    let main = common::git(
+        bare,
+        &["--git-dir", bare.to_str().unwrap(), "rev-parse", "main"],
+    );
+    let main = main.trim();
+    let mut stream = String::new();
+    for id in ids {
+        let msg = format!("{id}: add merges/{id}.txt\n");
+        stream.push_str(&format!(
+            "commit refs/heads/{id}/merge\ncommitter {id} <{id}@agensh.invalid> 1700000000 +0000\ndata {}\n{msg}from {main}\nM 100644 inline merges/{id}.txt\ndata {}\n{id}\n",
+            msg.len(),
+            id.len() + 1
+        ));
+        if failing.contains(id) {
+            stream.push_str(&format!("M 100644 inline fails/{id}\ndata 5\nfail\n"));
+        }
+        stream.push('\n');
+    }
+    let mut child = std::process::Command::new("git")
+        .arg("--git-dir")
+        .arg(bare)
+        .args(["fast-import", "--quiet"])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stream.as_bytes())
+        .unwrap();
+    assert!(child.wait().unwrap().success(), "git fast-import failed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_during_gated_merges_leaves_main_gated_and_each_pr_merged_once_or_waiting() {
+    let org = common::OrgDir::builder("merge crash")
+        .setting_in(
+            "merge",
+            "gate",
+            "\"sleep 1.5; if [ -d fails ]; then echo refused; exit 1; fi\"",
+        )
+        .setting_in("merge", "gate_jobs", "2")
+        .init();
+    let hub = HubProcess::start(&org.dir);
+    let workers = hub.admin().add_workers(10).await.unwrap();
+    let ids: Vec<String> = workers.iter().map(|w| w.id.to_string()).collect();
+    // The 4th and the 8th branch carry a failing file.
+    let failing = vec![ids[3].clone(), ids[7].clone()];
+    write_branches(&org.bare(), &ids, &failing);
+    let before = org.main_commit();
+    let mut prs = Vec::new();
+    for w in &workers {
+        let c = Client::new(&hub.info.url, &w.token);
+        let pr = c
+            .open_pr(&NewPr {
+                branch: format!("{}/merge", w.id),
+                title: format!("merge of {}", w.id),
+                body: None,
+            })
+            .await
+            .unwrap();
+        prs.push((c, pr.number));
+    }
+    let merges: Vec<_> = prs
+        .iter()
+        .map(|(c, n)| {
+            let (c, n) = (c.clone(), *n);
+            tokio::spawn(async move { c.merge_pr(n).await })
+        })
+        .collect();
+    // Past the first round of gate runs, into a later one.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    hub.kill_9();
+    for m in merges {
+        let _ = tokio::time::timeout(Duration::from_secs(30), m)
+            .await
+            .expect("merges end when the hub dies");
+    }
+    // Every position main took passes the gate: no `fails/` in any of them.
+    let positions = org.bare_git(&["rev-list", "--first-parent", &format!("{before}..main")]);
+    for commit in positions.lines() {
+        let failing_files = org.bare_git(&["ls-tree", "--name-only", commit, "fails/"]);
+        assert!(
+            failing_files.trim().is_empty(),
+            "main was at {commit}, which fails the gate"
+        );
+    }
+
+    // After a restart, merging each PR that is not merged yet lands it (once) or refuses it.
+    let hub = HubProcess::start(&org.dir);
+    let merged_before = hub
+        .admin()
+        .list_prs(Some("merged"), None, Some(100))
+        .await
+        .unwrap()
+        .len();
+    assert!(
+        (1..8).contains(&merged_before),
+        "the kill should fall between merges: {merged_before} merged before it"
+    );
+    for (i, w) in workers.iter().enumerate() {
+        let c = Client::new(&hub.info.url, &w.token);
+        let n = prs[i].1;
+        let pr = c.view_pr(n).await.unwrap();
+        if pr["state"] == "merged" {
+            continue;
+        }
+        let answer = c.merge_pr(n).await;
+        match answer {
+            Ok(a) => assert!(!failing.contains(&ids[i]), "a failing PR merged: {a}"),
+            Err(e) => {
+                assert!(failing.contains(&ids[i]), "PR #{n} was refused: {e:?}");
+                assert_eq!(e.code, "gate_failed", "{e:?}");
+            }
+        }
+    }
+    let merged = hub
+        .admin()
+        .list_prs(Some("merged"), None, Some(100))
+        .await
+        .unwrap();
+    assert_eq!(
+        merged.len(),
+        8,
+        "every passing PR merged ({merged_before} before the restart)"
+    );
+    // Each branch is the second parent of exactly one merge on main's first-parent line
+    // (none merged twice), and no failing one is.
+    let seconds = org.bare_git(&[
+        "log",
+        "--first-parent",
+        "--merges",
+        "--format=%P",
+        &format!("{before}..main"),
+    ]);
+    for id in &ids {
+        let head = org.bare_git(&["rev-parse", &format!("{id}/merge")]);
+        let times = seconds
+            .lines()
+            .filter(|p| p.split(' ').nth(1) == Some(head.trim()))
+            .count();
+        let want = usize::from(!failing.contains(id));
+        assert_eq!(times, want, "{id}'s branch merged {times} times");
+    }
+    org.assert_fsck_clean();
 }

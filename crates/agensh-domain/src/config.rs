@@ -278,6 +278,9 @@ impl Default for RunConfig {
     }
 }
 
+/// Most gate runs at once (`merge.gate_jobs`).
+pub const MAX_GATE_JOBS: usize = 256;
+
 /// `[merge]`: how the hub merges pull requests into `main`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -286,9 +289,11 @@ pub struct MergeConfig {
     pub gate: String,
     /// Longest the gate may run, in seconds; past it the merge is refused.
     pub gate_timeout_secs: u64,
-    /// Most merges the gate tests in one run (a failing batch is bisected); 1 gates each
-    /// merge alone.
+    /// Most gated merges folded into one chain and tested together (a failing chain is
+    /// searched); 1 gates each merge alone.
     pub gate_batch: usize,
+    /// Gate runs at once on a chain's prefixes; 0: as many as the hub's machine has cores.
+    pub gate_jobs: usize,
     /// Approving reviews a PR needs before it may merge.
     pub required_approvals: u32,
 }
@@ -299,6 +304,7 @@ impl Default for MergeConfig {
             gate: String::new(),
             gate_timeout_secs: 600,
             gate_batch: 32,
+            gate_jobs: 0,
             required_approvals: 0,
         }
     }
@@ -565,6 +571,12 @@ impl Config {
                 "agensh.toml: merge.gate_batch must be between 1 and 1024 (1 gates each merge alone)",
             ));
         }
+        if self.merge.gate_jobs > MAX_GATE_JOBS {
+            return Err(Error::invalid(
+                "bad_config",
+                format!("agensh.toml: merge.gate_jobs must be between 0 and {MAX_GATE_JOBS} (0: one per core of the hub's machine)"),
+            ));
+        }
         if self.merge.required_approvals > 100 {
             return Err(Error::invalid(
                 "bad_config",
@@ -792,10 +804,14 @@ claim_lease_secs = {lease}
 gate = {gate}
 # Longest the gate may run, in seconds.
 gate_timeout_secs = {gate_timeout}
-# Most merges tested by one run of the gate: merges waiting together are gated once, on
-# the last of them, and a failing batch is split until each failing merge is found
-# (1: each merge gated alone). The gate's AGENSH_GATE_BASE is main before the batch.
+# Most merges tested together: gated merges waiting together are folded into a chain,
+# gated on its last commit and on shorter prefixes at once, landed up to the longest that
+# passed, and a failing merge is searched for until it is refused alone (1: each merge
+# gated alone). The gate's AGENSH_GATE_BASE is main before the merges it tests.
 gate_batch = {gate_batch}
+# Gate runs at once, each in its own scratch checkout (0: one per core of the hub's
+# machine; more pays off for a gate that waits rather than computes).
+gate_jobs = {gate_jobs}
 # Approving reviews a pull request needs before it may merge (0: none).
 required_approvals = {approvals}
 
@@ -910,6 +926,7 @@ park_idle = {park_idle}
             gate = toml::Value::String(self.merge.gate.clone()),
             gate_timeout = self.merge.gate_timeout_secs,
             gate_batch = self.merge.gate_batch,
+            gate_jobs = self.merge.gate_jobs,
             approvals = self.merge.required_approvals,
             workers = self.run.workers,
             agent = toml::Value::String(self.run.agent.clone()),

@@ -248,6 +248,22 @@ pub struct PullRequest {
     pub reviews: Vec<Review>,
     #[serde(default)]
     pub comments: Vec<Comment>,
+    /// Where it is in the merge queue, while a merge of it waits there (never stored).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<QueuePlace>,
+}
+
+/// A waiting merge's place in the merge queue.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueuePlace {
+    /// 1 lands first.
+    pub place: usize,
+    /// The gated chain it is folded into; none while it waits behind it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch: Option<u64>,
+    /// The gate run whose verdict it waits for; none between rounds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate_run: Option<u64>,
 }
 
 #[cfg(test)]

@@ -192,6 +192,7 @@ pub async fn start_with_clock(
             agents: Mutex::new(HashMap::new()),
             metrics: Metrics::default(),
             merging: Mutex::new(std::collections::HashSet::new()),
+            gate_refused: Mutex::new(HashMap::new()),
             shutdown: shutdown.clone(),
             clock,
             gateway,

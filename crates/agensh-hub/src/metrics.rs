@@ -42,6 +42,66 @@ pub struct Metrics {
     /// CLAIM records appended, and those that overlapped another worker's live claim.
     pub claims: AtomicU64,
     pub claim_overlaps: AtomicU64,
+    /// Seconds from a `ship` to its PR merged, the latest [`Latencies::KEPT`].
+    pub ship_to_merged: Latencies,
+}
+
+/// The latest durations of something, for its quantiles.
+#[derive(Default)]
+pub struct Latencies {
+    kept: std::sync::Mutex<std::collections::VecDeque<f64>>,
+    count: AtomicU64,
+    /// Sum in milliseconds.
+    sum_ms: AtomicU64,
+}
+
+impl Latencies {
+    /// Durations kept for the quantiles.
+    pub const KEPT: usize = 4096;
+
+    pub fn note(&self, d: std::time::Duration) {
+        inc(&self.count);
+        self.sum_ms
+            .fetch_add(d.as_millis() as u64, Ordering::Relaxed);
+        let mut kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
+        if kept.len() == Self::KEPT {
+            kept.pop_front();
+        }
+        kept.push_back(d.as_secs_f64());
+    }
+
+    /// The `q` quantile (0..=1) of the kept durations, nearest rank; none before the first.
+    pub fn quantile(&self, q: f64) -> Option<f64> {
+        let mut v: Vec<f64> = self
+            .kept
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .copied()
+            .collect();
+        if v.is_empty() {
+            return None;
+        }
+        v.sort_by(f64::total_cmp);
+        let rank = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len());
+        Some(v[rank - 1])
+    }
+
+    /// Appends it as a Prometheus summary: p50, p99, count and sum.
+    fn render(&self, out: &mut String, name: &str, help: &str) {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} summary");
+        for q in [0.5, 0.99] {
+            if let Some(v) = self.quantile(q) {
+                let _ = writeln!(out, "{name}{{quantile=\"{q}\"}} {v:.3}");
+            }
+        }
+        let _ = writeln!(
+            out,
+            "{name}_count {}\n{name}_sum {:.3}",
+            self.count.load(Ordering::Relaxed),
+            self.sum_ms.load(Ordering::Relaxed) as f64 / 1e3
+        );
+    }
 }
 
 /// Adds one to a counter.
@@ -242,6 +302,11 @@ impl Metrics {
             "# HELP agensh_model_cost_dollars_total What model requests cost, at the upstreams' prices.\n# TYPE agensh_model_cost_dollars_total counter\nagensh_model_cost_dollars_total {}",
             get(&self.model_cost_micros) as f64 / 1e6
         );
+        self.ship_to_merged.render(
+            &mut out,
+            "agensh_ship_to_merged_seconds",
+            "Time from a ship to its PR merged (merge queue and gate included), over the latest 4096.",
+        );
         out
     }
 }
@@ -254,11 +319,12 @@ pub fn render_main_moves(out: &mut String, moves: u64) {
     );
 }
 
-/// Appends how often the merge gate ran and how often a failing batch was split in two.
-pub fn render_gates(out: &mut String, (runs, bisections): (u64, u64)) {
+/// Appends the merge train's counts: gate runs, searches, chains and their merges.
+pub fn render_gates(out: &mut String, g: agensh_workspace::merge::GateStats) {
     let _ = writeln!(
         out,
-        "# HELP agensh_gate_runs_total Runs of the merge gate (one per batch of gated merges, more when a batch is bisected).\n# TYPE agensh_gate_runs_total counter\nagensh_gate_runs_total {runs}\n# HELP agensh_gate_bisections_total Batches of gated merges split in two after their gate failed.\n# TYPE agensh_gate_bisections_total counter\nagensh_gate_bisections_total {bisections}"
+        "# HELP agensh_gate_runs_total Runs of the merge gate (on gated chains and their prefixes).\n# TYPE agensh_gate_runs_total counter\nagensh_gate_runs_total {}\n# HELP agensh_gate_bisections_total Rounds of gate runs that searched a chain for the merge that failed it.\n# TYPE agensh_gate_bisections_total counter\nagensh_gate_bisections_total {}\n# HELP agensh_gate_batches_total Chains of gated merges (each folded and gated together).\n# TYPE agensh_gate_batches_total counter\nagensh_gate_batches_total {}\n# HELP agensh_gate_batched_merges_total Merge commits in those chains (divided by the chains: the mean batch size).\n# TYPE agensh_gate_batched_merges_total counter\nagensh_gate_batched_merges_total {}",
+        g.runs, g.searches, g.batches, g.batched_merges
     );
 }
 

@@ -37,6 +37,10 @@ pub struct Inner {
     pub metrics: Metrics,
     /// Pull requests being merged right now (one merge per PR at a time).
     pub merging: Mutex<std::collections::HashSet<i64>>,
+    /// PR → the commit of its branch the gate last refused and `main` then: merging it
+    /// again is refused at once until either moves (memory only: after a restart the gate
+    /// runs once more).
+    pub gate_refused: Mutex<HashMap<i64, (String, String)>>,
     /// Fires when the hub is shutting down; long-polls return at once.
     pub shutdown: Shutdown,
     /// Where every timestamp, lease and expiry check of the hub reads the time.

@@ -447,6 +447,82 @@ async fn a_failing_gate_refuses_the_merge_with_the_tail_of_its_output() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pr_the_gate_refused_is_not_gated_again_until_its_branch_moves() {
+    let runs = tempfile::tempdir().unwrap();
+    let log = runs.path().join("runs");
+    let gate = format!("echo run >> {}; test -f fixed.txt", log.display());
+    let org = start(1, config_with_gate(&gate, 60)).await;
+    org.push_branch("w01", "w01/x", &[("x.txt", "x\n")], "Add x.txt")
+        .await;
+    let n = org.open("w01", "w01/x", "X").await;
+    let count = || {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    expect_err(
+        org.client("w01").merge_pr(n).await,
+        ErrorKind::Conflict,
+        "gate_failed",
+    );
+    assert_eq!(count(), 1);
+    let again = org
+        .raw(Method::POST, &format!("/prs/{n}/merge"), "w01", None)
+        .await;
+    let message = api_error(&again, 409, "gate_failed");
+    assert!(message.contains("already refused"), "{message}");
+    assert_eq!(
+        count(),
+        1,
+        "the same branch on the same main is not gated again"
+    );
+    org.push_branch("w01", "w01/x", &[("fixed.txt", "ok\n")], "Fix it")
+        .await;
+    let answer = org.client("w01").merge_pr(n).await.unwrap();
+    assert_eq!(answer["outcome"], "merged", "{answer}");
+    assert_eq!(count(), 2, "a moved branch is gated again");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pr_list_shows_a_waiting_merges_place_batch_and_gate_run() {
+    let hold = tempfile::tempdir().unwrap();
+    let flag = hold.path().join("hold");
+    std::fs::write(&flag, "").unwrap();
+    let gate = format!("while [ -e {} ]; do sleep 0.05; done", flag.display());
+    let org = start(1, config_with_gate(&gate, 60)).await;
+    org.push_branch("w01", "w01/x", &[("x.txt", "x\n")], "Add x.txt")
+        .await;
+    let n = org.open("w01", "w01/x", "X").await;
+    let merging = tokio::spawn({
+        let c = org.client("w01");
+        async move { c.merge_pr(n).await }
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let place = loop {
+        let prs = org.client("w01").list_prs(None, None, None).await.unwrap();
+        if let Some(q) = prs[0].queue.clone() {
+            break q;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never shown in the queue"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(place.place, 1);
+    assert!(
+        place.batch.is_some() && place.gate_run.is_some(),
+        "{place:?}"
+    );
+    std::fs::remove_file(&flag).unwrap();
+    let answer = merging.await.unwrap().unwrap();
+    assert_eq!(answer["outcome"], "merged", "{answer}");
+    let prs = org.client("w01").list_prs(None, None, None).await.unwrap();
+    assert_eq!(prs[0].queue, None, "a merged PR waits nowhere");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tokens_printed_by_a_gate_are_redacted_before_workers_see_them() {
     let org = start(2, config_with_gate("cat leak.txt; exit 1", 60)).await;
     let stolen = format!("{} {}", org.hub().admin_token, org.token("w02"));

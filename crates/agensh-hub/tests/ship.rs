@@ -154,6 +154,42 @@ async fn ship_opens_merges_posts_the_summary_and_releases_the_claim_in_one_call(
         )
     );
     assert!(org.claims("w01").await.is_empty(), "the claim is released");
+    // Its time from ship to merged is in /metrics.
+    let metrics = reqwest::get(format!("{}/metrics", org.hub().url))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("\nagensh_ship_to_merged_seconds_count 1\n"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("\nagensh_ship_to_merged_seconds{quantile=\"0.99\"} "),
+        "{metrics}"
+    );
+}
+
+#[tokio::test]
+async fn a_title_and_summary_written_over_several_lines_ship_as_one_line_each() {
+    let org = start(1, "").await;
+    org.push("w01", &[("leap.txt", "done\n")]).await;
+    let r = ship(
+        &org.mcp(0).await,
+        json!({"title": "leap:\nimplement", "summary": "files=numkit/leap.py\n\n  evidence=tests pass\n"}),
+    )
+    .await;
+    assert!(!r.is_error, "{}", r.text);
+    let pr = &org.client("w01").list_prs(None, None, None).await.unwrap()[0];
+    assert_eq!(pr.title, "leap: implement");
+    assert_eq!(
+        pr.body.as_deref(),
+        Some("files=numkit/leap.py\n\n  evidence=tests pass\n"),
+        "the PR keeps the summary as written"
+    );
+    let summary = org.client("w01").unfold("G1").await.unwrap().record;
+    assert_eq!(summary.text, "files=numkit/leap.py | evidence=tests pass");
 }
 
 #[tokio::test]
@@ -251,10 +287,10 @@ async fn a_summary_that_breaks_a_limit_is_refused_before_anything_moves() {
     org.push("w01", &[("a.txt", "a\n")]).await;
     let r = ship(
         &org.mcp(0).await,
-        json!({"title": "t", "summary": "line one\nline two"}),
+        json!({"title": "t", "summary": "x".repeat(301)}),
     )
     .await;
-    let m = refused(&r, "text_control_chars");
+    let m = refused(&r, "text_too_long");
     assert!(m.contains("nothing was done"), "{m}");
     assert!(org
         .client("w01")

@@ -20,6 +20,7 @@ pub mod pack;
 pub mod remote;
 pub mod seed;
 pub mod ship;
+pub(crate) mod train;
 
 use std::path::{Path, PathBuf};
 

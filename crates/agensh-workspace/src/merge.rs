@@ -1,14 +1,14 @@
 //! Merging a branch into `main` inside the bare repository, with no temporary clone:
 //! `merge-tree --write-tree` computes the merged tree, `commit-tree` makes the merge
-//! commit, an optional gate runs on that tree in a scratch worktree, and
-//! `update-ref main NEW OLD` moves `main` only if nobody moved it meanwhile (else the
-//! merge is redone on the new `main`).
+//! commit, and `update-ref main NEW OLD` moves `main` only if nobody moved it meanwhile
+//! (else the merge is redone on the new `main`).
 //!
-//! Gated merges that wait together are batched: folded onto `main` one after another, each
-//! its own merge commit, and the gate runs once, on the batch's last commit. When it fails
-//! the batch is bisected — its first half gated and landed, then its second — until each
-//! failing merge is refused alone with its own gate output. `main` only ever moves to a
-//! commit the gate passed on, with `AGENSH_GATE_BASE` set to `main` before the batch.
+//! Merges wait in one queue and go in batches. Ungated ones are folded onto `main` one
+//! after another, each its own merge commit, and `main` moves once for the batch. Gated
+//! ones go through the merge train ([`crate::train`]): folded into a chain, gated in
+//! parallel on its prefixes, landed up to the longest that passed, each failing merge
+//! refused alone with its own gate output. `main` only ever moves to a commit the gate
+//! passed on, with `AGENSH_GATE_BASE` set to `main` before the merges it tests.
 
 use std::path::Path;
 use std::time::Duration;
@@ -21,7 +21,7 @@ use crate::Workspace;
 
 /// How often a batch of merges is redone because something outside the merge queue (an
 /// admin's push, another process) moved `main` first.
-const MAX_ATTEMPTS: u32 = 64;
+pub(crate) const MAX_ATTEMPTS: u32 = 64;
 /// Most merges folded into one move of `main`: a batch answers nobody before it ends, so
 /// a bound keeps the first answers coming while a thousand merges wait.
 const MAX_BATCH: usize = 128;
@@ -38,9 +38,12 @@ pub struct Gate {
     /// Run with `sh -c` in a scratch checkout of the merge commit.
     pub command: String,
     pub timeout: Duration,
-    /// Most merges tested by one run (`merge.gate_batch`; 1: each alone). A failing run is
-    /// bisected, so a larger batch costs more runs to find a failure in.
+    /// Most merges in one gated chain (`merge.gate_batch`; 1: each alone). A failing run
+    /// is searched, so a longer chain costs more runs to find a failure in.
     pub batch: usize,
+    /// Gate runs at once on a chain's prefixes (`merge.gate_jobs`; 1: one at a time, a
+    /// failing chain bisected).
+    pub jobs: usize,
 }
 
 /// What to merge.
@@ -117,9 +120,26 @@ pub struct BranchSummary {
 /// One merge waiting in the queue: what to merge, the commit it merges, and where its
 /// caller waits for the outcome.
 pub(crate) struct Waiting {
-    req: MergeRequest,
-    head: String,
-    answer: tokio::sync::oneshot::Sender<Result<MergeOutcome>>,
+    pub(crate) req: MergeRequest,
+    pub(crate) head: String,
+    pub(crate) answer: tokio::sync::oneshot::Sender<Result<MergeOutcome>>,
+}
+
+/// A merge in the queue, as `pr list` and the dashboard show it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueuedMerge {
+    pub branch: String,
+    /// The commit of the branch it merges.
+    pub head: String,
+    /// Its place in the queue: 1 lands first.
+    pub place: usize,
+    /// The gated chain it is folded into (numbered from 1 since the workspace was
+    /// opened); none while it waits behind it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch: Option<u64>,
+    /// The gate run whose verdict it waits for (numbered from 1); none between rounds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate_run: Option<u64>,
 }
 
 /// The merge queue of one workspace (shared by its clones): the merges waiting, and the
@@ -130,14 +150,54 @@ pub(crate) struct MergeQueue {
     waiting: std::sync::Mutex<Vec<Waiting>>,
     turn: std::sync::Arc<tokio::sync::Mutex<()>>,
     main_moves: std::sync::atomic::AtomicU64,
-    gate_runs: std::sync::atomic::AtomicU64,
-    bisections: std::sync::atomic::AtomicU64,
+    pub(crate) gate_runs: std::sync::atomic::AtomicU64,
+    pub(crate) bisections: std::sync::atomic::AtomicU64,
+    /// Gated chains, and the merge commits they held (their mean size).
+    pub(crate) batches: std::sync::atomic::AtomicU64,
+    pub(crate) batched_merges: std::sync::atomic::AtomicU64,
+    /// The merges the running batch holds, as last shown.
+    view: std::sync::Mutex<Vec<QueuedMerge>>,
+    /// Held while a scratch worktree is added, removed or pruned.
+    pub(crate) worktrees: tokio::sync::Mutex<()>,
 }
 
 impl MergeQueue {
     fn waiting(&self) -> std::sync::MutexGuard<'_, Vec<Waiting>> {
         // A panic while holding it cannot leave the list half-changed (push and take).
         self.waiting.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl MergeQueue {
+    /// Shows the chain `links` (branch, head, the prefix length that includes it) of
+    /// `batch`, waiting for the gate runs `runs` (id, prefix length), and `behind` it.
+    pub(crate) fn show(
+        &self,
+        links: &[(String, String, usize)],
+        batch: u64,
+        runs: &[(u64, usize)],
+        behind: &std::collections::VecDeque<Waiting>,
+    ) {
+        let mut view = Vec::with_capacity(links.len() + behind.len());
+        for (branch, head, k) in links {
+            view.push(QueuedMerge {
+                branch: branch.clone(),
+                head: head.clone(),
+                place: view.len() + 1,
+                batch: Some(batch),
+                gate_run: runs.iter().find(|(_, p)| p >= k).map(|(id, _)| *id),
+            });
+        }
+        for w in behind {
+            view.push(QueuedMerge {
+                branch: w.req.branch.clone(),
+                head: w.head.clone(),
+                place: view.len() + 1,
+                batch: None,
+                gate_run: None,
+            });
+        }
+        *self.view.lock().unwrap_or_else(|p| p.into_inner()) = view;
     }
 }
 
@@ -151,7 +211,7 @@ impl std::fmt::Debug for MergeQueue {
 }
 
 /// Answers every caller of `batch` with `f` of its merge.
-fn answer_all(batch: Vec<Waiting>, f: impl Fn(&Waiting) -> Result<MergeOutcome>) {
+pub(crate) fn answer_all(batch: Vec<Waiting>, f: impl Fn(&Waiting) -> Result<MergeOutcome>) {
     for w in batch {
         let outcome = f(&w);
         let _ = w.answer.send(outcome);
@@ -166,7 +226,7 @@ fn answer_each(batch: Vec<Waiting>, outcomes: Vec<Result<MergeOutcome>>) {
 }
 
 /// The answer when `main` kept moving under a batch.
-fn contended() -> Error {
+pub(crate) fn contended() -> Error {
     Error::conflict(
         "merge_contended",
         format!(
@@ -260,7 +320,7 @@ impl Workspace {
 
     /// Merges every request of `reqs` in one batch of the merge queue (with whatever else
     /// waits): in this order, each its own `merge-tree` check and merge commit, `main`
-    /// moved once for the ungated ones (a gated one goes alone). One outcome per request,
+    /// moved once for the ungated ones (gated ones through the merge train). One outcome per request,
     /// in order; a request that fails (a conflict, an unknown branch) fails alone.
     pub async fn merge_together(&self, reqs: &[MergeRequest]) -> Vec<Result<MergeOutcome>> {
         let mut answers = Vec::with_capacity(reqs.len());
@@ -324,32 +384,32 @@ impl Workspace {
     }
 
     /// Merges `batch` (the merges that were waiting): the ungated ones together, at most
-    /// [`MAX_BATCH`] per move of `main`; then the gated ones in order, in batches of the
-    /// same gate of at most its `batch`, each batch gated once ([`Self::merge_batch`]).
+    /// [`MAX_BATCH`] per move of `main`; then the gated ones in order, through the merge
+    /// train of their gate ([`Self::merge_gated`]).
     async fn run_queue(&self, batch: Vec<Waiting>) {
         let (mut gated, mut ungated): (Vec<Waiting>, Vec<Waiting>) =
             batch.into_iter().partition(|w| w.req.gate.is_some());
         while !ungated.is_empty() {
             let rest = ungated.split_off(ungated.len().min(MAX_BATCH));
-            self.merge_batch(std::mem::replace(&mut ungated, rest), None)
+            self.merge_batch(std::mem::replace(&mut ungated, rest))
                 .await;
         }
         while let Some(gate) = gated.first().and_then(|w| w.req.gate.clone()) {
             let same = gated
                 .iter()
-                .take(gate.batch.max(1))
                 .take_while(|w| w.req.gate.as_ref() == Some(&gate))
                 .count();
             let rest = gated.split_off(same);
-            self.merge_batch(std::mem::replace(&mut gated, rest), Some(&gate))
+            self.merge_gated(std::mem::replace(&mut gated, rest), &gate)
                 .await;
         }
+        *self.queue().view.lock().unwrap_or_else(|p| p.into_inner()) = Vec::new();
     }
 
     /// Folds every merge of `batch` onto `main` as it is now, each its own `merge-tree`
     /// check and merge commit (a conflicting one left out alone): `main`, the last merge
     /// commit (`main` itself when nothing merged) and each merge's outcome.
-    async fn fold_all(
+    pub(crate) async fn fold_all(
         &self,
         batch: &[Waiting],
         attempt: u32,
@@ -380,12 +440,23 @@ impl Workspace {
         } else {
             format!("merge queue: {} merges", batch.len())
         };
+        self.move_main_to(tip, base, &message).await
+    }
+
+    /// Moves `main` from `base` to `tip`, the last of `merges` gated merge commits, by
+    /// compare-and-swap: false when something else moved it first.
+    pub(crate) async fn move_main_by(&self, tip: &str, base: &str, merges: usize) -> Result<bool> {
+        let message = format!("merge queue: {merges} gated merge(s)");
+        self.move_main_to(tip, base, &message).await
+    }
+
+    async fn move_main_to(&self, tip: &str, base: &str, message: &str) -> Result<bool> {
         let out = self
             .git()
             .output([
                 "update-ref",
                 "-m",
-                &message,
+                message,
                 &format!("refs/heads/{BASE}"),
                 tip,
                 base,
@@ -400,60 +471,12 @@ impl Workspace {
         Ok(true)
     }
 
-    /// After the gate failed on a batch: the merges before its first merge commit keep
-    /// their answers (each was checked against `main` alone). When that merge commit was
-    /// the batch's only one, it is the failing merge: refused with `failed`, and what came
-    /// after it is merged again without it. Otherwise the rest is split in two halves,
-    /// merged (gated, and bisected again if need be) one after the other.
-    async fn bisect(
-        &self,
-        batch: Vec<Waiting>,
-        outcomes: Vec<Result<MergeOutcome>>,
-        failed: MergeOutcome,
-        gate: &Gate,
-    ) {
-        let merged: Vec<usize> = outcomes
-            .iter()
-            .enumerate()
-            .filter(|(_, o)| matches!(o, Ok(MergeOutcome::Merged { .. })))
-            .map(|(i, _)| i)
-            .collect();
-        let first = merged[0];
-        let mut rest = Vec::new();
-        for (i, (w, outcome)) in batch.into_iter().zip(outcomes).enumerate() {
-            match i {
-                i if i < first => {
-                    let _ = w.answer.send(outcome);
-                }
-                i if i == first && merged.len() == 1 => {
-                    let _ = w.answer.send(Ok(failed.clone()));
-                }
-                _ => rest.push(w),
-            }
-        }
-        if merged.len() == 1 {
-            return self.merge_batch(rest, Some(gate)).await;
-        }
-        self.queue()
-            .bisections
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let second = rest.split_off(rest.len() / 2);
-        self.merge_batch(rest, Some(gate)).await;
-        self.merge_batch(second, Some(gate)).await;
-    }
-
-    /// Folds each merge of `batch` onto what `main` becomes — its own `merge-tree` check and
-    /// merge commit, a conflicting one left out alone — runs `gate`, when there is one, once
-    /// on the last merge commit, and moves `main` once, by compare-and-swap; when something
-    /// outside the queue moved `main` meanwhile, the whole batch is redone on the new `main`.
-    /// A failing gate bisects the batch ([`Self::bisect`]), so `main` only moves to a commit
-    /// the gate passed on. Answers every caller.
-    fn merge_batch<'a>(
-        &'a self,
-        mut batch: Vec<Waiting>,
-        gate: Option<&'a Gate>,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'a>> {
-        Box::pin(async move {
+    /// Folds each ungated merge of `batch` onto what `main` becomes — its own `merge-tree`
+    /// check and merge commit, a conflicting one left out alone — and moves `main` once, by
+    /// compare-and-swap; when something outside the queue moved `main` meanwhile, the whole
+    /// batch is redone on the new `main`. Answers every caller.
+    async fn merge_batch(&self, mut batch: Vec<Waiting>) {
+        {
             // A caller that has gone away (its request dropped) is not merged for nobody.
             batch.retain(|w| !w.answer.is_closed());
             if batch.is_empty() {
@@ -468,15 +491,6 @@ impl Workspace {
                     // Nothing to move: every merge was up to date, conflicting or failed.
                     return answer_each(batch, outcomes);
                 }
-                if let Some(gate) = gate {
-                    match self.run_gate(gate, &tip, &base).await {
-                        Ok(None) => {}
-                        Ok(Some(failed)) => {
-                            return self.bisect(batch, outcomes, failed, gate).await
-                        }
-                        Err(e) => return answer_all(batch, |_| Err(e.clone())),
-                    }
-                }
                 match self.move_main(&tip, &base, &batch).await {
                     Ok(true) => {
                         answer_each(batch, outcomes);
@@ -487,7 +501,6 @@ impl Workspace {
                 }
                 tracing::debug!(
                     merges = batch.len(),
-                    gated = gate.is_some(),
                     attempt,
                     "main moved outside the merge queue during a batch; merging it again"
                 );
@@ -495,7 +508,7 @@ impl Workspace {
                 tokio::time::sleep(Duration::from_millis(1 + jitter)).await;
             }
             answer_all(batch, |_| Err(contended()))
-        })
+        }
     }
 
     /// Adds the commits of `main` up to `tip` to the repository's commit-graph (a new
@@ -504,7 +517,7 @@ impl Workspace {
     /// open and inflate, so with many merges since the last pack each merge got slower
     /// (55 ms a merge-tree after 1,000 merges, 12 ms with the graph). Best effort: git
     /// works the same without it.
-    async fn extend_commit_graph(&self, tip: &str) {
+    pub(crate) async fn extend_commit_graph(&self, tip: &str) {
         let out = self
             .git()
             .output_with_input(
@@ -577,25 +590,43 @@ impl Workspace {
             .load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// How often a gate ran, and how often a failing batch was split in two, since this
-    /// workspace was opened.
-    pub fn gate_stats(&self) -> (u64, u64) {
+    /// The merge train's counts since this workspace was opened.
+    pub fn gate_stats(&self) -> GateStats {
         let q = self.queue();
         let load = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
-        (load(&q.gate_runs), load(&q.bisections))
+        GateStats {
+            runs: load(&q.gate_runs),
+            searches: load(&q.bisections),
+            batches: load(&q.batches),
+            batched_merges: load(&q.batched_merges),
+        }
+    }
+
+    /// The merges in the queue now, in the order they land: the running chain's (with
+    /// its batch and the gate run each waits for), then those waiting behind it.
+    pub fn merge_queue(&self) -> Vec<QueuedMerge> {
+        let q = self.queue();
+        let mut view = q.view.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        for w in q.waiting().iter() {
+            view.push(QueuedMerge {
+                branch: w.req.branch.clone(),
+                head: w.head.clone(),
+                place: view.len() + 1,
+                batch: None,
+                gate_run: None,
+            });
+        }
+        view
     }
 
     /// Runs the gate on `commit`, with [`GATE_BASE_VAR`] set to `base` (`main` before the
     /// merges it tests); `Some(outcome)` when it fails.
-    async fn run_gate(
+    pub(crate) async fn run_gate(
         &self,
         gate: &Gate,
         commit: &str,
         base: &str,
     ) -> Result<Option<MergeOutcome>> {
-        self.queue()
-            .gate_runs
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         // Outside the organization directory: the gate runs the branch's code, which has
         // no business next to the hub's state.
         let scratch_root = std::env::temp_dir().join("agensh-gates");
@@ -610,16 +641,25 @@ impl Workspace {
             std::process::id()
         ));
         let scratch_s = scratch.to_string_lossy().to_string();
-        self.git()
-            .run(["worktree", "add", "--detach", "--quiet", &scratch_s, commit])
-            .await?;
+        // A run stopped because its answer no longer matters (its task dropped) leaves no
+        // directory behind; `git worktree prune` forgets it.
+        let _scratch = RemoveOnDrop(scratch.clone());
+        {
+            // git reads every worktree's metadata while it adds one: one at a time.
+            let _one = self.queue().worktrees.lock().await;
+            self.git()
+                .run(["worktree", "add", "--detach", "--quiet", &scratch_s, commit])
+                .await?;
+        }
         let env = [(GATE_BASE_VAR, base)];
         let result = run_in_group(&gate.command, &scratch, gate.timeout, "the gate", &env).await;
-        let _ = self
-            .git()
-            .output(["worktree", "remove", "--force", &scratch_s])
-            .await;
-        let _ = std::fs::remove_dir_all(&scratch);
+        {
+            let _one = self.queue().worktrees.lock().await;
+            let _ = self
+                .git()
+                .output(["worktree", "remove", "--force", &scratch_s])
+                .await;
+        }
         let (status, timed_out, output) = result?;
         if status == Some(0) && !timed_out {
             return Ok(None);
@@ -758,6 +798,38 @@ fn parse_numstat_z(s: &str) -> Vec<FileStat> {
     out
 }
 
+/// The merge train's counts (`/metrics`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GateStats {
+    /// Gate runs started.
+    pub runs: u64,
+    /// Rounds that searched inside a chain a run had failed on.
+    pub searches: u64,
+    /// Gated chains, and the merge commits they held.
+    pub batches: u64,
+    pub batched_merges: u64,
+}
+
+/// Removes a directory when dropped.
+struct RemoveOnDrop(std::path::PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Kills a process group when dropped, unless it was taken out.
+struct KillOnDrop(Option<agensh_process::group::ProcessGroup>);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Some(group) = self.0.take() {
+            group.kill();
+        }
+    }
+}
+
 /// The last lines of `output`, at most [`GATE_TAIL_LINES`] lines and [`GATE_TAIL_BYTES`].
 pub(crate) fn tail(output: &str) -> String {
     let lines: Vec<&str> = output.lines().collect();
@@ -804,6 +876,8 @@ pub(crate) async fn run_in_group(
     cmd.envs(env.iter().copied());
     let mut gate = agensh_process::group::spawn(&mut cmd, agensh_process::Priority::Normal)
         .map_err(|e| Error::internal(format!("cannot start {what}: {e}")))?;
+    // A caller that stops waiting (its task dropped) takes the whole group down with it.
+    let mut group = KillOnDrop(Some(gate.group));
     let mut stdout = gate.child.stdout.take().expect("stdout is piped");
     let reader = tokio::spawn(async move {
         let mut kept: Vec<u8> = Vec::new();
@@ -820,7 +894,9 @@ pub(crate) async fn run_in_group(
         kept
     });
     let waited = gate.wait_timeout(timeout).await;
-    gate.group.kill();
+    if let Some(g) = group.0.take() {
+        g.kill();
+    }
     // The group is dead, so the pipe closes; a process that left the group cannot hold
     // the answer for more than a moment.
     let output = tokio::time::timeout(Duration::from_secs(5), reader)

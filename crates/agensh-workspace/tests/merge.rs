@@ -138,6 +138,7 @@ async fn a_passing_gate_lets_main_move() {
         command: "test -f ok.txt && test -f shared.txt".into(),
         timeout: Duration::from_secs(30),
         batch: 32,
+        jobs: 1,
     });
     assert!(matches!(
         org.ws.merge(&req).await.unwrap(),
@@ -155,6 +156,7 @@ async fn a_failing_gate_refuses_the_merge_with_the_tail_of_its_output() {
         command: "seq 1 100; echo 'test parser ... FAILED'; exit 3".into(),
         timeout: Duration::from_secs(30),
         batch: 32,
+        jobs: 1,
     });
     let MergeOutcome::GateFailed {
         exit,
@@ -194,6 +196,7 @@ async fn a_gate_does_not_see_the_hubs_secrets_in_its_environment() {
         command: "env; exit 1".into(),
         timeout: Duration::from_secs(30),
         batch: 32,
+        jobs: 1,
     });
     let out = org.ws.merge(&req).await.unwrap();
     std::env::remove_var("AGENSH_TOKEN");
@@ -217,6 +220,7 @@ async fn a_gate_runs_on_a_merge_commit_whose_first_parent_is_main_before_the_mer
         command: format!("test \"$(git rev-parse HEAD^1)\" = {before}"),
         timeout: Duration::from_secs(30),
         batch: 32,
+        jobs: 1,
     });
     let out = org.ws.merge(&req).await.unwrap();
     assert!(matches!(out, MergeOutcome::Merged { .. }), "{out:?}");
@@ -234,6 +238,7 @@ async fn a_gate_can_refuse_a_change_to_protected_files_by_diffing_against_head_1
             command: protect.into(),
             timeout: Duration::from_secs(30),
             batch: 32,
+            jobs: 1,
         });
         req
     };
@@ -256,6 +261,7 @@ async fn background_processes_of_a_passing_gate_do_not_outlive_it() {
         command: format!("(sleep 2; touch {}) & exit 0", marker.display()),
         timeout: Duration::from_secs(30),
         batch: 32,
+        jobs: 1,
     });
     let started = Instant::now();
     let out = org.ws.merge(&req).await.unwrap();
@@ -278,6 +284,7 @@ async fn a_gate_that_runs_too_long_is_killed_with_its_children() {
         command: format!("(sleep 3; touch {}) & sleep 30", marker.display()),
         timeout: Duration::from_millis(500),
         batch: 32,
+        jobs: 1,
     });
     let started = Instant::now();
     let out = org.ws.merge(&req).await.unwrap();
@@ -584,6 +591,7 @@ fn gated(branch: &str, command: &str) -> MergeRequest {
         command: command.into(),
         timeout: Duration::from_secs(30),
         batch: 32,
+        jobs: 1,
     });
     req
 }
@@ -650,7 +658,17 @@ async fn gated_merges_waiting_together_are_gated_once_as_a_batch_and_all_land() 
         assert!(matches!(o, Ok(MergeOutcome::Merged { .. })), "{out:?}");
     }
     assert_eq!(org.ws.main_moves(), 1, "one move of main for the batch");
-    assert_eq!(org.ws.gate_stats(), (1, 0), "one gate run, no bisection");
+    let stats = org.ws.gate_stats();
+    assert_eq!(
+        (stats.runs, stats.searches),
+        (1, 0),
+        "one gate run, no search"
+    );
+    assert_eq!(
+        (stats.batches, stats.batched_merges),
+        (1, 6),
+        "one chain of six"
+    );
     // In order: each merge's first parent is the one before it.
     let chain = org
         .ws
@@ -693,7 +711,8 @@ async fn with_a_gate_batch_of_one_each_gated_merge_goes_alone_through_the_gate()
         assert!(matches!(o, Ok(MergeOutcome::Merged { .. })), "{out:?}");
     }
     assert_eq!(org.ws.main_moves(), 3, "one move of main per gated merge");
-    assert_eq!(org.ws.gate_stats(), (3, 0));
+    let stats = org.ws.gate_stats();
+    assert_eq!((stats.runs, stats.searches, stats.batches), (3, 0, 3));
 }
 
 #[tokio::test]
@@ -725,7 +744,8 @@ async fn one_failing_merge_in_a_batch_of_eight_is_refused_alone_with_its_output_
     assert!(main_positions_failing(&org, &before, NO_BAD_FILES)
         .await
         .is_empty());
-    let (runs, bisections) = org.ws.gate_stats();
+    let stats = org.ws.gate_stats();
+    let (runs, bisections) = (stats.runs, stats.searches);
     assert!(
         bisections >= 1 && runs < 8,
         "{runs} gate runs, {bisections} bisections"
@@ -782,7 +802,8 @@ async fn a_conflicting_merge_in_a_gated_batch_is_refused_by_merge_tree_and_never
         "{out:?}"
     );
     assert!(matches!(out[2], Ok(MergeOutcome::Merged { .. })), "{out:?}");
-    assert_eq!(org.ws.gate_stats(), (1, 0));
+    let stats = org.ws.gate_stats();
+    assert_eq!((stats.runs, stats.searches), (1, 0));
 }
 
 #[tokio::test]
@@ -823,7 +844,7 @@ async fn main_moved_by_someone_else_during_a_batchs_gate_redoes_the_batch_on_the
         assert!(matches!(o, Ok(MergeOutcome::Merged { .. })), "{out:?}");
     }
     assert_eq!(
-        org.ws.gate_stats().0,
+        org.ws.gate_stats().runs,
         2,
         "the batch was gated again on the new main"
     );
@@ -831,6 +852,231 @@ async fn main_moved_by_someone_else_during_a_batchs_gate_redoes_the_batch_on_the
     for f in ["a.txt", "b.txt", "o.txt"] {
         assert!(files.contains(f), "{f} missing: {files:?}");
     }
+}
+
+/// `gated` with `jobs` gate runs at once and chains of at most `batch`.
+fn gated_jobs(branch: &str, command: &str, batch: usize, jobs: usize) -> MergeRequest {
+    let mut req = gated(branch, command);
+    let gate = req.gate.as_mut().expect("gated");
+    (gate.batch, gate.jobs) = (batch, jobs);
+    req
+}
+
+/// Checks that merge `i` of `out` was refused by the gate exactly when `bad` holds it, with
+/// its own output, and merged otherwise.
+fn assert_refused_alone(out: &[agensh_domain::Result<MergeOutcome>], bad: &[usize]) {
+    for (i, o) in out.iter().enumerate() {
+        match o {
+            Ok(MergeOutcome::GateFailed { output_tail, .. }) if bad.contains(&i) => {
+                assert_eq!(
+                    output_tail.trim(),
+                    format!("found bad-{i}.txt"),
+                    "merge {i}: its own output"
+                );
+            }
+            Ok(MergeOutcome::Merged { .. }) if !bad.contains(&i) => {}
+            other => panic!("merge {i}: {other:?}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn parallel_gate_runs_find_a_failing_merge_among_sixteen_in_two_rounds() {
+    let org = org().await;
+    let before = org.main().await;
+    let branches = parts(&org, 16, &[10]).await;
+    let reqs: Vec<_> = branches
+        .iter()
+        .map(|b| gated_jobs(b, NO_BAD_FILES, 32, 4))
+        .collect();
+    let out = org.ws.merge_together(&reqs).await;
+    assert_refused_alone(&out, &[10]);
+    assert!(main_positions_failing(&org, &before, NO_BAD_FILES)
+        .await
+        .is_empty());
+    let stats = org.ws.gate_stats();
+    // Round 1: prefixes 4, 8, 12, 16 (12 and 16 fail, 8 lands); round 2 inside 9..12:
+    // prefixes 1, 2, 3 of what is left (the third fails: merge 10); then the five after it
+    // are folded again and land in one run. Stopped runs count as started.
+    assert_eq!(stats.searches, 1, "{stats:?}");
+    assert!(stats.runs <= 4 + 3 + 4, "{stats:?}");
+    assert_eq!(
+        org.files_on_main()
+            .await
+            .iter()
+            .filter(|f| f.starts_with("parts/"))
+            .count(),
+        15
+    );
+    org.assert_fsck_clean().await;
+}
+
+#[tokio::test]
+async fn parallel_gate_runs_find_every_failing_merge_and_keep_the_order() {
+    let org = org().await;
+    let before = org.main().await;
+    let bad = [0, 3, 4, 11];
+    let branches = parts(&org, 12, &bad).await;
+    let reqs: Vec<_> = branches
+        .iter()
+        .map(|b| gated_jobs(b, NO_BAD_FILES, 5, 3))
+        .collect();
+    let out = org.ws.merge_together(&reqs).await;
+    assert_refused_alone(&out, &bad);
+    assert!(main_positions_failing(&org, &before, NO_BAD_FILES)
+        .await
+        .is_empty());
+    // The merges landed in the order they were asked for.
+    let subjects = org
+        .ws
+        .git()
+        .run([
+            "log",
+            "--first-parent",
+            "--reverse",
+            "--format=%s",
+            &format!("{before}..main"),
+        ])
+        .await
+        .unwrap();
+    let merged: Vec<String> = subjects
+        .lines()
+        .filter_map(|l| l.strip_prefix("Merge ").map(str::to_string))
+        .collect();
+    let expected: Vec<String> = branches
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !bad.contains(i))
+        .map(|(_, b)| b.clone())
+        .collect();
+    assert_eq!(merged, expected);
+    org.assert_fsck_clean().await;
+}
+
+#[tokio::test]
+async fn gate_runs_made_useless_by_a_longer_passing_prefix_are_stopped_with_their_processes() {
+    let org = org().await;
+    let branches = parts(&org, 4, &[]).await;
+    // The whole chain passes at once; a shorter prefix starts a child that would leave a
+    // mark after 3 s, and waits 60 s.
+    let marks = org.dir().join("marks");
+    std::fs::create_dir_all(&marks).unwrap();
+    let gate = format!(
+        "if [ $(ls parts | wc -l) -lt 4 ]; then (sleep 3; touch {m}/$$) & sleep 60; fi",
+        m = marks.display()
+    );
+    let reqs: Vec<_> = branches
+        .iter()
+        .map(|b| gated_jobs(b, &gate, 32, 4))
+        .collect();
+    let started = Instant::now();
+    let out = org.ws.merge_together(&reqs).await;
+    for o in &out {
+        assert!(matches!(o, Ok(MergeOutcome::Merged { .. })), "{out:?}");
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "the chain waited for runs whose answer did not matter"
+    );
+    assert_eq!(org.ws.gate_stats().runs, 4, "four prefixes at once");
+    assert_eq!(org.ws.main_moves(), 1);
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let left: Vec<_> = std::fs::read_dir(&marks).unwrap().collect();
+    assert!(left.is_empty(), "a stopped run's child lived on: {left:?}");
+    let worktrees = org
+        .ws
+        .git()
+        .run(["worktree", "list", "--porcelain"])
+        .await
+        .unwrap();
+    for path in worktrees
+        .lines()
+        .filter_map(|l| l.strip_prefix("worktree "))
+        .skip(1)
+    {
+        assert!(
+            !std::path::Path::new(path).exists(),
+            "a stopped run's scratch worktree is left: {path}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_gate_that_hangs_on_one_merge_is_cut_at_its_timeout_and_refuses_that_merge_alone() {
+    let org = org().await;
+    let branches = parts(&org, 3, &[]).await;
+    // Hangs on any tree holding the second part.
+    let gate = "if [ -f parts/1.txt ]; then sleep 60; fi";
+    let reqs: Vec<_> = branches
+        .iter()
+        .map(|b| {
+            let mut r = gated_jobs(b, gate, 32, 3);
+            r.gate.as_mut().unwrap().timeout = Duration::from_secs(1);
+            r
+        })
+        .collect();
+    let started = Instant::now();
+    let out = org.ws.merge_together(&reqs).await;
+    assert!(matches!(out[0], Ok(MergeOutcome::Merged { .. })), "{out:?}");
+    assert!(
+        matches!(
+            out[1],
+            Ok(MergeOutcome::GateFailed {
+                timed_out: true,
+                ..
+            })
+        ),
+        "{out:?}"
+    );
+    assert!(matches!(out[2], Ok(MergeOutcome::Merged { .. })), "{out:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "runs were cut at 1 s"
+    );
+    let files = org.files_on_main().await;
+    assert!(files.contains("parts/2.txt") && !files.contains("parts/1.txt"));
+}
+
+#[tokio::test]
+async fn the_queue_shows_each_waiting_merge_its_place_batch_and_gate_run() {
+    let org = org().await;
+    let branches = parts(&org, 3, &[]).await;
+    let hold = org.dir().join("hold");
+    std::fs::write(&hold, "").unwrap();
+    // Every run waits until the test removes the file.
+    let gate = format!("while [ -e {} ]; do sleep 0.05; done", hold.display());
+    let reqs: Vec<_> = branches
+        .iter()
+        .map(|b| gated_jobs(b, &gate, 2, 1))
+        .collect();
+    let ws = org.ws.clone();
+    let merging = tokio::spawn(async move { ws.merge_together(&reqs).await });
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let queue = loop {
+        let q = org.ws.merge_queue();
+        if q.iter().any(|m| m.gate_run.is_some()) {
+            break q;
+        }
+        assert!(Instant::now() < deadline, "no gate run shown: {q:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let places: Vec<(&str, usize, Option<u64>, Option<u64>)> = queue
+        .iter()
+        .map(|m| (m.branch.as_str(), m.place, m.batch, m.gate_run))
+        .collect();
+    assert_eq!(
+        places,
+        vec![
+            (branches[0].as_str(), 1, Some(1), Some(1)),
+            (branches[1].as_str(), 2, Some(1), Some(1)),
+            (branches[2].as_str(), 3, None, None),
+        ]
+    );
+    std::fs::remove_file(&hold).unwrap();
+    for o in merging.await.unwrap() {
+        assert!(matches!(o, Ok(MergeOutcome::Merged { .. })), "{o:?}");
+    }
+    assert!(org.ws.merge_queue().is_empty());
 }
 
 #[tokio::test]

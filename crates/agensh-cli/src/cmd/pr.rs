@@ -59,13 +59,14 @@ async fn run_on(c: &Client, g: &Global, a: PrArgs) -> Result<()> {
             } else {
                 for p in prs {
                     outln!(
-                        "#{:<4} {:<7} {:<6} {:<24} {} ({})",
+                        "#{:<4} {:<7} {:<6} {:<24} {} ({}){}",
                         p.number,
                         p.state.as_str(),
                         p.author,
                         p.branch,
                         p.title,
-                        agensh_domain::time::age(p.updated_at, now)
+                        agensh_domain::time::age(p.updated_at, now),
+                        p.queue.as_ref().map_or(String::new(), queue_note)
                     );
                 }
             }
@@ -160,6 +161,18 @@ async fn run_on(c: &Client, g: &Global, a: PrArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// A waiting merge's place, batch and gate run, as `pr list` shows it.
+fn queue_note(q: &agensh_domain::pr::QueuePlace) -> String {
+    let mut note = format!(" — merging: place {}", q.place);
+    if let Some(b) = q.batch {
+        note.push_str(&format!(", batch {b}"));
+    }
+    if let Some(r) = q.gate_run {
+        note.push_str(&format!(", waits for gate run {r}"));
+    }
+    note
 }
 
 fn print_view(v: &Value, now: i64) {

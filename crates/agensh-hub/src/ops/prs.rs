@@ -57,7 +57,32 @@ pub async fn list_prs(
 ) -> Result<Vec<PullRequest>> {
     let state = state.map(PrState::parse).transpose()?;
     let limit = page::PRS.check(limit)?;
-    s.store.list_prs(state, author, limit).await
+    let mut prs = s.store.list_prs(state, author, limit).await?;
+    if let Some(ws) = &s.workspace {
+        let queue = ws.merge_queue();
+        for pr in prs.iter_mut() {
+            pr.queue = queue_place(&queue, pr);
+        }
+    }
+    Ok(prs)
+}
+
+/// Where `pr`'s merge waits in the merge queue `queue`, while it is open and waits there.
+fn queue_place(
+    queue: &[agensh_workspace::merge::QueuedMerge],
+    pr: &PullRequest,
+) -> Option<agensh_domain::pr::QueuePlace> {
+    if pr.state != PrState::Open {
+        return None;
+    }
+    queue
+        .iter()
+        .find(|q| q.branch == pr.branch)
+        .map(|q| agensh_domain::pr::QueuePlace {
+            place: q.place,
+            batch: q.batch,
+            gate_run: q.gate_run,
+        })
 }
 
 /// A pull request with how its branch compares with `main` now.
@@ -104,7 +129,10 @@ async fn branch_head(s: &AppState, pr: &PullRequest) -> Result<Option<String>> {
 
 /// PR `n` (`3` or `#3`) with its reviews, comments, approvals and branch summary.
 pub async fn view_pr(s: &AppState, n: &str) -> Result<PrView> {
-    let pr = s.store.get_pr(pr_number(n)?).await?;
+    let mut pr = s.store.get_pr(pr_number(n)?).await?;
+    if let Some(ws) = &s.workspace {
+        pr.queue = queue_place(&ws.merge_queue(), &pr);
+    }
     let branch_summary = match (&s.workspace, pr.state) {
         (Some(ws), PrState::Open) => match ws.summary(&pr.branch).await {
             Ok(summary) => Some(summary),
@@ -217,13 +245,27 @@ pub async fn merge_pr(s: &AppState, caller: &Caller, n: &str) -> Result<Merged> 
         ));
     }
     let needed = s.config.merge.required_approvals as usize;
-    // With approvals required, what merges is the commit they approved, however the
-    // branch moves while the merge runs.
-    let head = if needed > 0 {
-        Some(ws.branch_head(&pr.branch).await?)
-    } else {
-        None
-    };
+    // What merges is the branch's commit now (the one any approvals are for), however the
+    // branch moves while the merge waits.
+    let head = ws.branch_head(&pr.branch).await?;
+    let main = ws.main_commit().await?;
+    let refused_before = s
+        .gate_refused
+        .lock()
+        .expect("gate_refused lock")
+        .get(&number)
+        .cloned();
+    if refused_before.as_ref() == Some(&(head.clone(), main.clone())) {
+        return Err(Error::conflict(
+            "gate_failed",
+            format!(
+                "the merge gate `{}` already refused PR #{number} at commit {}, and neither its branch nor main has moved since; main did not move — fix the branch, push, and merge again",
+                s.config.merge.gate,
+                &head[..head.len().min(10)]
+            ),
+        ));
+    }
+    let head = Some(head);
     let have = approvals(&pr, head.as_deref());
     if have < needed {
         let stale = approvals(&pr, None) - have;
@@ -243,6 +285,10 @@ pub async fn merge_pr(s: &AppState, caller: &Caller, n: &str) -> Result<Merged> 
         command: s.config.merge.gate.clone(),
         timeout: Duration::from_secs(s.config.merge.gate_timeout_secs),
         batch: s.config.merge.gate_batch,
+        jobs: match s.config.merge.gate_jobs {
+            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            n => n,
+        },
     });
     let req = MergeRequest {
         branch: pr.branch.clone(),
@@ -254,9 +300,15 @@ pub async fn merge_pr(s: &AppState, caller: &Caller, n: &str) -> Result<Merged> 
         gate,
     };
     // The workspace's merge queue: merges waiting together move main once (each still its
-    // own merge-tree check and merge commit); a gated merge goes alone, its gate run once
-    // on its own merge commit.
+    // own merge-tree check and merge commit); gated ones go through its merge train.
     let outcome = ws.merge(&req).await?;
+    if let (MergeOutcome::GateFailed { .. }, Some(head)) = (&outcome, &req.head) {
+        let main = ws.main_commit().await?;
+        s.gate_refused
+            .lock()
+            .expect("gate_refused lock")
+            .insert(number, (head.clone(), main));
+    }
     let now = s.now();
     let refused = match &outcome {
         MergeOutcome::Merged { commit, .. } => {

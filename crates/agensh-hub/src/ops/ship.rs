@@ -37,19 +37,34 @@ pub struct Shipped {
     pub steps: Vec<String>,
 }
 
+/// `text`'s non-blank lines, trimmed, joined with `sep` (`text` itself when it is one line).
+fn one_line(text: &str, sep: &str) -> String {
+    if !text.contains(['\n', '\r']) {
+        return text.to_string();
+    }
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join(sep)
+}
+
 /// Ships `req.branch` (default `<caller>/work`) as `caller`.
 pub async fn ship_change(s: &AppState, caller: &Caller, req: NewShip) -> Result<Shipped> {
     let worker = caller.worker()?.to_string();
+    let shipped_at = std::time::Instant::now();
     let branch = req.branch.clone().unwrap_or_else(|| work_branch(&worker));
+    // Models often write the title and summary over several lines: the PR keeps the summary
+    // as written, the one-line places get its lines joined.
     let new_pr = NewPr {
         branch: branch.clone(),
-        title: req.title.clone(),
+        title: one_line(&req.title, " "),
         body: Some(req.summary.clone()),
     };
     new_pr.validate(&worker)?;
     let claims = claims_to_release(s, &worker, &req).await?;
     let label = req.label.clone().or_else(|| common_label(&claims));
-    let mut record = NewRecord::new(RecordKind::PatchSummary, req.summary.clone());
+    let mut record = NewRecord::new(RecordKind::PatchSummary, one_line(&req.summary, " | "));
     record.label = label;
     record.validate().map_err(|e| {
         Error::new(
@@ -126,6 +141,9 @@ pub async fn ship_change(s: &AppState, caller: &Caller, req: NewShip) -> Result<
             };
             stopped(&steps, e, "merging", &todo)
         })?;
+    if matches!(merged.outcome, MergeOutcome::Merged { .. }) {
+        s.metrics.ship_to_merged.note(shipped_at.elapsed());
+    }
     let merge_commit = match &merged.outcome {
         MergeOutcome::Merged { commit, .. } => commit.clone(),
         _ => merged.pr.merge_commit.clone().unwrap_or_default(),

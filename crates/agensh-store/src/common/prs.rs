@@ -56,6 +56,7 @@ pub fn opened(number: i64, author: &str, pr: NewPr, now: i64) -> (PullRequest, N
         merge_commit: None,
         reviews: Vec::new(),
         comments: Vec::new(),
+        queue: None,
     };
     let event = broadcast(
         kinds::PR_OPENED,

@@ -75,6 +75,7 @@ pub fn pr<R: AnyRow + ?Sized>(row: &R) -> Result<PullRequest, R::Error> {
         merge_commit: row.col(10)?,
         reviews: Vec::new(),
         comments: Vec::new(),
+        queue: None,
     })
 }
 

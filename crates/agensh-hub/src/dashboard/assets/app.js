@@ -551,11 +551,20 @@ async function sendMessage(ev) {
 
 // ---------- pull requests ----------
 
+// Where an open PR's merge waits in the merge queue: its place, batch and gate run.
+function queueNote(q) {
+  if (!q) return null;
+  let t = `merging: place ${q.place}`;
+  if (q.batch) t += ` · batch ${q.batch}`;
+  if (q.gate_run) t += ` · waits for gate run ${q.gate_run}`;
+  return el("span", { class: "queue" }, " " + t);
+}
+
 function prItem(p) {
   return el("li", { "data-pr": p.number, onclick: () => showPr(p.number) },
     el("b", {}, `#${p.number} `), el("span", { class: "text" }, p.title), " ",
     el("span", { class: "state-" + p.state }, p.state), el("span", { class: "muted" }, ` ${p.author} · ${p.branch}`),
-    el("span", { class: "when" }, ago(p.updated_at)));
+    queueNote(p.queue), el("span", { class: "when" }, ago(p.updated_at)));
 }
 
 async function loadPrs() {
@@ -575,6 +584,8 @@ async function loadPrs() {
     }
     const prs = await api(`/prs?state=${state.prTab}&limit=200`);
     fill($("pr-list"), prs.length ? prs.map(prItem) : [el("li", { class: "muted" }, `no ${state.prTab} pull request`)]);
+    // A merge queue moves without events between its gate runs: look again while it holds any.
+    if (prs.some((p) => p.queue)) throttle("prs", () => { if (state.view === "prs") loadPrs(); }, 2000);
   } catch (e) { toast(e.message); }
 }
 
@@ -585,7 +596,7 @@ async function showPr(n) {
     const bs = p.branch_summary;
     fill($("pr-detail"),
       el("h3", {}, `#${p.number} `, el("span", {}, p.title)),
-      el("p", { class: "muted" }, `${p.state} · ${p.author} · ${p.branch} → ${p.base} · ${p.approvals} approval(s)` + (p.merge_commit ? ` · merged as ${p.merge_commit.slice(0, 10)}` : "")),
+      el("p", { class: "muted" }, `${p.state} · ${p.author} · ${p.branch} → ${p.base} · ${p.approvals} approval(s)` + (p.merge_commit ? ` · merged as ${p.merge_commit.slice(0, 10)}` : ""), queueNote(p.queue)),
       p.body ? el("p", { class: "detail" }, p.body) : null,
       bs ? el("p", {}, `${bs.commits.length} commit(s), ${bs.files.length} file(s): ` + mergeability(bs.mergeability)) : null,
       bs ? el("ul", { class: "list" }, bs.files.map((f) => el("li", {}, el("code", {}, f.path), ` +${f.added ?? "bin"} −${f.removed ?? "bin"}`))) : null,
