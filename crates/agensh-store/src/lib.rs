@@ -347,8 +347,9 @@ pub trait Store: Send + Sync + 'static {
     /// Usage totals per worker and model (of `worker` only, when given), in worker and
     /// model order.
     async fn model_usage(&self, worker: Option<&str>) -> Result<Vec<ModelUsage>>;
-    /// Usage totals per worker and model of the requests made at or after `at` (Unix ms):
-    /// what was spent after the goal was met.
+    /// Usage totals per worker and model of the requests made (started) at or after `at`
+    /// (Unix ms): what was spent after the goal was met. A request on its way when the goal
+    /// was met counts before it: it was made for the work.
     async fn model_usage_since(&self, at: i64) -> Result<Vec<ModelUsage>>;
     /// A piece of the hub's own state kept under `key` (the goal's checks), as the hub
     /// wrote it; none when it never did.

@@ -7,7 +7,7 @@ use common::TestStore;
 
 stores!(
     requests_sum_per_worker_and_model_and_survive_a_reopen,
-    usage_since_counts_only_the_requests_at_or_after_it,
+    usage_since_counts_only_the_requests_made_at_or_after_it,
     the_hubs_state_is_kept_apart_from_the_admin_token_and_survives_a_reopen
 );
 
@@ -77,12 +77,17 @@ async fn requests_sum_per_worker_and_model_and_survive_a_reopen(t: TestStore) {
     assert!(store.model_usage(Some("w09")).await.unwrap().is_empty());
 }
 
-async fn usage_since_counts_only_the_requests_at_or_after_it(t: TestStore) {
+async fn usage_since_counts_only_the_requests_made_at_or_after_it(t: TestStore) {
+    // (started, worker): each recorded when it ended, 12 ms later.
     for (at, worker) in [(1_000, "w01"), (2_000, "w01"), (3_000, "w02")] {
         let mut r = request(worker, "m", 10, 0, 1, 0.5);
-        r.at = at;
+        r.at = at + r.latency_ms as i64;
         t.record_model_request(r).await.unwrap();
     }
+    // Made before 2,000 and ended after it: counted before.
+    let mut on_its_way = request("w03", "m", 10, 0, 1, 0.5);
+    (on_its_way.at, on_its_way.latency_ms) = (2_500, 600);
+    t.record_model_request(on_its_way).await.unwrap();
     let since = t.model_usage_since(2_000).await.unwrap();
     let requests: Vec<(String, u64)> = since
         .iter()
@@ -97,7 +102,7 @@ async fn usage_since_counts_only_the_requests_at_or_after_it(t: TestStore) {
             .iter()
             .map(|u| u.requests)
             .sum::<u64>(),
-        3
+        4
     );
 }
 

@@ -50,8 +50,8 @@ pub async fn set_hub_state(conn: &mut Conn, key: &str, value: &str) -> Result<()
     Ok(())
 }
 
-/// Totals per worker and model, of `worker` only when given, of the requests at or after
-/// `since` only when given.
+/// Totals per worker and model, of `worker` only when given, of the requests made (started:
+/// `at` is when one ended, `latency_ms` how long it took) at or after `since` only when given.
 pub async fn totals(
     conn: &mut Conn,
     worker: Option<&str>,
@@ -61,7 +61,7 @@ pub async fn totals(
         .query(
             "SELECT worker, model, count(*), sum(input_tokens)::bigint, sum(cached_input_tokens)::bigint, \
              sum(output_tokens)::bigint, sum(cost_usd), min(at) FROM model_requests \
-             WHERE ($1::text IS NULL OR worker = $1) AND ($2::bigint IS NULL OR at >= $2) \
+             WHERE ($1::text IS NULL OR worker = $1) AND ($2::bigint IS NULL OR at - latency_ms >= $2) \
              GROUP BY worker, model ORDER BY worker COLLATE \"C\", model COLLATE \"C\"",
             &[&worker, &since],
         )

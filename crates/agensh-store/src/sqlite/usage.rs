@@ -54,14 +54,14 @@ pub fn set_hub_state(ctx: &mut WriteCtx<'_>, key: &str, value: &str) -> Result<(
     Ok(())
 }
 
-/// Totals per worker and model, of `worker` only when given, of the requests at or after
-/// `since` only when given.
+/// Totals per worker and model, of `worker` only when given, of the requests made (started:
+/// `at` is when one ended, `latency_ms` how long it took) at or after `since` only when given.
 pub fn totals(c: &Connection, worker: Option<&str>, since: Option<i64>) -> Result<Vec<ModelUsage>> {
     let mut stmt = c
         .prepare_cached(
             "SELECT worker, model, count(*), sum(input_tokens), sum(cached_input_tokens), \
              sum(output_tokens), sum(cost_usd), min(at) FROM model_requests \
-             WHERE (?1 IS NULL OR worker = ?1) AND (?2 IS NULL OR at >= ?2) \
+             WHERE (?1 IS NULL OR worker = ?1) AND (?2 IS NULL OR at - latency_ms >= ?2) \
              GROUP BY worker, model ORDER BY worker, model",
         )
         .map_err(sql_err)?;
