@@ -233,8 +233,21 @@ async fn kill_9_during_gated_merges_leaves_main_gated_and_each_pr_merged_once_or
             tokio::spawn(async move { c.merge_pr(n).await })
         })
         .collect();
-    // Past the first round of gate runs, into a later one.
-    tokio::time::sleep(Duration::from_millis(2500)).await;
+    // Once the first merges landed, while later rounds of gate runs go on (each 1.5 s).
+    let admin = hub.admin();
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    while admin
+        .list_prs(Some("merged"), None, Some(100))
+        .await
+        .unwrap()
+        .is_empty()
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "nothing merged in 2 minutes"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     hub.kill_9();
     for m in merges {
         let _ = tokio::time::timeout(Duration::from_secs(30), m)
