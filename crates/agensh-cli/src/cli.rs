@@ -426,6 +426,15 @@ pub enum MsgCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Where a message you sent stands with each recipient: stored (not shown yet),
+    /// presented (when, and how: in a tool result or a prompt), acknowledged (when).
+    Status {
+        /// The message's id, like M12 (12 works too).
+        id: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Args, Debug)]

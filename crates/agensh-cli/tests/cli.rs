@@ -202,6 +202,66 @@ fn events_ack_acknowledges_what_events_showed() {
 }
 
 #[test]
+fn msg_status_shows_where_a_message_stands_with_its_recipient() {
+    let (_tmp, dir) = new_org("x");
+    let _hub = HubProcess::start(&dir);
+    run_in(&dir, &["workers", "add", "3"]);
+    let sent = run_in(
+        &dir,
+        &["--as", "w01", "msg", "send", "w02", "please review G1"],
+    );
+    let id = stdout(&sent).trim().to_string();
+    assert_eq!(id, "M1");
+    let out = run_in(&dir, &["--as", "w01", "msg", "status", &id]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines[0].starts_with("M1 from w01 to w02 at "), "{text}");
+    assert!(lines[1].starts_with("WORKER  STATE"), "{text}");
+    assert_eq!(lines.len(), 3, "{text}");
+    let row: Vec<&str> = lines[2].split_whitespace().collect();
+    assert_eq!(row, ["w02", "stored", "-", "-", "-"], "{text}");
+
+    // w02 takes it without a presentation first (as `events ack` does): acknowledged,
+    // presented via prompt at the same moment.
+    run_in(&dir, &["--as", "w02", "events", "ack"]);
+    let out = run_in(&dir, &["--as", "w01", "msg", "status", "1", "--json"]);
+    let status: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let r = &status["receipts"][0];
+    assert_eq!(
+        (&r["worker"], &r["state"], &r["via"]),
+        (&"w02".into(), &"acknowledged".into(), &"prompt".into())
+    );
+    assert_eq!(r["presented_at"], r["acknowledged_at"]);
+    let text = stdout(&run_in(&dir, &["--as", "w01", "msg", "status", &id]));
+    let row: Vec<&str> = text.lines().nth(2).unwrap().split_whitespace().collect();
+    assert_eq!(
+        (row[0], row[1], row[4]),
+        ("w02", "acknowledged", "prompt"),
+        "{text}"
+    );
+
+    // A worker that neither sent nor received it may not ask.
+    let token = stdout(&run_in(&dir, &["workers", "token", "w03"]))
+        .trim()
+        .to_string();
+    let out = agensh()
+        .current_dir(&dir)
+        .env("AGENSH_TOKEN", &token)
+        .args(["msg", "status", "M1"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains(
+            "only the sender of M1 (w01), its recipient (w02) and the admin may read its receipts"
+        ),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
 fn hub_stops_cleanly_on_ctrl_c() {
     let (_tmp, dir) = new_org("x");
     let hub = HubProcess::start(&dir);

@@ -11,14 +11,15 @@ use agensh_domain::event::{Event, PollMany, PolledMany};
 use agensh_domain::message::{Message, NewMessage};
 use agensh_domain::node::{NewNode, NodeInfo, Registered};
 use agensh_domain::pr::{Comment, NewPr, PullRequest, Review};
+use agensh_domain::receipt::{MessageStatus, Via};
 use agensh_domain::record::{Appended, NewRecord, Record};
 use agensh_domain::view::ViewEntry;
 use agensh_domain::worker::{NewWorker, StatusReport, StatusReports, WorkerInfo, WorkerStatus};
 use agensh_domain::{Error, ErrorKind};
 use agensh_protocol::rest::{
     Ack, Acked, AddNode, AddWorkers, CapQuery, ErrorBody, GrepQuery, ListPrs, NewComment,
-    NewReview, NewShip, Notice, PollQuery, Polled, ReadQuery, RegisterNode, Renew, SetStatus,
-    Updated,
+    NewReview, NewShip, Notice, PollQuery, Polled, Presented, PresentedCount, ReadQuery,
+    RegisterNode, Renew, SetStatus, Updated,
 };
 pub use agensh_protocol::rest::{QueueState, Stats, Unfolded, WhoAmI};
 use reqwest::{Method, RequestBuilder, StatusCode};
@@ -424,6 +425,13 @@ impl Client {
         .await
     }
 
+    /// Where message `id` (`M12` or `12`) stands with each recipient: the sender, the
+    /// recipient of a direct message and the admin may ask.
+    pub async fn message_status(&self, id: &str) -> Result<MessageStatus> {
+        self.send(self.request(Method::GET, &format!("/messages/{}/receipts", encode(id))))
+            .await
+    }
+
     /// Unacknowledged events above `after`; waits up to `wait` seconds for the first.
     pub async fn events(&self, after: i64, wait: u64) -> Result<Vec<Event>> {
         self.ack_and_poll(&[], after, wait).await
@@ -469,6 +477,22 @@ impl Client {
             }))
             .await?;
         Ok(a.acked)
+    }
+
+    /// Records that the worker was shown its events `seqs` via `via` (their receipts);
+    /// via a prompt the urgent ones also leave its queue. Returns how many were newly
+    /// presented.
+    pub async fn presented(&self, seqs: &[i64], via: Via) -> Result<usize> {
+        let p: PresentedCount = self
+            .send(
+                self.request(Method::POST, "/events/presented")
+                    .json(&Presented {
+                        seqs: seqs.to_vec(),
+                        via,
+                    }),
+            )
+            .await?;
+        Ok(p.presented)
     }
 
     pub async fn queue_state(&self) -> Result<QueueState> {

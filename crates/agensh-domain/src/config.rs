@@ -387,6 +387,9 @@ pub struct HubConfig {
     pub git_processes: usize,
     /// Longest one git request (a clone, fetch or push) may take, in seconds.
     pub git_timeout_secs: u64,
+    /// Seconds an urgent direct message may wait without being shown to its worker before
+    /// its sender is told (once per message, `msg.unseen`); 0: never.
+    pub unseen_notice_secs: u64,
 }
 
 impl Default for HubConfig {
@@ -403,6 +406,7 @@ impl Default for HubConfig {
             request_timeout_secs: 120,
             git_processes: 16,
             git_timeout_secs: 900,
+            unseen_notice_secs: 180,
         }
     }
 }
@@ -677,7 +681,7 @@ impl Config {
         self.gateway.validate()?;
         self.budget.validate()?;
         self.limits.validate()?;
-        let hub_ranges: [(&str, u64, u64, u64); 6] = [
+        let hub_ranges: [(&str, u64, u64, u64); 7] = [
             (
                 "max_connections",
                 self.hub.max_connections as u64,
@@ -699,6 +703,7 @@ impl Config {
             ),
             ("git_processes", self.hub.git_processes as u64, 1, 4_096),
             ("git_timeout_secs", self.hub.git_timeout_secs, 10, 86_400),
+            ("unseen_notice_secs", self.hub.unseen_notice_secs, 0, 86_400),
         ];
         for (name, value, lo, hi) in hub_ranges {
             if !(lo..=hi).contains(&value) {
@@ -791,6 +796,9 @@ request_timeout_secs = {request_timeout}
 # longest one clone, fetch or push may take, in seconds.
 git_processes = {git_processes}
 git_timeout_secs = {git_timeout}
+# Seconds an urgent direct message may wait without being shown to its worker before its
+# sender gets a notice saying so (once per message); 0: never.
+unseen_notice_secs = {unseen_notice}
 
 [board]
 # Most entries in the board's recent view (`agensh board read --all`).
@@ -921,6 +929,7 @@ park_idle = {park_idle}
             request_timeout = self.hub.request_timeout_secs,
             git_processes = self.hub.git_processes,
             git_timeout = self.hub.git_timeout_secs,
+            unseen_notice = self.hub.unseen_notice_secs,
             view_cap = self.board.view_cap,
             lease = self.board.claim_lease_secs,
             gate = toml::Value::String(self.merge.gate.clone()),

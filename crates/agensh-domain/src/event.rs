@@ -97,6 +97,11 @@ pub mod kinds {
     pub const CHANNEL_POST: &str = "msg.channel";
     /// A direct message (to one worker, urgent).
     pub const DIRECT_MESSAGE: &str = "msg.dm";
+    /// Your urgent direct message has waited too long without being shown to its worker
+    /// (`hub.unseen_notice_secs`; to its sender, urgent, once per message). Payload:
+    /// `message` (its seq), `id` (`M12`), `to`, `waited_secs`, `busy`, `text` (the
+    /// sentence to show).
+    pub const MESSAGE_UNSEEN: &str = "msg.unseen";
     /// A notice from an operator (broadcast or direct; normal unless sent as urgent).
     pub const NOTICE: &str = "notice";
     /// A peer took over your claim (to the old claim's author, urgent). Payload: `id` (your

@@ -22,6 +22,7 @@ pub mod pr;
 pub mod programbench;
 pub mod prompt;
 pub mod query;
+pub mod receipt;
 pub mod record;
 pub mod size;
 pub mod text;

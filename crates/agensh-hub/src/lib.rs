@@ -16,6 +16,7 @@ pub mod metrics;
 pub mod ops;
 pub mod origin;
 pub mod paths;
+pub mod receipts;
 pub mod routes;
 pub mod serve;
 pub mod state;
@@ -204,6 +205,7 @@ pub async fn start_with_clock(
             dashboard: dashboard::Dashboard::new(&admin_token, addr.to_string()),
             pack: RwLock::new(Vec::new()),
             goal,
+            delivery: receipts::Delivery::default(),
         }),
     };
     // One route table shared by every connection (a clone is a reference count): with
@@ -222,6 +224,7 @@ pub async fn start_with_clock(
     }
     tokio::spawn(dashboard::feed::run(state.clone()));
     goal::start(state.clone()).await?;
+    receipts::start(state.clone());
     let flusher = state.clone();
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_secs(2));
@@ -369,6 +372,7 @@ async fn metrics_text(State(s): State<AppState>) -> Response {
         metrics::render_gates(&mut body, ws.gate_stats());
     }
     goal::render_metrics(&mut body, &s.goal.status());
+    receipts::render_metrics(&mut body, &s.delivery);
     ([("content-type", "text/plain; version=0.0.4")], body).into_response()
 }
 

@@ -13,6 +13,8 @@ pub struct Metrics {
     pub messages_posted: AtomicU64,
     pub events_delivered: AtomicU64,
     pub events_acked: AtomicU64,
+    /// Receipts newly presented (`/events/presented`, tool results' notices).
+    pub events_presented: AtomicU64,
     pub greps: AtomicU64,
     pub merges: AtomicU64,
     pub merge_conflicts: AtomicU64,
@@ -174,6 +176,12 @@ impl Metrics {
             "counter",
             "Events newly acknowledged.",
             get(&self.events_acked),
+        );
+        metric(
+            "agensh_events_presented_total",
+            "counter",
+            "Delivery receipts newly presented (shown to their worker in a prompt or a tool result).",
+            get(&self.events_presented),
         );
         metric(
             "agensh_board_greps_total",

@@ -67,6 +67,8 @@ pub struct Inner {
     pub pack: RwLock<Vec<String>>,
     /// The organization's goal (`organization.done_when`) and its checks.
     pub goal: crate::goal::Goal,
+    /// Delivery receipts' summary and the senders' notices ([`crate::receipts`]).
+    pub delivery: crate::receipts::Delivery,
 }
 
 /// Background work a hub waits for when it shuts down.

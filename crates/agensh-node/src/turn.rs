@@ -14,6 +14,7 @@ use agensh_domain::prompt::{
     render, BUDGET_RAISED_TEMPLATE, CONTINUE_TEMPLATE, DEADLINE_TEMPLATE, RESTART_TEMPLATE,
     RESUME_TEMPLATE,
 };
+use agensh_domain::receipt::Via;
 use agensh_domain::time::unix_ms;
 use agensh_domain::worker::{WorkerProgress, WorkerStatus};
 use agensh_domain::Result;
@@ -228,7 +229,11 @@ pub async fn run_worker(
     let mut restarts = 0u64;
     // Turn reports on their way to the hub, in the background.
     let mut reports: JoinSet<()> = JoinSet::new();
+    // The events the last prompt carried, acknowledged when its turn has ended (with the
+    // next poll); those the next prompt carries, recorded presented as it is handed over,
+    // and the urgent ones among them.
     let mut carried: Vec<i64> = Vec::new();
+    let mut to_present: Vec<i64> = Vec::new();
     let mut carried_urgent: Vec<i64> = Vec::new();
     // (seq, created_at) of the events the next prompt carries, for the turn log.
     let mut carried_at: Vec<(i64, i64)> = Vec::new();
@@ -306,12 +311,21 @@ pub async fn run_worker(
             break;
         }
         set_status(WorkerStatus::Busy).await;
-        // Urgent events this prompt carries are acknowledged as it is handed over: else the
-        // hub would show them again as notices of the agent's first tool call in this turn.
-        if !carried_urgent.is_empty() {
-            if let Err(e) = hub.ack(&carried_urgent).await {
-                tracing::warn!(worker = %id, "could not acknowledge events: {e}");
+        // The events this prompt carries are presented as it is handed over (their
+        // receipts); the urgent ones leave the queue with it, else the hub would show them
+        // again as notices of the agent's first tool call in this turn. All are
+        // acknowledged when the turn has ended.
+        if !to_present.is_empty() {
+            if let Err(e) = hub.presented(&to_present, Via::Prompt).await {
+                tracing::warn!(worker = %id, "could not record the events presented: {e}");
+                // Never shown twice all the same: the urgent ones leave the queue now.
+                if !carried_urgent.is_empty() {
+                    if let Err(e) = hub.ack(&carried_urgent).await {
+                        tracing::warn!(worker = %id, "could not acknowledge events: {e}");
+                    }
+                }
             }
+            to_present.clear();
             carried_urgent.clear();
         }
         let started = SystemTime::now();
@@ -380,7 +394,8 @@ pub async fn run_worker(
             usage: summary.usage,
         });
         // The turn that carried these events is complete: they are delivered. They are
-        // acknowledged with the next poll (one request), or on their own below.
+        // acknowledged (their receipts too, urgent ones included) with the next poll (one
+        // request), or on their own below.
         carried_at.clear();
 
         // A turn cut off at its step limit was not done: the next one starts as soon as
@@ -488,10 +503,13 @@ pub async fn run_worker(
             Next::Stop | Next::Died(_) => break,
             Next::Events(events) => {
                 after = events.iter().map(|e| e.seq).max().unwrap_or(after);
-                let (urgent, normal): (Vec<&Event>, Vec<&Event>) =
-                    events.iter().partition(|e| e.priority == Priority::Urgent);
-                carried_urgent = urgent.iter().map(|e| e.seq).collect();
-                carried = normal.iter().map(|e| e.seq).collect();
+                carried = events.iter().map(|e| e.seq).collect();
+                to_present = carried.clone();
+                carried_urgent = events
+                    .iter()
+                    .filter(|e| e.priority == Priority::Urgent)
+                    .map(|e| e.seq)
+                    .collect();
                 carried_at = events.iter().map(|e| (e.seq, e.created_at)).collect();
                 // Written before the agent sees them: a node killed during the turn then
                 // knows, when it starts again, that they were shown.
@@ -965,6 +983,11 @@ fn describe(e: &Event) -> String {
             s("author")
         ),
         kinds::NOTICE => format!("notice: {}", s("text")),
+        kinds::MESSAGE_UNSEEN => format!(
+            "{} — msg_status {} shows where it stands",
+            s("text"),
+            s("id")
+        ),
         other => format!("{other}: {p}"),
     }
 }
@@ -1244,6 +1267,26 @@ mod tests {
         assert_eq!(
             describe(&e),
             "your claim G12 \"the parser\" was taken over by w04 with G15 (dead) — stop work on it; msg_dm w04 to hand over what you have"
+        );
+    }
+
+    #[test]
+    fn a_dm_not_seen_in_time_is_told_to_its_sender_with_how_to_follow_it() {
+        let e = Event {
+            seq: 9,
+            kind: kinds::MESSAGE_UNSEEN.into(),
+            priority: Priority::Urgent,
+            payload: json!({"message":12,"id":"M12","to":"w07","waited_secs":181,"busy":true,
+                "text":"w07 has not seen your message M12 for 3 minutes: it is busy in a turn that has called no organization tool since"}),
+            dedup_key: Some("unseen:M12".into()),
+            source: None,
+            target: Some("w01".into()),
+            except: None,
+            created_at: 0,
+        };
+        assert_eq!(
+            describe(&e),
+            "w07 has not seen your message M12 for 3 minutes: it is busy in a turn that has called no organization tool since — msg_status M12 shows where it stands"
         );
     }
 

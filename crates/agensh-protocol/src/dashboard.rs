@@ -65,6 +65,13 @@ pub struct Health {
     pub idle_share: f64,
     /// Pull requests open (waiting to merge).
     pub prs_waiting: u64,
+    /// Urgent items (direct messages, reviews, notices …) stored in the last hour that their
+    /// worker has not been shown yet.
+    #[serde(default)]
+    pub urgent_waiting: u64,
+    /// Stored → presented times per kind, over the last hour's presentations.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub presented: Vec<agensh_domain::receipt::KindLatency>,
 }
 
 /// The run's clock, when `agensh run` (or an operator) told the hub.

@@ -229,6 +229,21 @@ pub struct Acked {
     pub acked: usize,
 }
 
+/// `POST /events/presented`: the calling worker's events just shown to it, and how. Shown
+/// in a prompt, the urgent ones among them also leave its queue (as `/events/ack` takes
+/// them), so its tool results never repeat them; all are acknowledged when the turn ends.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Presented {
+    pub seqs: Vec<i64>,
+    pub via: agensh_domain::receipt::Via,
+}
+
+/// The answer to `POST /events/presented`: how many receipts were newly presented.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PresentedCount {
+    pub presented: usize,
+}
+
 /// `POST /events`: an operator notice to one worker, or to all when `to` is absent.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Notice {

@@ -14,6 +14,7 @@ use agensh_domain::message::{Message, NewMessage};
 use agensh_domain::node::{NewNode, NodeInfo};
 use agensh_domain::pr::{Comment, NewPr, PrState, PullRequest, Review, Verdict};
 use agensh_domain::query::Query;
+use agensh_domain::receipt::{Receipt, Via};
 use agensh_domain::record::{Appended, NewRecord, Record};
 use agensh_domain::view::ViewEntry;
 use agensh_domain::worker::{NewWorker, WorkerInfo, WorkerStatus};
@@ -207,20 +208,57 @@ pub trait Store: Send + Sync + 'static {
         }
         Ok(out)
     }
-    /// Acknowledges events of `worker`; returns how many were newly acknowledged.
-    async fn ack_events(&self, worker: &str, seqs: Vec<i64>) -> Result<usize>;
+    /// Acknowledges events of `worker` at `now`; returns how many were newly acknowledged
+    /// in its queue. In the same transaction each of them with receipts
+    /// ([`agensh_domain::receipt::has_receipts`]) is recorded acknowledged, whether it was
+    /// still queued or not (the first acknowledgement stays); one never recorded presented
+    /// counts as presented via prompt at `now`.
+    async fn ack_events(&self, worker: &str, seqs: Vec<i64>, now: i64) -> Result<usize>;
     /// [`Store::ack_events`] for many workers: one result per worker, in order. Each
     /// worker's acks are applied all or nothing; one worker's refusal (`not_your_event`)
     /// leaves the others' in place.
-    async fn ack_events_many(&self, acks: Vec<(String, Vec<i64>)>) -> Result<Vec<Result<usize>>> {
+    async fn ack_events_many(
+        &self,
+        acks: Vec<(String, Vec<i64>)>,
+        now: i64,
+    ) -> Result<Vec<Result<usize>>> {
         let mut out = Vec::with_capacity(acks.len());
         for (worker, seqs) in acks {
-            out.push(self.ack_events(&worker, seqs).await);
+            out.push(self.ack_events(&worker, seqs, now).await);
         }
         Ok(out)
     }
     /// The state of `worker`'s queue.
     async fn queue_state(&self, worker: &str) -> Result<QueueState>;
+
+    // delivery receipts (agensh_domain::receipt)
+
+    /// Records that `worker` was shown its events `seqs` via `via` at `now`: each event of
+    /// its queue with receipts gets its presentation, unless it had one (the first
+    /// presentation wins); numbers of other events are left out. With `dequeue`, the urgent
+    /// ones among `seqs` also leave its queue as [`Store::ack_events`] takes them (refused
+    /// the same way, `not_your_event`), their receipts staying presented: the turn that
+    /// carries them has not completed. Returns how many were newly presented.
+    async fn present_events(
+        &self,
+        worker: &str,
+        seqs: Vec<i64>,
+        via: Via,
+        dequeue: bool,
+        now: i64,
+    ) -> Result<usize>;
+    /// The receipts recorded for the events `seqs` (each recipient shown one), by event
+    /// then worker; a recipient without one was not shown it yet.
+    async fn receipts(&self, seqs: Vec<i64>) -> Result<Vec<Receipt>>;
+    /// Message `seq` and the event that carried it (the one whose dedup key is `msg:M{seq}`);
+    /// none when there is no such message.
+    async fn message_event(&self, seq: i64) -> Result<Option<(Message, Option<Event>)>>;
+    /// Urgent events for one worker (`target`) with receipts, stored at or after `from` and
+    /// before `to`, that their worker has neither been shown nor acknowledged, oldest first
+    /// (by the time they were stored, then by number), at most `limit`.
+    async fn unseen_events(&self, from: i64, to: i64, limit: usize) -> Result<Vec<Event>>;
+    /// The receipts presented at or after `since`, newest first, at most `limit`.
+    async fn receipts_presented_since(&self, since: i64, limit: usize) -> Result<Vec<Receipt>>;
 
     // pull requests
 

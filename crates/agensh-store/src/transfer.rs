@@ -65,6 +65,7 @@ pub const TABLES: &[(&str, How)] = &[
     ("messages", How::Copy),
     ("events", How::Copy),
     ("event_acks", How::Copy),
+    ("receipts", How::Copy),
     ("prs", How::Copy),
     ("pr_reviews", How::Copy),
     ("pr_comments", How::Copy),

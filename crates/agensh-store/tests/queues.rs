@@ -59,9 +59,9 @@ async fn pending_for_many_workers_is_what_each_asks_alone(t: TestStore) {
     fill(&*t).await;
     // A cursor moved (w01's oldest acknowledged) and acks above a cursor (w02's).
     let w01 = pending_seqs(&*t, "w01").await;
-    t.ack_events("w01", w01[..4].to_vec()).await.unwrap();
+    t.ack_events("w01", w01[..4].to_vec(), NOW).await.unwrap();
     let w02 = pending_seqs(&*t, "w02").await;
-    t.ack_events("w02", vec![w02[1], w02[3], w02[4]])
+    t.ack_events("w02", vec![w02[1], w02[3], w02[4]], NOW)
         .await
         .unwrap();
     let queries: Vec<(String, i64)> = [
@@ -146,7 +146,7 @@ async fn acks_for_many_workers_leave_what_each_would_alone(t: TestStore) {
     ];
     for (i, acks) in rounds.into_iter().enumerate() {
         let many: Vec<_> = t
-            .ack_events_many(acks.clone())
+            .ack_events_many(acks.clone(), NOW)
             .await
             .unwrap()
             .into_iter()
@@ -154,7 +154,7 @@ async fn acks_for_many_workers_leave_what_each_would_alone(t: TestStore) {
             .collect();
         let mut alone = Vec::new();
         for (w, seqs) in acks {
-            alone.push(outcome(u.ack_events(&w, seqs).await));
+            alone.push(outcome(u.ack_events(&w, seqs, NOW).await));
         }
         assert_eq!(many, alone, "round {i}");
         for w in WORKERS {
@@ -173,7 +173,7 @@ async fn acks_for_many_workers_leave_what_each_would_alone(t: TestStore) {
     // The cursors did move: w01's past its oldest three, w02's past its filled gap.
     assert_eq!(t.queue_state("w01").await.unwrap().cursor, mine[0][2]);
     assert_eq!(t.queue_state("w02").await.unwrap().cursor, mine[1][3]);
-    assert!(t.ack_events_many(Vec::new()).await.unwrap().is_empty());
+    assert!(t.ack_events_many(Vec::new(), NOW).await.unwrap().is_empty());
 }
 
 stores!(

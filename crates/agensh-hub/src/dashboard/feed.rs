@@ -262,6 +262,7 @@ pub fn health(s: &AppState, states: &BTreeMap<String, u64>, prs_open: u64) -> He
     let working =
         count("busy") + count("idle") + count("parked") + count("stalled") + count("starting");
     let get = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
+    let delivery = s.delivery.summary();
     Health {
         delivery_p50_ms: p50,
         delivery_p99_ms: p99,
@@ -275,6 +276,8 @@ pub fn health(s: &AppState, states: &BTreeMap<String, u64>, prs_open: u64) -> He
             ((count("idle") + count("parked")) as f64 / working as f64 * 100.0).round() / 100.0
         },
         prs_waiting: prs_open,
+        urgent_waiting: delivery.waiting_total(),
+        presented: delivery.presented,
     }
 }
 

@@ -1,8 +1,9 @@
 //! Urgent events attached to tool results (DESIGN §4): after each `tools/call`, the
 //! caller's pending *urgent* events — direct messages, peers' new board records (as a
 //! digest), reviews of its PRs, its PRs that failed to merge, its claims a peer took over,
-//! urgent operator notices —
-//! become a `notices:` text block, and are acknowledged once the result is built. Normal
+//! its DMs not seen in time, urgent operator notices —
+//! become a `notices:` text block, recorded presented via the tool result (their receipts)
+//! and acknowledged once the result is built. Normal
 //! events stay queued for the turn boundary. A per-worker lock, held from reading the queue
 //! to the acknowledgement, keeps two parallel calls from showing the same notice twice.
 
@@ -11,6 +12,7 @@ use std::sync::atomic::Ordering;
 
 use agensh_domain::event::{kinds, Event, Priority};
 use agensh_domain::ids::ADMIN;
+use agensh_domain::receipt::Via;
 use agensh_domain::time::age;
 use serde_json::Value;
 use tokio::sync::OwnedMutexGuard;
@@ -49,12 +51,32 @@ pub struct Pending {
 }
 
 impl Pending {
-    /// Acknowledges the events: they are never shown again.
+    /// Records the events presented via the tool result (their receipts) and acknowledges
+    /// them, the result being built: they are never shown again.
     pub async fn ack(self, s: &AppState) {
         if self.seqs.is_empty() {
             return;
         }
-        match s.store.ack_events(&self.worker, self.seqs).await {
+        match s
+            .store
+            .present_events(
+                &self.worker,
+                self.seqs.clone(),
+                Via::ToolResult,
+                false,
+                s.now(),
+            )
+            .await
+        {
+            Ok(n) => {
+                s.metrics
+                    .events_presented
+                    .fetch_add(n as u64, Ordering::Relaxed);
+            }
+            // The acknowledgement below records them presented, via prompt.
+            Err(e) => tracing::warn!("could not record notices of {} presented: {e}", self.worker),
+        }
+        match s.store.ack_events(&self.worker, self.seqs, s.now()).await {
             Ok(n) => {
                 s.metrics
                     .events_acked
@@ -196,6 +218,11 @@ pub fn render(events: &[&Event], now: i64) -> Option<String> {
                 s(&p["author"])
             )),
             kinds::NOTICE => lines.push(format!("- operator notice: {}", indent(s(&p["text"])))),
+            kinds::MESSAGE_UNSEEN => lines.push(format!(
+                "- {} — msg_status {} shows where it stands",
+                s(&p["text"]),
+                s(&p["id"])
+            )),
             other => lines.push(format!(
                 "- {other}: {}",
                 serde_json::to_string(p).unwrap_or_default()
@@ -333,6 +360,19 @@ mod tests {
         assert!(
             text.ends_with("G15 [w04/CLAIM +0s] the parser #parser takes over G12"),
             "{text}"
+        );
+    }
+
+    #[test]
+    fn a_dm_not_seen_in_time_is_told_with_how_to_follow_it() {
+        let e = ev(
+            4,
+            kinds::MESSAGE_UNSEEN,
+            json!({"message":12,"id":"M12","to":"w07","busy":false,"text":"w07 has not seen your message M12 for 3 minutes: it is between turns"}),
+        );
+        assert_eq!(
+            render(&[&e], 0).unwrap(),
+            "notices:\n- w07 has not seen your message M12 for 3 minutes: it is between turns — msg_status M12 shows where it stands"
         );
     }
 

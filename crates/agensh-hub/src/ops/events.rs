@@ -10,6 +10,7 @@ use agensh_domain::event::{
     PolledMany, Priority,
 };
 use agensh_domain::page::{self, Limit};
+use agensh_domain::receipt::Via;
 use agensh_domain::{Error, Result};
 use agensh_protocol::rest::{Notice, PollQuery, Polled, QueueState};
 use serde_json::json;
@@ -35,7 +36,7 @@ pub async fn poll(s: &AppState, caller: &Caller, q: PollQuery) -> Result<Polled>
                     "ack must list event numbers separated by commas, like ack=12,15",
                 )
             })?;
-        let n = s.store.ack_events(&worker, seqs).await?;
+        let n = s.store.ack_events(&worker, seqs, s.now()).await?;
         s.metrics
             .events_acked
             .fetch_add(n as u64, Ordering::Relaxed);
@@ -100,7 +101,7 @@ pub async fn poll_many(s: &AppState, caller: &Caller, body: PollMany) -> Result<
         .map(|w| (w.id.clone(), w.ack.clone()))
         .collect();
     if !acks.is_empty() {
-        let results = s.store.ack_events_many(acks.clone()).await?;
+        let results = s.store.ack_events_many(acks.clone(), s.now()).await?;
         for ((id, _), r) in acks.into_iter().zip(results) {
             match r {
                 Ok(n) => {
@@ -284,11 +285,30 @@ fn scopeguard<F: FnMut()>(f: F) -> impl Drop {
     Guard(f)
 }
 
-/// Acknowledges the calling worker's events `seqs`; how many were pending.
+/// Acknowledges the calling worker's events `seqs` (and their receipts); how many were
+/// pending.
 pub async fn ack(s: &AppState, caller: &Caller, seqs: Vec<i64>) -> Result<usize> {
-    let n = s.store.ack_events(caller.worker()?, seqs).await?;
+    let n = s.store.ack_events(caller.worker()?, seqs, s.now()).await?;
     s.metrics
         .events_acked
+        .fetch_add(n as u64, Ordering::Relaxed);
+    Ok(n)
+}
+
+/// Records that the calling worker was shown its events `seqs` via `via` (receipts: the
+/// first presentation wins). Shown in a prompt, the urgent ones among them also leave its
+/// queue, as [`ack`] takes them, so its tool results never show them again; the node
+/// acknowledges them all when the turn that carries them ends. How many were newly
+/// presented.
+pub async fn presented(s: &AppState, caller: &Caller, seqs: Vec<i64>, via: Via) -> Result<usize> {
+    let worker = caller.worker()?;
+    let dequeue = via != Via::ToolResult;
+    let n = s
+        .store
+        .present_events(worker, seqs, via, dequeue, s.now())
+        .await?;
+    s.metrics
+        .events_presented
         .fetch_add(n as u64, Ordering::Relaxed);
     Ok(n)
 }

@@ -1,6 +1,7 @@
 //! Channels and direct messages.
 
 use agensh_domain::message::{Message, NewMessage, Target};
+use agensh_domain::receipt::{check_status_reader, parse_message_id, MessageStatus};
 use agensh_domain::{page, Error, Result};
 use agensh_protocol::rest::ReadQuery;
 use agensh_store::MessageQuery;
@@ -76,4 +77,34 @@ pub async fn unread_messages(
         ..ReadQuery::default()
     };
     read_unread(s, caller, q).await
+}
+
+/// Where message `id` (`M12` or `12`) stands with each of its recipients: a direct
+/// message's worker, or every worker but its sender for a channel post (stored until shown,
+/// then presented, then acknowledged). Only its sender, the recipient of a direct message
+/// and the admin may ask.
+pub async fn status(s: &AppState, caller: &Caller, id: &str) -> Result<MessageStatus> {
+    let seq = parse_message_id(id)?;
+    let Some((message, event)) = s.store.message_event(seq).await? else {
+        return Err(Error::not_found(
+            "unknown_message",
+            format!("there is no message M{seq} — use the id msg_dm or msg_post answered with (inbox lists messages with theirs)"),
+        ));
+    };
+    check_status_reader(&message, &caller.id, caller.admin)?;
+    let event = event.ok_or_else(|| {
+        Error::internal(format!(
+            "message M{seq} is stored but not the event that carried it"
+        ))
+    })?;
+    let recipients: Vec<String> = if message.is_direct() {
+        vec![message.to.clone()]
+    } else {
+        s.worker_ids()
+            .into_iter()
+            .filter(|w| *w != message.from)
+            .collect()
+    };
+    let recorded = s.store.receipts(vec![event.seq]).await?;
+    Ok(MessageStatus::of(&message, &event, &recipients, recorded))
 }

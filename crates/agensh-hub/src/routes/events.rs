@@ -2,7 +2,9 @@
 //! notices.
 
 use agensh_domain::event::{PollMany, PolledMany};
-use agensh_protocol::rest::{Ack, Acked, Notice, PollQuery, Polled, QueueState};
+use agensh_protocol::rest::{
+    Ack, Acked, Notice, PollQuery, Polled, Presented, PresentedCount, QueueState,
+};
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
@@ -38,6 +40,16 @@ pub async fn ack(
 ) -> ApiResult<Json<Acked>> {
     let acked = events::ack(&s, &caller, body.seqs).await?;
     Ok(Json(Acked { acked }))
+}
+
+/// The caller's events shown to it, and how ([`events::presented`]).
+pub async fn presented(
+    State(s): State<AppState>,
+    caller: Caller,
+    ApiJson(body): ApiJson<Presented>,
+) -> ApiResult<Json<PresentedCount>> {
+    let presented = events::presented(&s, &caller, body.seqs, body.via).await?;
+    Ok(Json(PresentedCount { presented }))
 }
 
 pub async fn state(State(s): State<AppState>, caller: Caller) -> ApiResult<Json<QueueState>> {

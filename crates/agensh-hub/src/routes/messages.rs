@@ -1,8 +1,9 @@
 //! Channels and direct messages over HTTP ([`ops::messages`]).
 
 use agensh_domain::message::{Message, NewMessage};
+use agensh_domain::receipt::MessageStatus;
 use agensh_protocol::rest::ReadQuery;
-use axum::extract::State;
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
 
@@ -38,4 +39,13 @@ pub async fn read_unread(
     ApiQuery(q): ApiQuery<ReadQuery>,
 ) -> ApiResult<Json<Vec<Message>>> {
     Ok(Json(messages::read_unread(&s, &caller, q).await?))
+}
+
+/// Where a message stands with each recipient ([`messages::status`]).
+pub async fn receipts(
+    State(s): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<Json<MessageStatus>> {
+    Ok(Json(messages::status(&s, &caller, &id).await?))
 }

@@ -20,6 +20,7 @@ use agensh_domain::message::{CHANNEL_LIMIT, MESSAGE_LIMIT};
 use agensh_domain::node;
 use agensh_domain::page;
 use agensh_domain::pr::{BODY_LIMIT, BRANCH_LIMIT, TITLE_LIMIT};
+use agensh_domain::receipt::Via;
 use agensh_domain::record::{
     RecordKind, TakeoverReason, DETAIL_LIMIT, LABEL_LIMIT, MAX_LEASE_SECS, PATCH_SUMMARY_LIMIT,
     PATHS_LIMIT, PATH_LIMIT, TEXT_LIMIT,
@@ -171,6 +172,7 @@ fn schemas() -> Value {
             "hours": { "type": "number", "minimum": 0 },
         }),
     );
+    let vias: Vec<Value> = Via::ALL.iter().map(|v| json!(v.as_str())).collect();
     let entries: Vec<(&str, Value)> = vec![
         (
             "Error",
@@ -679,7 +681,7 @@ fn schemas() -> Value {
                 &["seq", "kind", "priority", "payload", "created_at"],
                 json!({
                     "seq": json!({ "type": "integer", "format": "int64", "minimum": 1 }),
-                    "kind": string("`board.record`, `msg.channel`, `msg.dm`, `notice`, `pr.*`, `issue.*`, `main.updated`, `worker.stop`, `worker.resume` (docs/API.md, \"Events\")"),
+                    "kind": string("`board.record`, `msg.channel`, `msg.dm`, `msg.unseen`, `notice`, `pr.*`, `issue.*`, `main.updated`, `worker.stop`, `worker.resume` (docs/API.md, \"Events\")"),
                     "priority": schema("Priority"),
                     "payload": { "type": "object", "description": "depends on the kind" },
                     "dedup_key": string("events with the same target and key are stored once"),
@@ -736,6 +738,54 @@ fn schemas() -> Value {
             ),
         ),
         ("Acked", object(&["acked"], json!({ "acked": count() }))),
+        (
+            "Via",
+            json!({ "type": "string", "enum": vias, "description": "how an event was shown to its worker: in a tool result's `notices`, in a turn's prompt, or in the prompt of a turn that interrupted the one it was in" }),
+        ),
+        (
+            "Presented",
+            object(
+                &["seqs", "via"],
+                json!({
+                    "seqs": { "type": "array", "items": int(), "maxItems": 10000 },
+                    "via": schema("Via"),
+                }),
+            ),
+        ),
+        (
+            "PresentedCount",
+            object(&["presented"], json!({ "presented": count() })),
+        ),
+        (
+            "Receipt",
+            object(
+                &["worker", "event", "kind", "stored_at", "state"],
+                json!({
+                    "worker": schema("WorkerId"),
+                    "event": json!({ "type": "integer", "format": "int64", "minimum": 1, "description": "the event's seq" }),
+                    "kind": string("the event's kind"),
+                    "stored_at": ms("the event was stored"),
+                    "state": { "type": "string", "enum": ["stored", "presented", "acknowledged"] },
+                    "presented_at": ms("first shown to the worker"),
+                    "via": schema("Via"),
+                    "acknowledged_at": ms("the tool call or turn that carried it completed"),
+                }),
+            ),
+        ),
+        (
+            "MessageStatus",
+            object(
+                &["id", "seq", "from", "to", "created_at", "receipts"],
+                json!({
+                    "id": string("`M` and the seq, e.g. `M12`"),
+                    "seq": json!({ "type": "integer", "format": "int64", "minimum": 1 }),
+                    "from": string("a worker id, or `admin`"),
+                    "to": string("`#channel` or a worker id"),
+                    "created_at": ms("sent"),
+                    "receipts": json!({ "type": "array", "items": schema("Receipt"), "description": "one per recipient: a direct message's worker, or every worker but the sender" }),
+                }),
+            ),
+        ),
         (
             "QueueState",
             object(
@@ -1035,6 +1085,18 @@ fn schemas() -> Value {
             ),
         ),
         (
+            "KindLatency",
+            object(
+                &["kind", "samples", "p50_ms", "p99_ms"],
+                json!({
+                    "kind": string("an event kind"),
+                    "samples": count(),
+                    "p50_ms": count(),
+                    "p99_ms": count(),
+                }),
+            ),
+        ),
+        (
             "Health",
             object(
                 &[
@@ -1045,6 +1107,7 @@ fn schemas() -> Value {
                     "claim_overlaps",
                     "idle_share",
                     "prs_waiting",
+                    "urgent_waiting",
                 ],
                 json!({
                     "delivery_p50_ms": count(),
@@ -1054,6 +1117,8 @@ fn schemas() -> Value {
                     "claim_overlaps": count(),
                     "idle_share": { "type": "number", "minimum": 0, "maximum": 1 },
                     "prs_waiting": count(),
+                    "urgent_waiting": json!({ "type": "integer", "format": "int64", "minimum": 0, "description": "urgent items stored in the last hour that their worker has not been shown yet" }),
+                    "presented": json!({ "type": "array", "items": schema("KindLatency"), "description": "stored → presented times per kind, over the last hour's presentations" }),
                 }),
             ),
         ),
@@ -1415,6 +1480,10 @@ fn operations() -> Vec<Op> {
             .doc("Worker only. No body. Moves the worker's message cursor to the last message returned. `with` and `before` are refused (`bad_filter`).")
             .query("limit", false, limit(page::MESSAGES), None)
             .answers(200, "unread messages, oldest first", array(schema("Message"))),
+        op("get", "/messages/{id}/receipts", "messageReceipts", "messages", "Where a message stands with each recipient")
+            .doc("Its sender, the recipient of a direct message, or the admin (else `not_your_message`). One receipt per recipient — a direct message's worker, or every worker but the sender of a channel post: `stored` until shown to it, `presented` (when, and `via` a tool result's notices, a prompt or an interruption), then `acknowledged` when the tool call or turn that carried it completed. `unknown_message` for an id without a message.")
+            .param(json!({ "name": "id", "in": "path", "required": true, "description": "a message id: `M12`, `m12` or `12`", "schema": { "type": "string", "pattern": "^[Mm]?[0-9]+$" }, "example": "M1" }))
+            .answers(200, "the message and its receipts", schema("MessageStatus")),
         op("get", "/events", "pollEvents", "events", "The worker's pending events; long-poll with `wait` (worker)")
             .doc("Worker only. Marks nothing: an event comes back until acknowledged.")
             .query("after", false, json!({ "type": "integer", "format": "int64", "default": 0 }), None)
@@ -1433,6 +1502,10 @@ fn operations() -> Vec<Op> {
         op("post", "/events/ack", "ackEvents", "events", "Acknowledge events (worker)")
             .body("Ack", json!({ "seqs": [] }))
             .answers(200, "how many were newly acknowledged", schema("Acked")),
+        op("post", "/events/presented", "presentedEvents", "events", "Record events shown to the worker, and how (worker)")
+            .doc("Worker only. Each of its events with a receipt (messages, urgent events but board records) is recorded presented `via` (the first presentation wins; numbers of other events are left out). Via `prompt` or `interruption`, the urgent ones also leave the queue as `/events/ack` takes them (refused the same way, `not_your_event`), so tool results never show them again; acknowledge them all when the turn ends.")
+            .body("Presented", json!({ "seqs": [], "via": "prompt" }))
+            .answers(200, "how many receipts were newly presented", schema("PresentedCount")),
         op("get", "/events/state", "queueState", "events", "The worker's queue cursor (worker)")
             .answers(200, "the queue state", schema("QueueState")),
         op("get", "/prs", "listPrs", "prs", "Pull requests, newest first")
@@ -1658,8 +1731,8 @@ pub fn document() -> Value {
             "responses": {
                 "Invalid": refusal("invalid: a malformed request or a broken rule (`bad_body`, `bad_content_type`, `bad_query_string`, `needs_worker`, `bad_worker_id`, `text_too_long`, …)"),
                 "Unauthorized": refusal("`unauthorized` (no token, not `Bearer <token>`, or unknown), or `wrong_token`"),
-                "Forbidden": refusal("`bad_origin`, `bad_host`, `admin_only`, `impersonation`, `needs_token`, `not_your_claim`, `outside_namespace`, `not_your_pr`, `not_your_issue`, `not_yourself`, …"),
-                "NotFound": refusal("`unknown_worker` (the path, a body field or `X-Agensh-As`), `unknown_record`, `unknown_pr`, `unknown_issue`, `unknown_branch`, `no_workspace`"),
+                "Forbidden": refusal("`bad_origin`, `bad_host`, `admin_only`, `impersonation`, `needs_token`, `not_your_claim`, `outside_namespace`, `not_your_pr`, `not_your_issue`, `not_your_message`, `not_yourself`, …"),
+                "NotFound": refusal("`unknown_worker` (the path, a body field or `X-Agensh-As`), `unknown_record`, `unknown_message`, `unknown_pr`, `unknown_issue`, `unknown_branch`, `no_workspace`"),
                 "Conflict": refusal("the state does not allow it now: `claim_released`, `claim_expired`, `claim_alive`, `claim_taken_over`, `pr_exists`, `pr_not_open`, `merge_conflict`, `gate_failed`, `needs_approval`, `nothing_to_merge`, `issue_assigned`, `issue_closed`, `issue_open`, …"),
                 "TooLarge": refusal("`body_too_large`: over `hub.body_limit`"),
                 "Internal": refusal("`internal`: a failure inside the hub or its store"),

@@ -62,6 +62,15 @@ impl TestHub {
         )
     }
 
+    /// A hub with `config` whose time stands still until the returned clock is moved.
+    pub async fn with_config_and_manual_clock(config: Config) -> (Self, ManualClock) {
+        let clock = ManualClock::starting_now();
+        (
+            Self::with_clock(config, Arc::new(clock.clone())).await,
+            clock,
+        )
+    }
+
     async fn with_clock(config: Config, clock: Arc<dyn Clock>) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         let hub = start_hub(

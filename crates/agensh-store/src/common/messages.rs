@@ -12,6 +12,12 @@ pub fn unknown_thread(t: i64) -> Error {
     )
 }
 
+/// The dedup key of the event that carries message `seq` (a direct message's or a channel
+/// post's): how a message's event is found again.
+pub fn dedup_key(seq: i64) -> String {
+    format!("msg:M{seq}")
+}
+
 /// The message `from` posted to `target` stored as `seq`, and its event: a channel post
 /// for everyone, or an urgent direct message for its worker.
 pub fn posted(
@@ -38,7 +44,7 @@ pub fn posted(
         kind: kind.into(),
         priority,
         payload: serde_json::to_value(&msg).expect("message serializes"),
-        dedup_key: Some(format!("msg:M{}", msg.seq)),
+        dedup_key: Some(dedup_key(msg.seq)),
         source: Some(from.to_string()),
         target: to,
         except: None,

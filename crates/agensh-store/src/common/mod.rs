@@ -14,6 +14,7 @@ pub mod events;
 pub mod issues;
 pub mod messages;
 pub mod prs;
+pub mod receipts;
 pub mod rows;
 pub mod workers;
 

@@ -53,7 +53,7 @@ pub async fn insert(conn: &mut Conn, e: &NewEvent, now: i64) -> Result<Option<Ev
     Ok(Some(stored(e, row.get(0), now)))
 }
 
-async fn cursor(conn: &mut Conn, worker: &str, for_update: bool) -> Result<i64> {
+pub(super) async fn cursor(conn: &mut Conn, worker: &str, for_update: bool) -> Result<i64> {
     let sql = if for_update {
         "SELECT event_cursor FROM workers WHERE id = $1 FOR UPDATE"
     } else {

@@ -49,6 +49,12 @@ pub const MIGRATIONS: &[Migration] = &[
         sql: include_str!("migrations/0003_record_words_per_statement.sql"),
         present_if: None,
     },
+    Migration {
+        version: 4,
+        name: "receipts",
+        sql: include_str!("migrations/0004_receipts.sql"),
+        present_if: None,
+    },
 ];
 
 /// Whether the table `name` exists in the schema the connection uses.

@@ -15,6 +15,7 @@ mod messages;
 pub mod migrate;
 mod nodes;
 mod prs;
+mod receipts;
 pub mod search;
 mod turns;
 mod usage;
@@ -29,6 +30,7 @@ use agensh_domain::message::{Message, NewMessage};
 use agensh_domain::node::{NewNode, NodeInfo};
 use agensh_domain::pr::{Comment, NewPr, PrState, PullRequest, Review, Verdict};
 use agensh_domain::query::Query;
+use agensh_domain::receipt::{Receipt, Via};
 use agensh_domain::record::{Appended, NewRecord, Record};
 use agensh_domain::view::ViewEntry;
 use agensh_domain::worker::{NewWorker, WorkerInfo, WorkerStatus};
@@ -254,12 +256,47 @@ impl Store for PostgresStore {
             .await)
     }
 
-    async fn ack_events_many(&self, acks: Vec<(String, Vec<i64>)>) -> Result<Vec<Result<usize>>> {
-        in_tx!(self, |c| events::ack_many(&mut c, &acks).await)
+    async fn ack_events_many(
+        &self,
+        acks: Vec<(String, Vec<i64>)>,
+        now: i64,
+    ) -> Result<Vec<Result<usize>>> {
+        in_tx!(self, |c| receipts::ack_many(&mut c, &acks, now).await)
     }
 
-    async fn ack_events(&self, worker: &str, seqs: Vec<i64>) -> Result<usize> {
-        in_tx!(self, |c| events::ack(&mut c, worker, &seqs).await)
+    async fn ack_events(&self, worker: &str, seqs: Vec<i64>, now: i64) -> Result<usize> {
+        in_tx!(self, |c| receipts::ack(&mut c, worker, &seqs, now).await)
+    }
+
+    async fn present_events(
+        &self,
+        worker: &str,
+        seqs: Vec<i64>,
+        via: Via,
+        dequeue: bool,
+        now: i64,
+    ) -> Result<usize> {
+        in_tx!(self, |c| receipts::present(
+            &mut c, worker, &seqs, via, dequeue, now
+        )
+        .await)
+    }
+
+    async fn receipts(&self, seqs: Vec<i64>) -> Result<Vec<Receipt>> {
+        on_conn!(self, |c| receipts::of_events(&mut c, &seqs).await)
+    }
+
+    async fn message_event(&self, seq: i64) -> Result<Option<(Message, Option<Event>)>> {
+        on_conn!(self, |c| receipts::message_event(&mut c, seq).await)
+    }
+
+    async fn unseen_events(&self, from: i64, to: i64, limit: usize) -> Result<Vec<Event>> {
+        on_conn!(self, |c| receipts::unseen(&mut c, from, to, limit).await)
+    }
+
+    async fn receipts_presented_since(&self, since: i64, limit: usize) -> Result<Vec<Receipt>> {
+        on_conn!(self, |c| receipts::presented_since(&mut c, since, limit)
+            .await)
     }
 
     async fn events_after(&self, after: i64, limit: usize) -> Result<Vec<Event>> {

@@ -108,6 +108,24 @@ CREATE TABLE IF NOT EXISTS event_acks (
     PRIMARY KEY (worker, seq)
 );
 
+-- Delivery receipts: one row per recipient of a message or urgent event
+-- (`receipt::has_receipts`) once it was shown to that worker: when, how (`via`:
+-- tool_result, prompt or interruption), and when the tool call or turn that carried it
+-- completed. A recipient without a row was not shown it yet (`stored`).
+-- (Migration 4: migrations/0004_receipts.sql.)
+CREATE TABLE IF NOT EXISTS receipts (
+    seq             BIGINT NOT NULL,
+    worker          TEXT NOT NULL,
+    presented_at    BIGINT NOT NULL,
+    via             TEXT NOT NULL,
+    acknowledged_at BIGINT,
+    PRIMARY KEY (seq, worker)
+);
+CREATE INDEX IF NOT EXISTS receipts_by_presented ON receipts(presented_at);
+-- Urgent events for one worker by age: the hub's look for those waiting too long.
+CREATE INDEX IF NOT EXISTS events_urgent_by_time ON events(created_at)
+    WHERE target IS NOT NULL AND priority = 'urgent';
+
 CREATE TABLE IF NOT EXISTS prs (
     number       BIGINT PRIMARY KEY,
     author       TEXT NOT NULL,

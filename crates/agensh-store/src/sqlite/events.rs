@@ -63,7 +63,7 @@ pub fn insert(conn: &Connection, e: &NewEvent, now: i64) -> Result<Option<Event>
     Ok(Some(stored(e, conn.last_insert_rowid(), now)))
 }
 
-fn cursor(conn: &Connection, worker: &str) -> Result<i64> {
+pub(super) fn cursor(conn: &Connection, worker: &str) -> Result<i64> {
     conn.query_row(
         "SELECT event_cursor FROM workers WHERE id = ?1",
         [worker],

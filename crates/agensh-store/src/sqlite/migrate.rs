@@ -95,6 +95,12 @@ pub const MIGRATIONS: &[Migration] = &[
         sql: include_str!("migrations/0011_nodes.sql"),
         present_if: Some(table!("nodes")),
     },
+    Migration {
+        version: 12,
+        name: "receipts",
+        sql: include_str!("migrations/0012_receipts.sql"),
+        present_if: None,
+    },
 ];
 
 fn has_version_table(conn: &Connection) -> Result<bool> {

@@ -9,6 +9,7 @@ mod messages;
 pub mod migrate;
 mod nodes;
 mod prs;
+mod receipts;
 mod turns;
 mod usage;
 mod workers;
@@ -22,6 +23,7 @@ use agensh_domain::message::{Message, NewMessage};
 use agensh_domain::node::{NewNode, NodeInfo};
 use agensh_domain::pr::{Comment, NewPr, PrState, PullRequest, Review, Verdict};
 use agensh_domain::query::Query;
+use agensh_domain::receipt::{Receipt, Via};
 use agensh_domain::record::{Appended, NewRecord, Record};
 use agensh_domain::view::ViewEntry;
 use agensh_domain::worker::{NewWorker, WorkerInfo, WorkerStatus};
@@ -231,16 +233,54 @@ impl Store for SqliteStore {
             .await
     }
 
-    async fn ack_events_many(&self, acks: Vec<(String, Vec<i64>)>) -> Result<Vec<Result<usize>>> {
+    async fn ack_events_many(
+        &self,
+        acks: Vec<(String, Vec<i64>)>,
+        now: i64,
+    ) -> Result<Vec<Result<usize>>> {
         self.db
-            .write(move |ctx| events::ack_many(ctx.conn, &acks))
+            .write(move |ctx| receipts::ack_many(ctx.conn, &acks, now))
             .await
     }
 
-    async fn ack_events(&self, worker: &str, seqs: Vec<i64>) -> Result<usize> {
+    async fn ack_events(&self, worker: &str, seqs: Vec<i64>, now: i64) -> Result<usize> {
         let w = worker.to_string();
         self.db
-            .write(move |ctx| events::ack(ctx.conn, &w, &seqs))
+            .write(move |ctx| receipts::ack(ctx.conn, &w, &seqs, now))
+            .await
+    }
+
+    async fn present_events(
+        &self,
+        worker: &str,
+        seqs: Vec<i64>,
+        via: Via,
+        dequeue: bool,
+        now: i64,
+    ) -> Result<usize> {
+        let w = worker.to_string();
+        self.db
+            .write(move |ctx| receipts::present(ctx.conn, &w, &seqs, via, dequeue, now))
+            .await
+    }
+
+    async fn receipts(&self, seqs: Vec<i64>) -> Result<Vec<Receipt>> {
+        self.db.read(move |c| receipts::of_events(c, &seqs)).await
+    }
+
+    async fn message_event(&self, seq: i64) -> Result<Option<(Message, Option<Event>)>> {
+        self.db.read(move |c| receipts::message_event(c, seq)).await
+    }
+
+    async fn unseen_events(&self, from: i64, to: i64, limit: usize) -> Result<Vec<Event>> {
+        self.db
+            .read(move |c| receipts::unseen(c, from, to, limit))
+            .await
+    }
+
+    async fn receipts_presented_since(&self, since: i64, limit: usize) -> Result<Vec<Receipt>> {
+        self.db
+            .read(move |c| receipts::presented_since(c, since, limit))
             .await
     }
 

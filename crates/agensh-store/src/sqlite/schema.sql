@@ -90,6 +90,23 @@ CREATE TABLE IF NOT EXISTS event_acks (
     PRIMARY KEY (worker, seq)
 ) WITHOUT ROWID;
 
+-- Delivery receipts: one row per recipient of a message or urgent event
+-- (`receipt::has_receipts`) once it was shown to that worker: when, how (`via`:
+-- tool_result, prompt or interruption), and when the tool call or turn that carried it
+-- completed. A recipient without a row was not shown it yet (`stored`).
+CREATE TABLE IF NOT EXISTS receipts (
+    seq             INTEGER NOT NULL,
+    worker          TEXT NOT NULL,
+    presented_at    INTEGER NOT NULL,
+    via             TEXT NOT NULL,
+    acknowledged_at INTEGER,
+    PRIMARY KEY (seq, worker)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS receipts_by_presented ON receipts(presented_at);
+-- Urgent events for one worker by age: the hub's look for those waiting too long.
+CREATE INDEX IF NOT EXISTS events_urgent_by_time ON events(created_at)
+    WHERE target IS NOT NULL AND priority = 'urgent';
+
 -- Pull requests. `number` is assigned 1, 2, 3, … by the store and never reused.
 CREATE TABLE IF NOT EXISTS prs (
     number       INTEGER PRIMARY KEY,

@@ -8,6 +8,7 @@ use agensh_domain::issue::NewIssue;
 use agensh_domain::message::NewMessage;
 use agensh_domain::pr::{NewPr, PrState, Verdict};
 use agensh_domain::query;
+use agensh_domain::receipt::{ReceiptState, Via};
 use agensh_domain::record::{NewRecord, RecordKind, TakeoverReason};
 use agensh_domain::worker::WorkerStatus;
 use agensh_store::{IssueQuery, MessageQuery, ModelRequest, Store};
@@ -347,6 +348,74 @@ pub async fn every_row_is_found(store: &dyn Store, version: u32) {
     } else {
         assert!(turns.is_empty());
     }
+
+    // Delivery receipts: recorded ones, the event of a message, and urgent events nobody
+    // was shown (event 5 was acknowledged before receipts were kept).
+    let receipts: Vec<_> = store
+        .receipts(vec![2, 4, 5])
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| {
+            (
+                r.event,
+                r.worker,
+                r.kind,
+                r.stored_at,
+                r.state,
+                r.presented_at.zip(r.via),
+                r.acknowledged_at,
+            )
+        })
+        .collect();
+    if at(12) {
+        assert_eq!(
+            receipts,
+            [
+                (
+                    2,
+                    "w02".to_string(),
+                    "msg.channel".to_string(),
+                    1_796_040_070_000,
+                    ReceiptState::Acknowledged,
+                    Some((1_796_040_080_000, Via::Prompt)),
+                    Some(1_796_040_095_000)
+                ),
+                (
+                    4,
+                    "w01".to_string(),
+                    "msg.dm".to_string(),
+                    1_796_040_130_000,
+                    ReceiptState::Presented,
+                    Some((1_796_040_135_000, Via::Prompt)),
+                    None
+                )
+            ]
+        );
+    } else {
+        assert!(receipts.is_empty());
+    }
+    let (m2, event) = store.message_event(2).await.unwrap().expect("M2 is stored");
+    assert_eq!((m2.from.as_str(), m2.to.as_str()), ("w02", "w01"));
+    assert_eq!(event.map(|e| e.seq), Some(4));
+    let (_, post) = store.message_event(1).await.unwrap().expect("M1 is stored");
+    assert_eq!(post.map(|e| e.seq), Some(2), "a channel post's event");
+    assert!(store.message_event(99).await.unwrap().is_none());
+    let unseen: Vec<i64> = store
+        .unseen_events(0, NOW, 10)
+        .await
+        .unwrap()
+        .iter()
+        .map(|e| e.seq)
+        .collect();
+    let mut want = Vec::new();
+    if !at(12) {
+        want.push(4);
+    }
+    if at(4) {
+        want.push(14);
+    }
+    assert_eq!(unseen, want, "DMs and reviews nobody was shown");
 
     // Nodes and the workers they were given.
     let nodes = store.list_nodes().await.unwrap();

@@ -183,6 +183,7 @@ function describe(e) {
     case "board.record": return `${p.author} posted ${p.kind} ${p.id}: ${p.text}`;
     case "msg.channel": return `${p.from} in ${p.to}: ${p.text}`;
     case "msg.dm": return `${p.from} → ${p.to}: ${p.text}`;
+    case "msg.unseen": return `to ${e.target || ""}: ${p.text || ""}`;
     case "notice": return `notice: ${p.text || p.notice || ""}`;
     case "pr.opened": return `${p.author || e.source || ""} opened PR #${p.number}: ${p.title || ""}`;
     case "pr.merged": return `PR #${p.number} merged: ${p.title || ""}`;
@@ -224,13 +225,22 @@ function renderCounts() {
     el("dt", {}, "event → node p50 / p99"), el("dd", { "data-health": "delivery" }, `${num(h.delivery_p50_ms)} / ${num(h.delivery_p99_ms)} ms`),
     el("dt", {}, "duplicate claims"), el("dd", {}, `${num(h.claim_overlaps)} of ${num(h.claims)} claims overlapped`),
     el("dt", {}, "idle share"), el("dd", {}, Math.round((h.idle_share || 0) * 100) + "%"),
-    el("dt", {}, "PRs waiting"), el("dd", {}, num(h.prs_waiting)));
+    el("dt", {}, "PRs waiting"), el("dd", {}, num(h.prs_waiting)),
+    el("dt", {}, "urgent items not yet seen"), el("dd", { "data-health": "urgent-waiting" }, num(h.urgent_waiting)),
+    el("dt", {}, "stored → seen p50 / p99"), el("dd", { "data-health": "presented" }, presentedTimes(h.presented)));
   const st = state.stats;
   fill($("ov-counts"),
     el("dt", {}, "records"), el("dd", {}, num(st.records)),
     el("dt", {}, "messages"), el("dd", {}, num(st.messages)),
     el("dt", {}, "events"), el("dd", {}, num(st.events)),
     el("dt", {}, "PRs open / merged / closed"), el("dd", {}, `${num(st.prs_open)} / ${num(st.prs_merged)} / ${num(st.prs_closed)}`));
+}
+
+/** Stored → presented times per kind (the last hour's), one line each. */
+function presentedTimes(list) {
+  if (!list || !list.length) return "none in the last hour";
+  return list.map((l, i) => el("span", { "data-kind": l.kind, title: num(l.samples) + " shown" },
+    i ? el("br") : null, `${l.kind}: ${span(l.p50_ms)} / ${span(l.p99_ms)}`));
 }
 
 function renderFeed() {

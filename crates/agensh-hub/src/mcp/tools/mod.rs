@@ -23,6 +23,7 @@ mod issue_open;
 mod issue_view;
 mod msg_dm;
 mod msg_post;
+mod msg_status;
 mod pr_close;
 mod pr_comment;
 mod pr_list;
@@ -51,7 +52,7 @@ use crate::auth::Caller;
 use crate::state::AppState;
 
 /// Every tool, in the order `tools/list` gives them.
-static TOOLS: [&Tool; 25] = [
+static TOOLS: [&Tool; 26] = [
     &board_read::TOOL,
     &board_write::TOOL,
     &board_grep::TOOL,
@@ -61,6 +62,7 @@ static TOOLS: [&Tool; 25] = [
     &renew::TOOL,
     &msg_post::TOOL,
     &msg_dm::TOOL,
+    &msg_status::TOOL,
     &inbox::TOOL,
     &workers::TOOL,
     &ship::TOOL,

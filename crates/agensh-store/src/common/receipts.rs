@@ -1,0 +1,109 @@
+//! Delivery receipts (`agensh_domain::receipt`): the SQL both engines run to tell which
+//! events have receipts and whose queue an event is in, made from the domain's rule so the
+//! rule is written once, and the refusal of a presentation named by something else than a
+//! [`Via`].
+//!
+//! A receipt row exists once its worker was shown the event (`presented_at`, `via`); an
+//! acknowledgement without a presentation recorded before counts as a presentation `via`
+//! prompt at the same time. The first presentation and the first acknowledgement win.
+
+use agensh_domain::event::Priority;
+use agensh_domain::receipt::{Receipt, Via, ALWAYS, NEVER};
+
+/// `'a', 'b'`: the kinds as SQL string literals (kinds are plain dotted words).
+fn literals(kinds: &[&str]) -> String {
+    kinds
+        .iter()
+        .map(|k| format!("'{}'", k.replace('\'', "''")))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The SQL condition on the `kind` and `priority` columns of `events` (as `{e}.kind`) that
+/// holds exactly when [`has_receipts`] does; valid in SQLite and PostgreSQL.
+pub fn has_receipts_sql(e: &str) -> String {
+    format!(
+        "(({e}.kind IN ({always}) OR {e}.priority = '{urgent}') AND {e}.kind NOT IN ({never}))",
+        always = literals(&ALWAYS),
+        never = literals(&NEVER),
+        urgent = Priority::Urgent.as_str(),
+    )
+}
+
+/// The SQL condition that event `{e}` is in the queue of the worker `{w}` (a parameter or a
+/// column): `Event::is_for`. Valid in SQLite and PostgreSQL.
+pub fn for_worker_sql(e: &str, w: &str) -> String {
+    format!(
+        "({e}.target = {w} OR ({e}.target IS NULL AND coalesce({e}.source, '') != {w} \
+         AND coalesce({e}.except_worker, '') != {w}))"
+    )
+}
+
+/// The columns [`receipt`] reads, from `receipts r` joined to `events e`.
+pub const RECEIPT_COLUMNS: &str =
+    "r.worker, r.seq, e.kind, e.created_at, r.presented_at, r.via, r.acknowledged_at";
+
+/// A receipt row ([`RECEIPT_COLUMNS`]) as the domain has it; an unknown `via` (a newer
+/// agensh wrote it) reads as a prompt.
+pub fn receipt<R: crate::common::rows::AnyRow + ?Sized>(row: &R) -> Result<Receipt, R::Error> {
+    let worker: String = row.col(0)?;
+    let kind: String = row.col(2)?;
+    let presented_at: i64 = row.col(4)?;
+    let via: String = row.col(5)?;
+    Ok(Receipt::recorded(
+        Receipt::stored(&worker, row.col(1)?, &kind, row.col(3)?),
+        Some((presented_at, Via::parse(&via).unwrap_or(Via::Prompt))),
+        row.col(6)?,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agensh_domain::event::kinds;
+    use agensh_domain::receipt::has_receipts;
+
+    /// The SQL condition holds for exactly the events the domain's rule gives receipts.
+    #[test]
+    fn the_sql_condition_is_the_domains_rule() {
+        let conn = rusqlite::Connection::open_in_memory().unwrap();
+        conn.execute_batch("CREATE TABLE events (kind TEXT, priority TEXT)")
+            .unwrap();
+        let all = [
+            kinds::BOARD_RECORD,
+            kinds::CHANNEL_POST,
+            kinds::DIRECT_MESSAGE,
+            kinds::MESSAGE_UNSEEN,
+            kinds::NOTICE,
+            kinds::CLAIM_TAKEN_OVER,
+            kinds::PR_OPENED,
+            kinds::PR_REVIEW,
+            kinds::PR_MERGE_FAILED,
+            kinds::MAIN_UPDATED,
+            kinds::ISSUE_ASSIGNED,
+            kinds::WORKER_STOP,
+            "some.kind.of.tomorrow",
+        ];
+        for kind in all {
+            for p in [Priority::Urgent, Priority::Normal] {
+                conn.execute("DELETE FROM events", []).unwrap();
+                conn.execute(
+                    "INSERT INTO events VALUES (?1, ?2)",
+                    rusqlite::params![kind, p.as_str()],
+                )
+                .unwrap();
+                let n: i64 = conn
+                    .query_row(
+                        &format!(
+                            "SELECT count(*) FROM events e WHERE {}",
+                            has_receipts_sql("e")
+                        ),
+                        [],
+                        |r| r.get(0),
+                    )
+                    .unwrap();
+                assert_eq!(n == 1, has_receipts(kind, p), "{kind} {}", p.as_str());
+            }
+        }
+    }
+}
