@@ -644,6 +644,26 @@ async fn main_positions_failing(org: &Org, from: &str, gate: &str) -> Vec<String
     failing
 }
 
+/// The branches merged on `main`'s first-parent line since `from`, oldest first.
+async fn merged_in_order(org: &Org, from: &str) -> Vec<String> {
+    let subjects = org
+        .ws
+        .git()
+        .run([
+            "log",
+            "--first-parent",
+            "--reverse",
+            "--format=%s",
+            &format!("{from}..main"),
+        ])
+        .await
+        .unwrap();
+    subjects
+        .lines()
+        .filter_map(|l| l.strip_prefix("Merge ").map(str::to_string))
+        .collect()
+}
+
 #[tokio::test]
 async fn gated_merges_waiting_together_are_gated_once_as_a_batch_and_all_land() {
     let org = org().await;
@@ -670,26 +690,7 @@ async fn gated_merges_waiting_together_are_gated_once_as_a_batch_and_all_land() 
         "one chain of six"
     );
     // In order: each merge's first parent is the one before it.
-    let chain = org
-        .ws
-        .git()
-        .run([
-            "rev-list",
-            "--first-parent",
-            "--reverse",
-            &format!("{before}..main"),
-        ])
-        .await
-        .unwrap();
-    for (commit, branch) in chain.lines().zip(&branches) {
-        let subject = org
-            .ws
-            .git()
-            .run(["log", "-1", "--format=%s", commit])
-            .await
-            .unwrap();
-        assert_eq!(subject, format!("Merge {branch}"));
-    }
+    assert_eq!(merged_in_order(&org, &before).await, branches);
 }
 
 #[tokio::test]
@@ -927,22 +928,7 @@ async fn parallel_gate_runs_find_every_failing_merge_and_keep_the_order() {
         .await
         .is_empty());
     // The merges landed in the order they were asked for.
-    let subjects = org
-        .ws
-        .git()
-        .run([
-            "log",
-            "--first-parent",
-            "--reverse",
-            "--format=%s",
-            &format!("{before}..main"),
-        ])
-        .await
-        .unwrap();
-    let merged: Vec<String> = subjects
-        .lines()
-        .filter_map(|l| l.strip_prefix("Merge ").map(str::to_string))
-        .collect();
+    let merged = merged_in_order(&org, &before).await;
     let expected: Vec<String> = branches
         .iter()
         .enumerate()
