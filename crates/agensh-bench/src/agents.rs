@@ -146,6 +146,7 @@ async fn one(agensh: &Path, data: &Path, name: &str, a: &Args) -> Result<serde_j
         agent_home: org.join(".agensh/agents").join(&w.id),
         agensh: agensh.to_path_buf(),
         heartbeat: Default::default(),
+        interrupt: Default::default(),
     };
     let run = PresetRun {
         preset,

@@ -20,6 +20,7 @@ mod node;
 mod pg;
 mod programbench;
 mod stats;
+mod urgent;
 
 use clap::{Parser, Subcommand};
 
@@ -75,6 +76,10 @@ enum Bench {
     /// Scoring one ProgramBench checkpoint in agensh's sandbox against a plain
     /// `compile.sh && run.sh` (the floor).
     Programbench(programbench::Args),
+    /// Urgent news and busy agents: a storm of direct messages among N scripted workers
+    /// (each shown exactly once? receipts acknowledged? stored→presented p50/p99), and the
+    /// time for a DM to reach an agent busy in a ten-minute command.
+    Urgent(urgent::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -98,5 +103,6 @@ fn main() -> anyhow::Result<()> {
         Bench::Migrate(a) => rt.block_on(migrate::run(a)),
         Bench::Model(a) => rt.block_on(model::run(a)),
         Bench::Programbench(a) => rt.block_on(programbench::run(a)),
+        Bench::Urgent(a) => rt.block_on(urgent::run(a)),
     }
 }

@@ -7,7 +7,7 @@ pub mod retry;
 
 use std::time::Duration;
 
-use agensh_domain::event::{Event, PollMany, PolledMany};
+use agensh_domain::event::{Event, OverdueQuery, PollMany, PolledMany};
 use agensh_domain::message::{Message, NewMessage};
 use agensh_domain::node::{NewNode, NodeInfo, Registered};
 use agensh_domain::pr::{Comment, NewPr, PullRequest, Review};
@@ -467,6 +467,13 @@ impl Client {
                 .timeout(Duration::from_secs(poll.wait + 30)),
         )
         .await
+    }
+
+    /// Which of a node's workers (`q.workers`, each with its token) have urgent news waiting
+    /// unseen longer than `q.older_than_ms`: those events, per worker.
+    pub async fn overdue(&self, q: &OverdueQuery) -> Result<PolledMany> {
+        self.send(self.request(Method::POST, "/events/overdue").json(q))
+            .await
     }
 
     /// Acknowledges events; returns how many were newly acknowledged.

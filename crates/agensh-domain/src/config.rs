@@ -148,6 +148,11 @@ pub struct RunConfig {
     /// Seconds an agent may go without a sign of life in the middle of a turn before it is
     /// taken as hung and restarted (0: never).
     pub hang_timeout_secs: u64,
+    /// Seconds an urgent item for a worker in a turn (a direct message, a review of its PR,
+    /// its PR that failed to merge, an urgent notice) may wait unseen before the node
+    /// interrupts the turn and starts the next one with it (0: never interrupt). Board
+    /// records and channel posts never interrupt.
+    pub interrupt_after_secs: u64,
     /// Most git network operations (clone, fetch, push) a node on another host than the
     /// hub's runs at once; the others wait in line.
     pub git_jobs: usize,
@@ -271,12 +276,16 @@ impl Default for RunConfig {
             max_restarts: 5,
             restart_backoff_secs: 5.0,
             hang_timeout_secs: 1800,
+            interrupt_after_secs: 120,
             git_jobs: 8,
             keep_going: false,
             park_idle: true,
         }
     }
 }
+
+/// The longest `run.interrupt_after_secs`: a day.
+pub const MAX_INTERRUPT_AFTER_SECS: u64 = 86_400;
 
 /// Most gate runs at once (`merge.gate_jobs`).
 pub const MAX_GATE_JOBS: usize = 256;
@@ -626,6 +635,15 @@ impl Config {
                 "agensh.toml: run.max_restarts must be 0 to 1000 and run.restart_backoff_secs 0 to 3600",
             ));
         }
+        if self.run.interrupt_after_secs > MAX_INTERRUPT_AFTER_SECS {
+            return Err(Error::invalid(
+                "bad_config",
+                format!(
+                    "agensh.toml: run.interrupt_after_secs is {}; it must be 0 (never interrupt) to {MAX_INTERRUPT_AFTER_SECS} (a day)",
+                    self.run.interrupt_after_secs
+                ),
+            ));
+        }
         self.run.worker_memory_limit()?;
         if !(1..=10_000).contains(&self.run.worker_cpu_weight) {
             return Err(Error::invalid(
@@ -873,6 +891,11 @@ restart_backoff_secs = {restart_backoff}
 # An agent that shows no sign of life (no output, no step) for this many seconds in the
 # middle of a turn is taken as hung and restarted the same way (0: never).
 hang_timeout_secs = {hang_timeout}
+# An urgent item (a direct message, a review of the worker's PR, its PR that failed to
+# merge, an urgent notice) that waits this many seconds unseen while its worker is in a
+# turn interrupts the turn: the agent is cancelled and the next turn starts at once with
+# the item (0: never). Board records and channel posts never interrupt.
+interrupt_after_secs = {interrupt_after}
 # A node on another host (`agensh node --node-token`): most git clones, fetches and pushes
 # at once; the others wait in line.
 git_jobs = {git_jobs}
@@ -958,6 +981,7 @@ park_idle = {park_idle}
             max_restarts = self.run.max_restarts,
             restart_backoff = toml::Value::Float(self.run.restart_backoff_secs),
             hang_timeout = self.run.hang_timeout_secs,
+            interrupt_after = self.run.interrupt_after_secs,
             git_jobs = self.run.git_jobs,
             keep_going = self.run.keep_going,
             park_idle = self.run.park_idle,
@@ -1516,6 +1540,28 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.message.contains("done_timeout_secs"), "{}", e.message);
+    }
+
+    #[test]
+    fn the_interrupt_bound_is_two_minutes_by_default_zero_turns_it_off_and_a_day_at_most() {
+        assert_eq!(Config::with_goal("g").run.interrupt_after_secs, 120);
+        let off = Config::parse("[organization]\ngoal = \"x\"\n[run]\ninterrupt_after_secs = 0\n")
+            .unwrap();
+        assert_eq!(off.run.interrupt_after_secs, 0);
+        let e =
+            Config::parse("[organization]\ngoal = \"x\"\n[run]\ninterrupt_after_secs = 100000\n")
+                .unwrap_err();
+        assert!(
+            e.message.contains("run.interrupt_after_secs is 100000")
+                && e.message.contains("0 (never interrupt)"),
+            "{}",
+            e.message
+        );
+        // The template written for `agensh init` says it and reads back.
+        let c = Config::with_goal("g");
+        let back = Config::parse(&c.template()).unwrap();
+        assert_eq!(back.run.interrupt_after_secs, 120);
+        assert!(c.template().contains("interrupt_after_secs = 120"));
     }
 
     #[test]

@@ -216,6 +216,16 @@ pub struct PollMany {
     pub workers: Vec<PollEntry>,
 }
 
+/// The body of `POST /events/overdue`: which of a node's workers in a turn have news that
+/// interrupts a turn ([`crate::receipt::interrupts`]) waiting unseen for longer than
+/// `older_than_ms` (`run.interrupt_after_secs`). Each entry's `after` and `ack` are not
+/// used. Answered with a [`PolledMany`]: the overdue events, per worker.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OverdueQuery {
+    pub older_than_ms: u64,
+    pub workers: Vec<PollEntry>,
+}
+
 /// The answer of `POST /events/poll`: each event once, and which worker gets which.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct PolledMany {

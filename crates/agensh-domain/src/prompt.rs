@@ -10,6 +10,9 @@ pub const WORKER_TEMPLATE: &str = include_str!("../../../prompts/worker.md");
 pub const CONTINUE_TEMPLATE: &str = include_str!("../../../prompts/continue.md");
 /// The prompt right after a turn that reached its step limit: carry on.
 pub const RESUME_TEMPLATE: &str = include_str!("../../../prompts/resume.md");
+/// The first prompt after a turn interrupted for urgent news (`run.interrupt_after_secs`):
+/// `turn_secs`, `bound`, `news` (the events prompt).
+pub const INTERRUPTED_TEMPLATE: &str = include_str!("../../../prompts/interrupted.md");
 /// A deadline notice.
 pub const DEADLINE_TEMPLATE: &str = include_str!("../../../prompts/deadline.md");
 /// The first prompt after the worker's agent failed and was restarted.
@@ -133,6 +136,20 @@ mod tests {
         )
         .is_ok());
         assert!(render(RESUME_TEMPLATE, &[("worker_id", "w01")]).is_ok());
+        let interrupted = render(
+            INTERRUPTED_TEMPLATE,
+            &[
+                ("worker_id", "w01"),
+                ("turn_secs", "300"),
+                ("bound", "2 min"),
+                ("news", "- DM from w02: stop"),
+            ],
+        )
+        .unwrap();
+        assert!(
+            interrupted.ends_with("- DM from w02: stop\n"),
+            "{interrupted}"
+        );
         assert!(render(BUDGET_RAISED_TEMPLATE, &[("worker_id", "w01")]).is_ok());
         assert!(render(
             PROGRAMBENCH_PACK_TEMPLATE,

@@ -27,13 +27,28 @@ pub fn has_receipts(kind: &str, priority: Priority) -> bool {
     !NEVER.contains(&kind) && (priority == Priority::Urgent || ALWAYS.contains(&kind))
 }
 
+/// Kinds with receipts that never interrupt a turn: channel posts (news for many, read at
+/// the next turn) and the hub's own word that a message of the worker's was not seen.
+pub const NEVER_INTERRUPT: [&str; 2] = [kinds::CHANNEL_POST, kinds::MESSAGE_UNSEEN];
+
+/// Whether events of `kind` sent with `priority` interrupt their worker's turn when they
+/// wait unseen too long (`run.interrupt_after_secs`): urgent events with receipts (a direct
+/// message, a review of its PR, its PR that failed to merge, its claim taken over, an
+/// urgent notice), but never a board record or a channel post.
+pub fn interrupts(kind: &str, priority: Priority) -> bool {
+    priority == Priority::Urgent && has_receipts(kind, priority) && !NEVER_INTERRUPT.contains(&kind)
+}
+
 /// How an event was shown to its worker.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Via {
     /// In the `notices:` of one of its organization tool calls' results.
     ToolResult,
     /// In the prompt of a turn.
+    #[default]
     Prompt,
     /// In the prompt of a turn that interrupted the one it was in.
     Interruption,
@@ -316,6 +331,19 @@ pub fn unseen_text(to: &str, message: i64, waited_ms: i64, why: &str) -> String 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn urgent_news_interrupts_board_records_channel_posts_and_normal_events_never() {
+        assert!(interrupts(kinds::DIRECT_MESSAGE, Priority::Urgent));
+        assert!(interrupts(kinds::PR_REVIEW, Priority::Urgent));
+        assert!(interrupts(kinds::PR_MERGE_FAILED, Priority::Urgent));
+        assert!(interrupts(kinds::NOTICE, Priority::Urgent));
+        assert!(!interrupts(kinds::NOTICE, Priority::Normal));
+        assert!(!interrupts(kinds::BOARD_RECORD, Priority::Urgent));
+        assert!(!interrupts(kinds::CHANNEL_POST, Priority::Urgent));
+        assert!(!interrupts(kinds::CHANNEL_POST, Priority::Normal));
+        assert!(!interrupts(kinds::MESSAGE_UNSEEN, Priority::Urgent));
+    }
 
     #[test]
     fn messages_and_urgent_events_have_receipts_board_records_never() {

@@ -2,14 +2,16 @@
 //! presented (in an MCP tool result's notices, or by `/events/presented` for a prompt) to
 //! acknowledged; a channel post has a receipt per worker; only the sender, the recipient
 //! of a direct message and the admin read them (REST and `msg_status`); and the sender of
-//! an urgent DM its worker was not shown in time is told so, once.
+//! an urgent DM its worker was not shown in time is told so, once; a node's question which
+//! of its busy workers have news waiting too long (`/events/overdue`) is answered per worker,
+//! each authorised by its own token.
 
 mod common;
 
 use std::time::Duration;
 
 use agensh_client::Client;
-use agensh_domain::event::{kinds, Event, Priority};
+use agensh_domain::event::{kinds, Event, OverdueQuery, PollEntry, Priority};
 use agensh_domain::message::NewMessage;
 use agensh_domain::receipt::{MessageStatus, ReceiptState, Via};
 use agensh_domain::worker::WorkerStatus;
@@ -407,4 +409,50 @@ async fn the_sender_of_a_dm_not_seen_in_time_is_told_once_and_not_for_one_that_w
         )),
         "{n}"
     );
+}
+
+#[tokio::test]
+async fn a_node_learns_which_busy_workers_have_news_waiting_too_long() {
+    let hub = TestHub::start().await;
+    let tokens = hub.tokens(3).await;
+    let (w01, w02) = (hub.client(&tokens[0]), hub.client(&tokens[1]));
+    let m = w01.send_message(&dm("w02", "stop")).await.unwrap();
+    let e = event_of(&w02, m.seq).await;
+    w01.send_message(&dm("#general", "hello all"))
+        .await
+        .unwrap();
+    let entry = |id: &str, token: &str| PollEntry {
+        id: id.into(),
+        token: Some(token.into()),
+        after: 0,
+        ack: Vec::new(),
+    };
+    let ask = |older_than_ms| OverdueQuery {
+        older_than_ms,
+        workers: vec![entry("w02", &tokens[1]), entry("w03", &tokens[2])],
+    };
+    // As a node asks: with its first worker's token, each entry carrying its worker's.
+    let node = hub.client(&tokens[1]);
+    // Not waiting long enough yet.
+    let a = node.overdue(&ask(60_000)).await.unwrap();
+    assert!(a.workers.is_empty() && a.events.is_empty(), "{a:?}");
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    // Waiting longer than 10 ms: w02's DM; w03 has only a channel post, which never
+    // interrupts.
+    let a = node.overdue(&ask(10)).await.unwrap();
+    assert_eq!(a.workers.len(), 1, "{a:?}");
+    assert_eq!(
+        a.events_of("w02").iter().map(|e| e.seq).collect::<Vec<_>>(),
+        [e.seq]
+    );
+    // Shown in a tool result: no longer waiting.
+    let mcp = connect(hub.url(), &tokens[1]).await;
+    assert!(notices(&call(&mcp, "workers", json!({})).await).is_some());
+    assert!(node.overdue(&ask(10)).await.unwrap().workers.is_empty());
+    // An entry with another worker's token is refused.
+    let bad = OverdueQuery {
+        older_than_ms: 0,
+        workers: vec![entry("w02", &tokens[2])],
+    };
+    assert!(node.overdue(&bad).await.is_err());
 }

@@ -22,3 +22,4 @@ pub mod pump;
 pub mod setup;
 pub mod status;
 pub mod turn;
+pub mod urgent;

@@ -24,8 +24,6 @@ use crate::adapters::limits::AgentCgroup;
 use crate::adapters::pi::PiAgent;
 use crate::adapters::{Agent, AgentContext, Usage};
 use crate::mcp_proxy::{McpProxy, ProxiedWorker};
-use crate::pump::EventPump;
-use crate::status::StatusReporter;
 use crate::turn::{run_worker, NodeLink, Progress, Recovery, WorkerPlan, WorkerSummary};
 use agensh_domain::agents::Protocol;
 
@@ -158,6 +156,9 @@ pub struct NodePlan {
     pub idle_timeout: Duration,
     /// Workers whose turns change nothing are parked (`run.park_idle`; [`crate::parking`]).
     pub park_idle: bool,
+    /// Urgent news unseen this long interrupts a worker's turn (`run.interrupt_after_secs`;
+    /// none: never).
+    pub interrupt_after: Option<Duration>,
     pub ends_at: Option<SystemTime>,
     pub notices_before_end: Vec<Duration>,
     pub pack: Vec<String>,
@@ -244,10 +245,7 @@ pub async fn run_node(
     // One event pump and one status reporter for all the node's workers. A hub that
     // restarts is waited for (polls and reports go again on their own, a little later).
     let shared = Client::new(&plan.hub_url, "").retrying(NODE_HUB_WAIT);
-    let link = NodeLink {
-        events: EventPump::start(shared.clone()),
-        status: StatusReporter::start(shared.clone()),
-    };
+    let link = NodeLink::start(shared.clone());
     // One MCP proxy for all the node's workers: `ship` commits and pushes in the checkout.
     // A remote node's pushes wait for a slot of its git network operations too.
     let jobs = plan
@@ -301,6 +299,7 @@ pub async fn run_node(
             agent_home: agent_home(&plan.org_dir, id),
             agensh: plan.agensh.clone(),
             heartbeat: Default::default(),
+            interrupt: Default::default(),
         };
         let deadline = plan
             .ends_at
@@ -330,6 +329,7 @@ pub async fn run_node(
             notices_before_end: plan.notices_before_end.clone(),
             log_dir: log_dir(&plan.org_dir, id),
             recovery: plan.recovery,
+            interrupt_after: plan.interrupt_after,
         };
         std::fs::create_dir_all(&worker_plan.log_dir).map_err(|e| {
             Error::internal(format!(

@@ -11,8 +11,8 @@ use agensh_client::Client;
 use agensh_domain::config::RunConfig;
 use agensh_domain::event::{kinds, Event, Priority};
 use agensh_domain::prompt::{
-    render, BUDGET_RAISED_TEMPLATE, CONTINUE_TEMPLATE, DEADLINE_TEMPLATE, RESTART_TEMPLATE,
-    RESUME_TEMPLATE,
+    render, BUDGET_RAISED_TEMPLATE, CONTINUE_TEMPLATE, DEADLINE_TEMPLATE, INTERRUPTED_TEMPLATE,
+    RESTART_TEMPLATE, RESUME_TEMPLATE,
 };
 use agensh_domain::receipt::Via;
 use agensh_domain::time::unix_ms;
@@ -30,6 +30,7 @@ use crate::adapters::{Agent, AgentContext, Heartbeat, TurnEvent, TurnOutcome, Us
 use crate::parking::{wakes_a_parked_worker, Footprint, Parking};
 use crate::pump::EventPump;
 use crate::status::StatusReporter;
+use crate::urgent::UrgentWatch;
 
 /// Stop reasons of a turn cut off before the agent was done: the built-in agent's step
 /// limit and ACP's `max_turn_requests`.
@@ -40,6 +41,9 @@ const RESUME_AFTER: Duration = Duration::from_secs(1);
 const WAIT_SECS: u64 = 30;
 /// Most events listed in one prompt; the rest are summarized by count.
 const EVENTS_SHOWN: usize = 50;
+/// Longest wait for an interrupted agent to end its turn; past it the agent is stopped and
+/// started again (its session restored where it can be).
+pub const CANCEL_GRACE: Duration = Duration::from_secs(10);
 /// Longest wait, as a worker stops, for its turn reports still on their way to the hub.
 const REPORTS_WAIT: Duration = Duration::from_secs(5);
 
@@ -62,6 +66,9 @@ pub struct WorkerPlan {
     pub log_dir: PathBuf,
     /// How the worker recovers when its agent fails.
     pub recovery: Recovery,
+    /// Urgent news unseen this long while the worker is in a turn interrupts the turn
+    /// (`run.interrupt_after_secs`; none: never).
+    pub interrupt_after: Option<Duration>,
 }
 
 /// How a worker recovers when its agent fails (DESIGN §6.6): the agent is stopped and
@@ -163,6 +170,20 @@ pub struct NodeLink {
     pub events: EventPump,
     /// Status changes, sent to the hub together.
     pub status: StatusReporter,
+    /// Urgent news waiting too long for the workers in a turn.
+    pub urgent: UrgentWatch,
+}
+
+impl NodeLink {
+    /// The event pump, status reporter and urgent watch of a node, against the hub of
+    /// `hub` (whose own token is not used: each request carries its workers' tokens).
+    pub fn start(hub: Client) -> Self {
+        NodeLink {
+            events: EventPump::start(hub.clone()),
+            status: StatusReporter::start(hub.clone()),
+            urgent: UrgentWatch::start(hub),
+        }
+    }
 }
 
 /// Runs `agent` for the worker of `plan` until the run ends or `stop` fires.
@@ -232,11 +253,9 @@ pub async fn run_worker(
     // The events the last prompt carried, acknowledged when its turn has ended (with the
     // next poll); those the next prompt carries, recorded presented as it is handed over,
     // and the urgent ones among them.
-    let mut carried: Vec<i64> = Vec::new();
-    let mut to_present: Vec<i64> = Vec::new();
-    let mut carried_urgent: Vec<i64> = Vec::new();
-    // (seq, created_at) of the events the next prompt carries, for the turn log.
-    let mut carried_at: Vec<(i64, i64)> = Vec::new();
+    let mut carry = Carry::default();
+    // The next turn is a fresh worker's first (its launch prompt).
+    let mut first_prompt = shown.is_none();
     let mut after = 0i64;
     let mut notices_left: Vec<Duration> = plan.notices_before_end.clone();
     notices_left.sort_by(|a, b| b.cmp(a));
@@ -315,32 +334,86 @@ pub async fn run_worker(
         // receipts); the urgent ones leave the queue with it, else the hub would show them
         // again as notices of the agent's first tool call in this turn. All are
         // acknowledged when the turn has ended.
-        if !to_present.is_empty() {
-            if let Err(e) = hub.presented(&to_present, Via::Prompt).await {
+        // News that came while this prompt was made from something else than events (a
+        // restart, the node's restart, a continue or deadline prompt, a raised budget)
+        // goes with it: nothing waits a turn more. A fresh worker's launch prompt is left
+        // as it is (it reads the board first anyway).
+        if !carry.fresh && !first_prompt {
+            match hub.events(after, 0).await {
+                Ok(events) if events.iter().any(|e| e.kind == kinds::WORKER_STOP) => {
+                    stopped_by = Some(events);
+                    continue;
+                }
+                Ok(events) if !events.is_empty() => {
+                    after = events.iter().map(|e| e.seq).max().unwrap_or(after);
+                    carry.take(&events, Via::Prompt, &mut log);
+                    prompt.push_str("\n\n");
+                    prompt.push_str(&news_of(&hub, &events).await);
+                }
+                Ok(_) => {}
+                Err(e) => tracing::warn!(worker = %id, "could not read pending events: {e}"),
+            }
+        }
+        carry.fresh = false;
+        first_prompt = false;
+        if !carry.to_present.is_empty() {
+            if let Err(e) = hub.presented(&carry.to_present, carry.via).await {
                 tracing::warn!(worker = %id, "could not record the events presented: {e}");
                 // Never shown twice all the same: the urgent ones leave the queue now.
-                if !carried_urgent.is_empty() {
-                    if let Err(e) = hub.ack(&carried_urgent).await {
+                if !carry.urgent.is_empty() {
+                    if let Err(e) = hub.ack(&carry.urgent).await {
                         tracing::warn!(worker = %id, "could not acknowledge events: {e}");
                     }
                 }
             }
-            to_present.clear();
-            carried_urgent.clear();
+            carry.to_present.clear();
+            carry.urgent.clear();
         }
         let started = SystemTime::now();
         plan.ctx.heartbeat.clear();
         plan.ctx.heartbeat.beat();
+        plan.ctx.interrupt.clear();
         let hang_after = plan.recovery.hang_after.filter(|_| !agent.self_bounded());
         let steps = forward_steps(&plan.ctx.heartbeat, &id, &progress, status);
-        let outcome = tokio::select! {
-            r = agent.turn(&prompt) => Some(r),
-            e = hung(&plan.ctx.heartbeat, hang_after) => Some(Err(e)),
-            never = steps => match never {},
-            _ = stop.wait() => None,
-            _ = sleep_until(plan.ends_at) => None,
-        };
+        let (outcome, interruption) = run_turn(
+            &mut *agent,
+            &prompt,
+            &plan,
+            &link.urgent,
+            hang_after,
+            &mut stop,
+            steps,
+        )
+        .await;
         let Some(outcome) = outcome else { break };
+        if let Some(i) = &interruption {
+            log.write(json!({
+                "interrupted": i.news.iter().map(|e| e.seq).collect::<Vec<_>>(),
+                "at": unix_ms(SystemTime::now()),
+                "turn_ms": i.at.duration_since(started).unwrap_or_default().as_millis() as u64,
+                "ended_in_ms": i.at.elapsed().unwrap_or_default().as_millis() as u64,
+                "forced": outcome.as_ref().is_err_and(|e| e.code == NOT_CANCELLED),
+            }));
+        }
+        let outcome = match outcome {
+            // The agent did not end its turn when asked: it is stopped and started again
+            // (its session restored where it can be), and the turn counts as ended.
+            Err(e) if e.code == NOT_CANCELLED => {
+                agent.stop().await;
+                restarts += 1;
+                if let Err(e) = agent.start(&plan.ctx).await {
+                    failure = Some((e, false));
+                }
+                Ok(TurnOutcome {
+                    stop_reason: NOT_CANCELLED.to_string(),
+                    usage: Usage::not_reported(),
+                    events: Vec::new(),
+                    model_ms: 0,
+                    tools_ms: 0,
+                })
+            }
+            o => o,
+        };
         let outcome = match outcome {
             Ok(o) => o,
             Err(e) => {
@@ -358,7 +431,7 @@ pub async fn run_worker(
             "turn": summary.turns, "started": unix_ms(started), "ended": unix_ms(SystemTime::now()),
             "prompt": prompt, "stop_reason": outcome.stop_reason, "usage": outcome.usage,
             "events": outcome.events, "model_ms": outcome.model_ms, "tools_ms": outcome.tools_ms,
-            "carried": carried_at.iter().map(|(seq, at)| json!({ "seq": seq, "created_at": at })).collect::<Vec<_>>(),
+            "carried": carry.at.iter().map(|(seq, at)| json!({ "seq": seq, "created_at": at })).collect::<Vec<_>>(),
         }));
         let last_action = outcome
             .events
@@ -375,7 +448,7 @@ pub async fn run_worker(
             summary.turns,
             started,
             &prompt,
-            &carried_at,
+            &carry.at,
             &outcome,
             &last_action,
             restarts,
@@ -396,11 +469,13 @@ pub async fn run_worker(
         // The turn that carried these events is complete: they are delivered. They are
         // acknowledged (their receipts too, urgent ones included) with the next poll (one
         // request), or on their own below.
-        carried_at.clear();
+        carry.at.clear();
 
         // A turn cut off at its step limit was not done: the next one starts as soon as
-        // the pending events are in, not after the idle timeout.
-        let cut_off = CUT_OFF.contains(&outcome.stop_reason.as_str());
+        // the pending events are in, not after the idle timeout. So does the one after an
+        // interrupted turn, with the news it was interrupted for.
+        let interrupted = interruption.is_some();
+        let cut_off = CUT_OFF.contains(&outcome.stop_reason.as_str()) || interrupted;
         if plan.park_idle {
             parking.turn_ended(
                 Footprint::of(&plan.ctx.checkout).await,
@@ -443,7 +518,7 @@ pub async fn run_worker(
                 idle,
                 Boundary {
                     after,
-                    to_ack: &mut carried,
+                    to_ack: &mut carry.seqs,
                     notices_left: &mut notices_left,
                     parked: parking.parked() && !cut_off,
                 },
@@ -486,11 +561,11 @@ pub async fn run_worker(
                 }
             }
         };
-        if !carried.is_empty() {
-            if let Err(e) = hub.ack(&carried).await {
+        if !carry.seqs.is_empty() {
+            if let Err(e) = hub.ack(&carry.seqs).await {
                 tracing::warn!(worker = %id, "could not acknowledge events: {e}");
             }
-            carried.clear();
+            carry.seqs.clear();
         }
         let next = match next {
             Next::Events(events) if events.iter().any(|e| e.kind == kinds::WORKER_STOP) => {
@@ -503,23 +578,24 @@ pub async fn run_worker(
             Next::Stop | Next::Died(_) => break,
             Next::Events(events) => {
                 after = events.iter().map(|e| e.seq).max().unwrap_or(after);
-                carried = events.iter().map(|e| e.seq).collect();
-                to_present = carried.clone();
-                carried_urgent = events
-                    .iter()
-                    .filter(|e| e.priority == Priority::Urgent)
-                    .map(|e| e.seq)
-                    .collect();
-                carried_at = events.iter().map(|e| (e.seq, e.created_at)).collect();
-                // Written before the agent sees them: a node killed during the turn then
-                // knows, when it starts again, that they were shown.
-                log.write(json!({ "carrying": events.iter().map(|e| e.seq).collect::<Vec<_>>(), "at": unix_ms(SystemTime::now()) }));
-                let digest = if events.iter().any(|e| e.kind == kinds::BOARD_RECORD) {
-                    hub.read_board().await.unwrap_or_default()
+                let via = if interrupted {
+                    Via::Interruption
                 } else {
-                    Vec::new()
+                    Via::Prompt
                 };
-                events_prompt(&events, &digest)
+                carry.take(&events, via, &mut log);
+                carry.fresh = true;
+                let news = news_of(&hub, &events).await;
+                match &interruption {
+                    Some(i) => interrupted_prompt(&id, i, started, plan.interrupt_after, &news)?,
+                    None => news,
+                }
+            }
+            // The news it was interrupted for was shown to it meanwhile, in a tool result.
+            Next::Idle if interrupted => {
+                let shown = "(it reached you meanwhile in a tool result's notices: `inbox` has it)";
+                let i = interruption.as_ref().expect("interrupted");
+                interrupted_prompt(&id, i, started, plan.interrupt_after, shown)?
             }
             Next::Idle if cut_off => render(RESUME_TEMPLATE, &[("worker_id", &id)])?,
             Next::Idle => render(
@@ -553,6 +629,145 @@ pub async fn run_worker(
     finish_reports(&mut reports).await;
     summary.restarts = restarts;
     Ok(summary)
+}
+
+/// The events the next prompt carries, from being taken until they are acknowledged.
+#[derive(Default)]
+struct Carry {
+    /// Carried by the last prompt (or the next): acknowledged once its turn has ended.
+    seqs: Vec<i64>,
+    /// Recorded presented (`via`) as the next prompt is handed over.
+    to_present: Vec<i64>,
+    via: Via,
+    /// The urgent ones among `to_present`.
+    urgent: Vec<i64>,
+    /// (seq, created_at) of those the next prompt carries, for the turn log and report.
+    at: Vec<(i64, i64)>,
+    /// The next prompt was made from the pending events just now.
+    fresh: bool,
+}
+
+impl Carry {
+    /// `events` go with the next prompt, presented `via`. Written to the turn log before
+    /// the agent sees them: a node killed during the turn then knows, when it starts again,
+    /// that they were shown.
+    fn take(&mut self, events: &[Event], via: Via, log: &mut TurnLog) {
+        self.seqs.extend(events.iter().map(|e| e.seq));
+        self.to_present.extend(events.iter().map(|e| e.seq));
+        self.via = via;
+        self.urgent.extend(
+            events
+                .iter()
+                .filter(|e| e.priority == Priority::Urgent)
+                .map(|e| e.seq),
+        );
+        self.at.extend(events.iter().map(|e| (e.seq, e.created_at)));
+        log.write(json!({ "carrying": events.iter().map(|e| e.seq).collect::<Vec<_>>(), "at": unix_ms(SystemTime::now()) }));
+    }
+}
+
+/// What a prompt says of `events`: each listed, and the board's unread records when some
+/// were appended.
+async fn news_of(hub: &Client, events: &[Event]) -> String {
+    let digest = if events.iter().any(|e| e.kind == kinds::BOARD_RECORD) {
+        hub.read_board().await.unwrap_or_default()
+    } else {
+        Vec::new()
+    };
+    events_prompt(events, &digest)
+}
+
+/// The code of the error a turn ends with when its agent did not end it within
+/// [`CANCEL_GRACE`] of being interrupted; also the stop reason recorded for that turn.
+const NOT_CANCELLED: &str = "not_cancelled";
+
+/// Why and when a turn was interrupted.
+struct Interruption {
+    /// The news that waited too long.
+    news: Vec<Event>,
+    /// When the agent was asked to end its turn.
+    at: SystemTime,
+}
+
+/// Runs one turn of `agent` on `prompt`, bounded by the hang watch, the run's end and the
+/// node's stop (then no outcome). When news that interrupts a turn waits unseen longer than
+/// `plan.interrupt_after`, the agent is asked to end the turn (the context's
+/// [`crate::adapters::Interrupt`]) and given [`CANCEL_GRACE`] to do so; past it the turn
+/// ends with the error [`NOT_CANCELLED`].
+async fn run_turn(
+    agent: &mut dyn Agent,
+    prompt: &str,
+    plan: &WorkerPlan,
+    urgent: &UrgentWatch,
+    hang_after: Option<Duration>,
+    stop: &mut Shutdown,
+    steps: impl std::future::Future<Output = std::convert::Infallible>,
+) -> (Option<Result<TurnOutcome>>, Option<Interruption>) {
+    let ctx = &plan.ctx;
+    let watch = async {
+        match plan.interrupt_after {
+            Some(after) => urgent.overdue(&ctx.worker, &ctx.token, after).await,
+            None => std::future::pending().await,
+        }
+    };
+    let turn = agent.turn(prompt);
+    tokio::pin!(watch, steps, turn);
+    let mut interruption: Option<Interruption> = None;
+    let outcome = loop {
+        let grace_ends = interruption.as_ref().map(|i| {
+            tokio::time::Instant::now()
+                + CANCEL_GRACE.saturating_sub(i.at.elapsed().unwrap_or_default())
+        });
+        let grace = async {
+            match grace_ends {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            r = &mut turn => break Some(r),
+            e = hung(&ctx.heartbeat, hang_after) => break Some(Err(e)),
+            never = &mut steps => match never {},
+            _ = stop.wait() => break None,
+            _ = sleep_until(plan.ends_at) => break None,
+            news = &mut watch, if interruption.is_none() => {
+                tracing::info!(worker = %ctx.worker, "interrupting the turn for urgent news: {:?}", news.iter().map(|e| e.seq).collect::<Vec<_>>());
+                ctx.heartbeat.step("interrupted for urgent news: ending the turn");
+                ctx.interrupt.raise();
+                interruption = Some(Interruption { news, at: SystemTime::now() });
+            }
+            _ = grace => break Some(Err(agensh_domain::Error::new(
+                agensh_domain::ErrorKind::Internal,
+                NOT_CANCELLED,
+                format!(
+                    "the agent did not end its turn within {} s of being interrupted for urgent news: it is stopped and started again",
+                    CANCEL_GRACE.as_secs()
+                ),
+            ))),
+        }
+    };
+    (outcome, interruption)
+}
+
+/// The prompt after a turn interrupted at `i` (begun at `started`) for `news`.
+fn interrupted_prompt(
+    id: &str,
+    i: &Interruption,
+    started: SystemTime,
+    bound: Option<Duration>,
+    news: &str,
+) -> Result<String> {
+    let turn_secs = i.at.duration_since(started).unwrap_or_default().as_secs();
+    let bound = agensh_domain::time::span(bound.unwrap_or_default().as_secs());
+    render(
+        INTERRUPTED_TEMPLATE,
+        &[
+            ("worker_id", id),
+            ("turn_secs", &turn_secs.to_string()),
+            ("bound", &bound),
+            ("news", news),
+        ],
+    )
 }
 
 /// Waits a little for the turn reports still on their way, so a worker's last turn reaches

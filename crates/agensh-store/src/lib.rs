@@ -257,6 +257,10 @@ pub trait Store: Send + Sync + 'static {
     /// before `to`, that their worker has neither been shown nor acknowledged, oldest first
     /// (by the time they were stored, then by number), at most `limit`.
     async fn unseen_events(&self, from: i64, to: i64, limit: usize) -> Result<Vec<Event>>;
+    /// The events in `worker`'s queue that interrupt a turn
+    /// ([`agensh_domain::receipt::interrupts`]), stored before `before` and neither
+    /// presented to it nor acknowledged, oldest first, at most `limit`; broadcasts included.
+    async fn overdue_events(&self, worker: &str, before: i64, limit: usize) -> Result<Vec<Event>>;
     /// The receipts presented at or after `since`, newest first, at most `limit`.
     async fn receipts_presented_since(&self, since: i64, limit: usize) -> Result<Vec<Receipt>>;
 

@@ -369,7 +369,74 @@ async fn urgent_events_nobody_was_shown_are_found_by_when_they_were_stored(t: Te
     assert_eq!(unseen(&*t, T0, T0 + 20_000).await, [later]);
 }
 
+/// A worker's events that would interrupt its turn: its urgent news and urgent broadcasts
+/// stored before the mark and not presented; never a board record, a channel post, a
+/// normal event, another worker's message or one it was shown or acknowledged.
+async fn a_workers_overdue_events_are_its_unseen_urgent_news_before_the_mark(t: TestStore) {
+    t.add_workers(3, T0).await.unwrap();
+    let first = dm(&*t, "w01", "w02", T0).await;
+    let shown = dm(&*t, "w01", "w02", T0 + 100).await;
+    let acked = dm(&*t, "w03", "w02", T0 + 200).await;
+    dm(&*t, "w02", "w03", T0 + 300).await;
+    t.post_message("w01", msg("#general", "hi"), T0 + 400)
+        .await
+        .unwrap();
+    use agensh_domain::record::{NewRecord, RecordKind};
+    let fact = NewRecord::new(RecordKind::Fact, "the build takes 10 minutes".to_string());
+    t.append_record("w01", fact, T0 + 500, 600).await.unwrap();
+    let notice = |priority, key: &str, target: Option<&str>| NewEvent {
+        kind: kinds::NOTICE.into(),
+        priority,
+        payload: serde_json::json!({ "text": "stop and read" }),
+        dedup_key: Some(key.into()),
+        source: None,
+        target: target.map(str::to_string),
+        except: None,
+    };
+    t.enqueue(notice(Priority::Normal, "n1", Some("w02")), T0 + 600)
+        .await
+        .unwrap();
+    let everyone = t
+        .enqueue(notice(Priority::Urgent, "n2", None), T0 + 700)
+        .await
+        .unwrap()
+        .unwrap()
+        .seq;
+    let late = dm(&*t, "w01", "w02", T0 + 5_000).await;
+    t.present_events("w02", vec![shown], Via::ToolResult, false, T0 + 1_000)
+        .await
+        .unwrap();
+    t.ack_events("w02", vec![acked], T0 + 1_000).await.unwrap();
+
+    async fn overdue(t: &dyn Store, worker: &str, before: i64, limit: usize) -> Vec<i64> {
+        t.overdue_events(worker, before, limit)
+            .await
+            .unwrap()
+            .iter()
+            .map(|e| e.seq)
+            .collect()
+    }
+    assert_eq!(
+        overdue(&*t, "w02", T0 + 5_000, 100).await,
+        [first, everyone]
+    );
+    assert_eq!(
+        overdue(&*t, "w02", T0 + 5_001, 100).await,
+        [first, everyone, late]
+    );
+    assert_eq!(overdue(&*t, "w02", T0 + 5_001, 1).await, [first]);
+    assert_eq!(overdue(&*t, "w02", T0, 100).await, Vec::<i64>::new());
+    // The notice to all is w01's too; w03's own message is not in w01's queue.
+    assert_eq!(overdue(&*t, "w01", T0 + 5_000, 100).await, [everyone]);
+    // Shown in a prompt at last: no longer overdue.
+    t.present_events("w02", vec![first, everyone], Via::Prompt, true, T0 + 6_000)
+        .await
+        .unwrap();
+    assert_eq!(overdue(&*t, "w02", T0 + 10_000, 100).await, [late]);
+}
+
 stores!(
+    a_workers_overdue_events_are_its_unseen_urgent_news_before_the_mark,
     a_receipt_goes_from_presented_to_acknowledged_and_keeps_its_first_times,
     an_acknowledgement_without_a_presentation_counts_as_one_via_prompt,
     the_first_presentation_wins,

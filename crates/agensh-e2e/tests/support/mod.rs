@@ -17,6 +17,7 @@ use serde_json::Value;
 pub use agensh_testkit::Org;
 
 pub mod replay;
+pub mod worker;
 
 /// What `PARTS.md` on the first `main` holds; scenarios append a line per part to it, so
 /// merges of parallel branches conflict there.
@@ -109,6 +110,7 @@ impl AgentOrg for Org {
             agent_home: self.dir().join(".agensh").join("agents").join(id),
             agensh: agensh_bin(),
             heartbeat: Default::default(),
+            interrupt: Default::default(),
         }
     }
 

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agensh_domain::event::{
-    check_wait, kinds, validate_dedup_key, validate_notice_text, Event, NewEvent, PollMany,
-    PolledMany, Priority,
+    check_wait, kinds, validate_dedup_key, validate_notice_text, Event, NewEvent, OverdueQuery,
+    PollEntry, PollMany, PolledMany, Priority,
 };
 use agensh_domain::page::{self, Limit};
 use agensh_domain::receipt::Via;
@@ -64,6 +64,48 @@ pub async fn poll(s: &AppState, caller: &Caller, q: PollQuery) -> Result<Polled>
     Ok(Polled { events })
 }
 
+/// A node's entries for many workers: at most a batch, each authorised for its worker.
+fn authorize_entries(s: &AppState, caller: &Caller, workers: &[PollEntry]) -> Result<()> {
+    agensh_domain::worker::check_batch(workers.len())?;
+    crate::auth::authorize_many(
+        caller,
+        s,
+        workers.iter().map(|w| (w.id.as_str(), w.token.as_deref())),
+    )
+}
+
+/// Most overdue events answered per worker: one is enough to interrupt its turn, and the
+/// next prompt takes the whole queue.
+const OVERDUE_PER_WORKER: usize = 20;
+
+/// Which of a node's workers (each authorised as in [`poll_many`]) have events that
+/// interrupt a turn waiting unseen for longer than `older_than_ms`: those events, per
+/// worker. Reads only; the node interrupts those workers' turns and presents the events in
+/// the next prompt.
+pub async fn overdue(s: &AppState, caller: &Caller, body: OverdueQuery) -> Result<PolledMany> {
+    authorize_entries(s, caller, &body.workers)?;
+    let before = s
+        .now()
+        .saturating_sub(i64::try_from(body.older_than_ms).unwrap_or(i64::MAX));
+    let mut answer = PolledMany::default();
+    let mut events: BTreeMap<i64, Event> = BTreeMap::new();
+    for w in body.workers {
+        let found = s
+            .store
+            .overdue_events(&w.id, before, OVERDUE_PER_WORKER)
+            .await?;
+        if found.is_empty() {
+            continue;
+        }
+        answer
+            .workers
+            .insert(w.id, found.iter().map(|e| e.seq).collect());
+        events.extend(found.into_iter().map(|e| (e.seq, e)));
+    }
+    answer.events = events.into_values().collect();
+    Ok(answer)
+}
+
 /// Waits for `worker`'s first event above `after`: the many-worker wait with one worker.
 async fn wait_for_events(
     s: &AppState,
@@ -84,15 +126,8 @@ async fn wait_for_events(
 /// by then, for all of them). Each event is in the answer once, however many of the
 /// workers get it.
 pub async fn poll_many(s: &AppState, caller: &Caller, body: PollMany) -> Result<PolledMany> {
-    agensh_domain::worker::check_batch(body.workers.len())?;
+    authorize_entries(s, caller, &body.workers)?;
     let limit = poll_bounds(s, body.wait, body.limit, page::POLL_MANY)?;
-    crate::auth::authorize_many(
-        caller,
-        s,
-        body.workers
-            .iter()
-            .map(|w| (w.id.as_str(), w.token.as_deref())),
-    )?;
     let mut answer = PolledMany::default();
     let acks: Vec<(String, Vec<i64>)> = body
         .workers

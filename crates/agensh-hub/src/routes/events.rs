@@ -1,7 +1,7 @@
 //! Per-worker event queues over HTTP ([`ops::events`]): long-poll, acknowledge, operator
 //! notices.
 
-use agensh_domain::event::{PollMany, PolledMany};
+use agensh_domain::event::{OverdueQuery, PollMany, PolledMany};
 use agensh_protocol::rest::{
     Ack, Acked, Notice, PollQuery, Polled, Presented, PresentedCount, QueueState,
 };
@@ -31,6 +31,15 @@ pub async fn poll_many(
     ApiJson(body): ApiJson<PollMany>,
 ) -> ApiResult<Json<PolledMany>> {
     Ok(Json(events::poll_many(&s, &caller, body).await?))
+}
+
+/// Which of a node's workers have urgent news waiting too long ([`events::overdue`]).
+pub async fn overdue(
+    State(s): State<AppState>,
+    caller: Caller,
+    ApiJson(body): ApiJson<OverdueQuery>,
+) -> ApiResult<Json<PolledMany>> {
+    Ok(Json(events::overdue(&s, &caller, body).await?))
 }
 
 pub async fn ack(

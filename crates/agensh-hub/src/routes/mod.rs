@@ -95,6 +95,7 @@ fn table(body_limit: usize) -> Vec<Route> {
         route(Method::GET, "/events", events::poll),
         route(Method::POST, "/events", events::notice),
         batched(route(Method::POST, "/events/poll", events::poll_many)),
+        batched(route(Method::POST, "/events/overdue", events::overdue)),
         route(Method::POST, "/events/ack", events::ack),
         route(Method::POST, "/events/presented", events::presented),
         route(Method::GET, "/events/state", events::state),

@@ -720,6 +720,16 @@ fn schemas() -> Value {
             ),
         ),
         (
+            "OverdueQuery",
+            object(
+                &["older_than_ms", "workers"],
+                json!({
+                    "older_than_ms": json!({ "type": "integer", "format": "int64", "minimum": 0, "description": "how long an event waited unseen (run.interrupt_after_secs)" }),
+                    "workers": { "type": "array", "items": schema("PollEntry"), "minItems": 1, "maxItems": BATCH_LIMIT, "description": "`after` and `ack` are not used" },
+                }),
+            ),
+        ),
+        (
             "PolledMany",
             object(
                 &["events", "workers"],
@@ -1499,6 +1509,10 @@ fn operations() -> Vec<Op> {
             .doc("Each entry is authorised for its worker (docs/API.md, \"Requests for many workers\"). Takes bodies up to 8 MiB, or `hub.body_limit` when larger.")
             .body("PollMany", json!({ "workers": [{ "id": "w01", "after": 0 }], "wait": 0 }))
             .answers(200, "each event once, and which worker gets which", schema("PolledMany")),
+        op("post", "/events/overdue", "overdueEvents", "events", "Which of a node's workers have urgent news waiting too long")
+            .doc("Each entry is authorised for its worker, as in `/events/poll`. Answers, per worker, the events in its queue that interrupt a turn (urgent, with a receipt, neither a board record, a channel post nor `msg.unseen`) stored more than `older_than_ms` ago and not presented to it, at most 20 each. Reads only: the node interrupts those workers' turns.")
+            .body("OverdueQuery", json!({ "workers": [{ "id": "w01" }], "older_than_ms": 120000 }))
+            .answers(200, "the overdue events once, and which worker has which", schema("PolledMany")),
         op("post", "/events/ack", "ackEvents", "events", "Acknowledge events (worker)")
             .body("Ack", json!({ "seqs": [] }))
             .answers(200, "how many were newly acknowledged", schema("Acked")),

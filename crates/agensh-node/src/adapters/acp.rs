@@ -211,6 +211,8 @@ struct Running {
     what: String,
     /// Where each tool call the agent starts is reported as the turn's current step.
     heartbeat: super::Heartbeat,
+    /// Raised to end the running turn: the agent gets `session/cancel`.
+    interrupt: super::Interrupt,
 }
 
 /// The JSON-RPC connection: writes to stdin, answers routed by id.
@@ -409,6 +411,7 @@ impl AcpAgent {
             stderr_log,
             what,
             heartbeat: ctx.heartbeat.clone(),
+            interrupt: ctx.interrupt.clone(),
         })
     }
 }
@@ -481,6 +484,8 @@ impl Agent for AcpAgent {
         };
         let mut turn = TurnLog::default();
         let cost_before = r.cost_seen;
+        let interrupt = r.interrupt.clone();
+        let mut cancelled = false;
         let result = loop {
             tokio::select! {
                 biased;
@@ -490,6 +495,13 @@ impl Agent for AcpAgent {
                     }
                 }
                 a = &mut answer => break a.unwrap_or(Err(RpcError::Closed)),
+                // Interrupted: the agent is asked to end the turn; it answers the prompt
+                // with stop reason `cancelled` (the turn loop bounds the wait).
+                _ = interrupt.raised(), if !cancelled => {
+                    cancelled = true;
+                    let cancel = CancelNotification::new(r.session_id.clone());
+                    let _ = r.conn.notify(method::SESSION_CANCEL, cancel).await;
+                }
             }
         };
         // Notifications the agent sent before its answer are queued already.
@@ -527,7 +539,8 @@ impl Agent for AcpAgent {
             model_ms: 0,
             tools_ms: 0,
         };
-        if self.preset.is_some() {
+        // A turn cut short by an interruption may end before any model answer.
+        if self.preset.is_some() && !cancelled {
             if let Some(e) = no_model_answer(&r.what, &outcome, answered) {
                 return Err(e);
             }
@@ -1502,6 +1515,7 @@ mod tests {
             agent_home: "/org/.agensh/agents/w01".into(),
             agensh: "/bin/agensh".into(),
             heartbeat: Default::default(),
+            interrupt: Default::default(),
         };
         let http = serde_json::to_value(mcp_server(&ctx, true)).unwrap();
         assert_eq!(http["type"], "http");

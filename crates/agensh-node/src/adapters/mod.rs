@@ -35,6 +35,54 @@ pub struct AgentContext {
     pub agensh: PathBuf,
     /// Beaten by the adapter whenever the agent shows a sign of life or begins a step.
     pub heartbeat: Heartbeat,
+    /// Raised by the turn loop to end the running turn early for urgent news; the adapter
+    /// cancels the turn its own way ([`Agent::turn`]).
+    pub interrupt: Interrupt,
+}
+
+/// A request to end the running turn early, for urgent news that waited too long
+/// (`run.interrupt_after_secs`). Shared between the turn loop, which raises it, and the
+/// adapter, which watches it during a turn: an ACP agent gets `session/cancel`, pi an
+/// `abort`, the built-in agent stops its running command and ends the turn before its next
+/// step. The turn then ends as the agent ends it (stop reason `cancelled`), its work kept.
+#[derive(Debug, Clone, Default)]
+pub struct Interrupt {
+    inner: std::sync::Arc<(std::sync::atomic::AtomicBool, tokio::sync::Notify)>,
+}
+
+impl Interrupt {
+    /// Asks the running turn to end.
+    pub fn raise(&self) {
+        self.inner
+            .0
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        self.inner.1.notify_waiters();
+    }
+
+    /// Takes the request back (a new turn begins).
+    pub fn clear(&self) {
+        self.inner
+            .0
+            .store(false, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Whether the running turn was asked to end.
+    pub fn is_raised(&self) -> bool {
+        self.inner.0.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Resolves once the turn is asked to end (at once if it was). Cancel-safe.
+    pub async fn raised(&self) {
+        loop {
+            let notified = self.inner.1.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.is_raised() {
+                return;
+            }
+            notified.await;
+        }
+    }
 }
 
 /// When an agent last showed a sign of life (for the ACP adapter: a line on its output),
@@ -218,7 +266,9 @@ fn not_started() -> agensh_domain::Error {
 pub trait Agent: Send {
     /// Starts the agent (its process and session) for the worker in `ctx`.
     async fn start(&mut self, ctx: &AgentContext) -> Result<()>;
-    /// Runs one turn on `prompt`; returns when the agent ends the turn.
+    /// Runs one turn on `prompt`; returns when the agent ends the turn. When the context's
+    /// [`Interrupt`] is raised during the turn, the adapter asks the agent to end it (the
+    /// agent's own cancel) and returns as the agent ends it; the turn loop bounds the wait.
     async fn turn(&mut self, prompt: &str) -> Result<TurnOutcome>;
     /// Stops the agent and every process it started.
     async fn stop(&mut self);
@@ -238,5 +288,40 @@ pub trait Agent: Send {
     /// agent: model requests and commands), so the turn loop need not watch it for hangs.
     fn self_bounded(&self) -> bool {
         false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Interrupt;
+    use std::time::Duration;
+
+    #[tokio::test]
+    async fn an_interrupt_wakes_the_turn_that_waits_for_it_until_taken_back() {
+        let i = Interrupt::default();
+        let waiter = tokio::spawn({
+            let i = i.clone();
+            async move { i.raised().await }
+        });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(!waiter.is_finished(), "not raised yet");
+        i.raise();
+        tokio::time::timeout(Duration::from_secs(5), waiter)
+            .await
+            .expect("the raise wakes it")
+            .unwrap();
+        // Raised: a new wait ends at once, until the next turn takes it back.
+        assert!(i.is_raised());
+        tokio::time::timeout(Duration::from_millis(100), i.raised())
+            .await
+            .expect("at once");
+        i.clear();
+        assert!(!i.is_raised());
+        assert!(
+            tokio::time::timeout(Duration::from_millis(50), i.raised())
+                .await
+                .is_err(),
+            "cleared"
+        );
     }
 }

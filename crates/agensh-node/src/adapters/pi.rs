@@ -59,6 +59,8 @@ struct Running {
     stderr_log: PathBuf,
     what: String,
     heartbeat: Heartbeat,
+    /// Raised to end the running turn: pi gets `abort`.
+    interrupt: super::Interrupt,
     next_id: u64,
     in_turn: bool,
 }
@@ -176,6 +178,7 @@ impl PiAgent {
             stderr_log,
             what,
             heartbeat: ctx.heartbeat.clone(),
+            interrupt: ctx.interrupt.clone(),
             next_id: 1,
             in_turn: false,
         })
@@ -233,8 +236,23 @@ impl Agent for PiAgent {
         r.command("prompt", json!({ "message": prompt })).await?;
         r.in_turn = true;
         let mut turn = PiTurn::default();
+        let interrupt = r.interrupt.clone();
+        let mut aborted = false;
         loop {
-            let Some(event) = r.lines.recv().await else {
+            // Interrupted: pi aborts the turn (its running tool too) and ends it.
+            let line = tokio::select! {
+                line = r.lines.recv() => Some(line),
+                _ = interrupt.raised(), if !aborted => None,
+            };
+            let Some(line) = line else {
+                aborted = true;
+                if r.send(json!({ "type": "abort" })).await.is_err() {
+                    r.in_turn = false;
+                    return Err(r.exited("a turn").await);
+                }
+                continue;
+            };
+            let Some(event) = line else {
                 r.in_turn = false;
                 return Err(r.exited("a turn").await);
             };

@@ -8,7 +8,9 @@
 //! prompt at the same time. The first presentation and the first acknowledgement win.
 
 use agensh_domain::event::Priority;
-use agensh_domain::receipt::{Receipt, Via, ALWAYS, NEVER};
+use agensh_domain::receipt::{Receipt, Via, ALWAYS, NEVER, NEVER_INTERRUPT};
+
+use crate::common::rows::EVENT_COLUMNS;
 
 /// `'a', 'b'`: the kinds as SQL string literals (kinds are plain dotted words).
 fn literals(kinds: &[&str]) -> String {
@@ -27,6 +29,45 @@ pub fn has_receipts_sql(e: &str) -> String {
         always = literals(&ALWAYS),
         never = literals(&NEVER),
         urgent = Priority::Urgent.as_str(),
+    )
+}
+
+/// The SQL condition on `{e}.kind` and `{e}.priority` that holds exactly when
+/// [`agensh_domain::receipt::interrupts`] does; valid in SQLite and PostgreSQL.
+pub fn interrupts_sql(e: &str) -> String {
+    format!(
+        "({e}.priority = '{urgent}' AND {has} AND {e}.kind NOT IN ({never}))",
+        urgent = Priority::Urgent.as_str(),
+        has = has_receipts_sql(e),
+        never = literals(&NEVER_INTERRUPT),
+    )
+}
+
+/// The query of `Store::overdue_events`, in both engines: the events in worker `w`'s queue
+/// (above its cursor, not acknowledged) that interrupt a turn, stored before `before` and
+/// not presented to it, oldest first, at most `limit`. `param(n)` writes parameter `n` in
+/// the engine's syntax; the parameters are (1) the worker, (2) `before`, (3) `limit`.
+pub fn overdue_sql(param: fn(usize) -> String) -> String {
+    let (w, before, limit) = (param(1), param(2), param(3));
+    // One branch per half of the queue (its own events, then broadcasts), so each reads
+    // the `(target, seq)` index from the worker's cursor on.
+    let branch = |whose: String| {
+        format!(
+            "SELECT {EVENT_COLUMNS} FROM events e \
+             WHERE {whose} AND e.seq > (SELECT c.event_cursor FROM workers c WHERE c.id = {w}) \
+               AND {interrupts} AND e.created_at < {before} \
+               AND NOT EXISTS (SELECT 1 FROM receipts r WHERE r.seq = e.seq AND r.worker = {w}) \
+               AND NOT EXISTS (SELECT 1 FROM event_acks a WHERE a.worker = {w} AND a.seq = e.seq)",
+            interrupts = interrupts_sql("e"),
+        )
+    };
+    format!(
+        "SELECT * FROM ({} UNION ALL {}) AS o ORDER BY seq LIMIT {limit}",
+        branch(format!("e.target = {w}")),
+        branch(format!(
+            "e.target IS NULL AND coalesce(e.source, '') != {w} \
+             AND coalesce(e.except_worker, '') != {w}"
+        )),
     )
 }
 
@@ -61,9 +102,10 @@ pub fn receipt<R: crate::common::rows::AnyRow + ?Sized>(row: &R) -> Result<Recei
 mod tests {
     use super::*;
     use agensh_domain::event::kinds;
-    use agensh_domain::receipt::has_receipts;
+    use agensh_domain::receipt::{has_receipts, interrupts};
 
-    /// The SQL condition holds for exactly the events the domain's rule gives receipts.
+    /// The SQL conditions hold for exactly the events the domain's rules give receipts
+    /// and let interrupt a turn.
     #[test]
     fn the_sql_condition_is_the_domains_rule() {
         let conn = rusqlite::Connection::open_in_memory().unwrap();
@@ -103,6 +145,17 @@ mod tests {
                     )
                     .unwrap();
                 assert_eq!(n == 1, has_receipts(kind, p), "{kind} {}", p.as_str());
+                let n: i64 = conn
+                    .query_row(
+                        &format!(
+                            "SELECT count(*) FROM events e WHERE {}",
+                            interrupts_sql("e")
+                        ),
+                        [],
+                        |r| r.get(0),
+                    )
+                    .unwrap();
+                assert_eq!(n == 1, interrupts(kind, p), "{kind} {}", p.as_str());
             }
         }
     }

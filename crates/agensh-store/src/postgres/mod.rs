@@ -294,6 +294,11 @@ impl Store for PostgresStore {
         on_conn!(self, |c| receipts::unseen(&mut c, from, to, limit).await)
     }
 
+    async fn overdue_events(&self, worker: &str, before: i64, limit: usize) -> Result<Vec<Event>> {
+        on_conn!(self, |c| receipts::overdue(&mut c, worker, before, limit)
+            .await)
+    }
+
     async fn receipts_presented_since(&self, since: i64, limit: usize) -> Result<Vec<Receipt>> {
         on_conn!(self, |c| receipts::presented_since(&mut c, since, limit)
             .await)

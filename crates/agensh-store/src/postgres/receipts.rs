@@ -14,7 +14,9 @@ use super::db::Conn;
 use super::events;
 use crate::common::events::{too_many_acks, ACK_LIMIT};
 use crate::common::messages::dedup_key;
-use crate::common::receipts::{for_worker_sql, has_receipts_sql, receipt, RECEIPT_COLUMNS};
+use crate::common::receipts::{
+    for_worker_sql, has_receipts_sql, overdue_sql, receipt, RECEIPT_COLUMNS,
+};
 use crate::common::rows::{self, EVENT_COLUMNS, MESSAGE_COLUMNS};
 
 /// The update of a receipt acknowledged again: the first acknowledgement stays.
@@ -191,6 +193,22 @@ pub async fn unseen(conn: &mut Conn, from: i64, to: i64, limit: usize) -> Result
         has = has_receipts_sql("e"),
     );
     let rows = conn.query(&sql, &[&from, &to, &(limit as i64)]).await?;
+    rows.iter().map(|r| rows::event_at(r, 0)).collect()
+}
+
+/// `Store::overdue_events`.
+pub async fn overdue(
+    conn: &mut Conn,
+    worker: &str,
+    before: i64,
+    limit: usize,
+) -> Result<Vec<Event>> {
+    let rows = conn
+        .query(
+            &overdue_sql(|n| format!("${n}")),
+            &[&worker, &before, &(limit as i64)],
+        )
+        .await?;
     rows.iter().map(|r| rows::event_at(r, 0)).collect()
 }
 

@@ -278,6 +278,13 @@ impl Store for SqliteStore {
             .await
     }
 
+    async fn overdue_events(&self, worker: &str, before: i64, limit: usize) -> Result<Vec<Event>> {
+        let w = worker.to_string();
+        self.db
+            .read(move |c| receipts::overdue(c, &w, before, limit))
+            .await
+    }
+
     async fn receipts_presented_since(&self, since: i64, limit: usize) -> Result<Vec<Receipt>> {
         self.db
             .read(move |c| receipts::presented_since(c, since, limit))

@@ -11,7 +11,9 @@ use super::conn::sql_err;
 use super::events;
 use crate::common::events::{too_many_acks, ACK_LIMIT};
 use crate::common::messages::dedup_key;
-use crate::common::receipts::{for_worker_sql, has_receipts_sql, receipt, RECEIPT_COLUMNS};
+use crate::common::receipts::{
+    for_worker_sql, has_receipts_sql, overdue_sql, receipt, RECEIPT_COLUMNS,
+};
 use crate::common::rows::{self, EVENT_COLUMNS, MESSAGE_COLUMNS};
 
 fn json_list(seqs: &[i64]) -> String {
@@ -179,6 +181,19 @@ pub fn unseen(conn: &Connection, from: i64, to: i64, limit: usize) -> Result<Vec
     let mut stmt = conn.prepare_cached(&sql).map_err(sql_err)?;
     let rows = stmt
         .query_map(params![from, to, limit as i64], |r| rows::event_at(r, 0))
+        .map_err(sql_err)?;
+    rows.collect::<rusqlite::Result<_>>().map_err(sql_err)
+}
+
+/// `Store::overdue_events`.
+pub fn overdue(conn: &Connection, worker: &str, before: i64, limit: usize) -> Result<Vec<Event>> {
+    let mut stmt = conn
+        .prepare_cached(&overdue_sql(|n| format!("?{n}")))
+        .map_err(sql_err)?;
+    let rows = stmt
+        .query_map(params![worker, before, limit as i64], |r| {
+            rows::event_at(r, 0)
+        })
         .map_err(sql_err)?;
     rows.collect::<rusqlite::Result<_>>().map_err(sql_err)
 }

@@ -219,6 +219,9 @@ struct Session {
     looping: bool,
     /// Where each model request and tool call is reported as the turn's current step.
     pulse: crate::adapters::Heartbeat,
+    /// Raised when the turn is interrupted: the turn ends before its next step, a model
+    /// request in flight is dropped and a running command stopped (by the workspace).
+    interrupt: crate::adapters::Interrupt,
     /// The output of the last `run` when it failed, for small mode's code request.
     last_failure: Option<String>,
     /// The failed check run right after small mode's write, to become `last_failure`.
@@ -286,7 +289,8 @@ impl Agent for BuiltinAgent {
                     ),
                 )
             })?
-            .with_cgroup(self.cgroup.clone());
+            .with_cgroup(self.cgroup.clone())
+            .with_interrupt(ctx.interrupt.clone());
         let mcp = McpClient::connect(&ctx.mcp_url(), &ctx.token).await?;
         let mut specs = actions::workspace_specs();
         for t in mcp.list_tools().await? {
@@ -355,6 +359,7 @@ impl Agent for BuiltinAgent {
             loops: Loops::default(),
             looping: false,
             pulse: ctx.heartbeat.clone(),
+            interrupt: ctx.interrupt.clone(),
             last_failure: None,
             held: Vec::new(),
             failure_after_write: None,
@@ -401,6 +406,9 @@ impl Agent for BuiltinAgent {
 }
 
 /// The system prompt for the mode.
+/// The stop reason of a turn ended by an interruption (as ACP names it).
+const CANCELLED: &str = "cancelled";
+
 fn system_prompt(worker: &str, specs: &[ToolSpec], json: bool, small: bool) -> String {
     if small {
         prompt::small_system_prompt(worker, specs, json)
@@ -523,7 +531,13 @@ impl Session {
         let mut model_ms = 0u64;
         self.tools_ms = 0;
         let mut hard_compacted = false;
+        let interrupt = self.interrupt.clone();
         let stop_reason = loop {
+            if interrupt.is_raised() {
+                self.log
+                    .write(json!({ "event": "interrupted", "step": steps }));
+                break CANCELLED.to_string();
+            }
             if steps >= cfg.max_steps_per_turn {
                 break "max_steps".to_string();
             }
@@ -544,7 +558,12 @@ impl Session {
                 steps + 1
             ));
             let asked = Instant::now();
-            let reply = match self.endpoint.complete(&body).await {
+            let reply = tokio::select! {
+                r = self.endpoint.complete(&body) => r,
+                // The request is dropped: the turn ends before it is answered.
+                _ = interrupt.raised() => continue,
+            };
+            let reply = match reply {
                 Ok(r) => r,
                 Err(ChatError::ContextFull(msg)) if self.auto_pending && !self.json => {
                     self.log
@@ -858,6 +877,10 @@ impl Session {
             Err(e) => format!("{name} {e}"),
         };
         let out = match args {
+            // The rest of a reply's calls once the turn was interrupted.
+            _ if self.interrupt.is_raised() => Output::error(format!(
+                "{name} was not run: the turn was interrupted for urgent news"
+            )),
             Err(e) => Output::error(format!(
                 "the arguments of {name} are not valid JSON ({e}); send a JSON object"
             )),

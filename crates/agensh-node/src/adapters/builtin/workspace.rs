@@ -70,6 +70,8 @@ pub struct Workspace {
     output_cap: usize,
     /// The worker's cgroup commands run in (its memory limit), when the node has cgroups.
     cgroup: Option<crate::adapters::limits::AgentCgroup>,
+    /// Raised when the turn is interrupted: a running command is stopped.
+    interrupt: crate::adapters::Interrupt,
 }
 
 impl Workspace {
@@ -84,7 +86,14 @@ impl Workspace {
             groups: Arc::new(Mutex::new(Vec::new())),
             output_cap: output_cap.max(200),
             cgroup: None,
+            interrupt: Default::default(),
         })
+    }
+
+    /// The same workspace with its running command stopped when `interrupt` is raised.
+    pub fn with_interrupt(mut self, interrupt: crate::adapters::Interrupt) -> Self {
+        self.interrupt = interrupt;
+        self
     }
 
     /// The same workspace with its commands started in the worker's cgroup `cgroup`.
@@ -568,10 +577,13 @@ impl Workspace {
                 }
             }
         });
+        // None: the command was stopped, by its timeout or by an interruption of the turn.
         let status = tokio::select! {
             s = child.wait() => Some(s),
             _ = tokio::time::sleep(timeout) => None,
+            _ = self.interrupt.raised() => None,
         };
+        let interrupted = status.is_none() && self.interrupt.is_raised();
         let ok = matches!(&status, Some(Ok(s)) if s.success());
         let (head, more) = match status {
             Some(status) => {
@@ -595,13 +607,18 @@ impl Workspace {
                 group.kill();
                 let _ = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
                 let _ = tokio::time::timeout(Duration::from_secs(1), reader).await;
-                (
+                let head = if interrupted {
+                    format!(
+                        "stopped after {} s because the turn was interrupted for urgent news: killed the command and every process it started (its process group); the output so far:",
+                        started.elapsed().as_secs()
+                    )
+                } else {
                     format!(
                         "timed out after {} s: killed the command and every process it started (its process group); the output so far:",
                         timeout.as_secs_f64().round() as u64
-                    ),
-                    "",
-                )
+                    )
+                };
+                (head, "")
             }
         };
         guard.armed = false;
