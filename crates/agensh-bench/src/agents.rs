@@ -109,11 +109,18 @@ pub async fn run(a: Args) -> Result<()> {
     Ok(())
 }
 
-async fn one(agensh: &Path, data: &Path, name: &str, a: &Args) -> Result<serde_json::Value> {
-    let preset = preset(name).with_context(|| format!("{name} is not a preset"))?;
-    if install::installed(data, preset).is_none() {
-        bail!("not installed — agensh agents install {name}");
-    }
+/// An organization of `workers` workers served by an `agensh hub` process, with the first
+/// worker's checkout and the context its agent gets.
+pub(crate) struct Bed {
+    /// Holds the organization's directory.
+    pub(crate) tmp: tempfile::TempDir,
+    pub(crate) hub: crate::hub::HubProc,
+    pub(crate) admin: Client,
+    pub(crate) workers: Vec<agensh_domain::worker::NewWorker>,
+    pub(crate) ctx: AgentContext,
+}
+
+pub(crate) async fn bed(agensh: &Path, workers: usize) -> Result<Bed> {
     let tmp = tempfile::tempdir()?;
     let org = tmp.path().join("org");
     let status = Command::new(agensh)
@@ -130,12 +137,12 @@ async fn one(agensh: &Path, data: &Path, name: &str, a: &Args) -> Result<serde_j
     }
     let hub = crate::hub::start_hub(agensh, &org)?;
     let admin = Client::new(&hub.url, &hub.admin_token);
-    let w = admin.add_workers(1).await?.remove(0);
+    let workers = admin.add_workers(workers).await?;
+    let w = &workers[0];
     let ws =
         agensh_workspace::Workspace::open(&org.join(".agensh").join(agensh_workspace::REPO_DIR))?;
     let checkout = agensh_workspace::checkout::checkout_dir(&org, &w.id);
     agensh_workspace::checkout::create(&ws, &w.id, &checkout).await?;
-    let replay = start_replay(agensh, tmp.path(), a.turns)?;
     let ctx = AgentContext {
         worker: w.id.clone(),
         checkout,
@@ -148,23 +155,63 @@ async fn one(agensh: &Path, data: &Path, name: &str, a: &Args) -> Result<serde_j
         heartbeat: Default::default(),
         interrupt: Default::default(),
     };
+    Ok(Bed {
+        tmp,
+        hub,
+        admin,
+        workers,
+        ctx,
+    })
+}
+
+/// The agent `name` (an installed preset, or `builtin`) on the model server at `url`.
+pub(crate) fn agent_of(
+    agensh: &Path,
+    data: &Path,
+    name: &str,
+    url: &str,
+) -> Result<Box<dyn agensh_node::adapters::Agent>> {
+    if name == "builtin" {
+        let cfg = agensh_node::adapters::builtin::BuiltinConfig {
+            base_url: format!("{}/v1", url.trim_end_matches('/')),
+            model: "replay-model".into(),
+            style: agensh_node::adapters::builtin::ToolStyle::Tools,
+            command_timeout: Duration::from_secs(900),
+            ..Default::default()
+        };
+        return Ok(Box::new(agensh_node::adapters::builtin::BuiltinAgent::new(
+            cfg,
+        )));
+    }
+    let preset = preset(name).with_context(|| format!("{name} is not a preset"))?;
+    if install::installed(data, preset).is_none() {
+        bail!("not installed — agensh agents install {name}");
+    }
     let run = PresetRun {
         preset,
         prefix: install::prefix(data, preset),
         endpoint: Endpoint {
-            url: replay.url.clone(),
+            url: url.to_string(),
             model: "replay-model".into(),
             api_key: None,
         },
         gateway: false,
     };
-    let mut agent = AgentKind::Preset {
+    Ok(AgentKind::Preset {
         run,
         command: Vec::new(),
     }
-    .build(agensh, Default::default(), Default::default(), None);
+    .build(agensh, Default::default(), Default::default(), None))
+}
+
+async fn one(agensh: &Path, data: &Path, name: &str, a: &Args) -> Result<serde_json::Value> {
+    let preset = preset(name).with_context(|| format!("{name} is not a preset"))?;
+    let bed = bed(agensh, 1).await?;
+    let (hub, admin, ctx) = (&bed.hub, &bed.admin, &bed.ctx);
+    let replay = start_replay(agensh, bed.tmp.path(), a.turns)?;
+    let mut agent = agent_of(agensh, data, name, &replay.url)?;
     let started = Instant::now();
-    agent.start(&ctx).await?;
+    agent.start(ctx).await?;
     let to_prompt = started.elapsed().as_secs_f64();
     tokio::time::sleep(Duration::from_secs(a.idle_secs)).await;
     let idle = tree(&agent.processes());

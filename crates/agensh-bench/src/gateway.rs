@@ -71,10 +71,26 @@ pub(crate) fn start_replay(
     name: &str,
     scenario: &str,
 ) -> Result<Replay> {
+    start_replay_recording(agensh, dir, name, scenario, None)
+}
+
+/// [`start_replay`], appending every request to `record` (a JSON line each) when given.
+pub(crate) fn start_replay_recording(
+    agensh: &Path,
+    dir: &Path,
+    name: &str,
+    scenario: &str,
+    record: Option<&Path>,
+) -> Result<Replay> {
     let file = dir.join(format!("{name}.toml"));
     std::fs::write(&file, scenario)?;
-    let mut child = Command::new(agensh)
-        .args(["model", "replay"])
+    let mut cmd = Command::new(agensh);
+    if let Some(r) = record {
+        cmd.arg("model").arg("replay").arg("--record").arg(r);
+    } else {
+        cmd.args(["model", "replay"]);
+    }
+    let mut child = cmd
         .arg(&file)
         .args(["--listen", "127.0.0.1:0"])
         .env("AGENSH_LOG", "warn")

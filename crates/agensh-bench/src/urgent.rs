@@ -52,6 +52,13 @@ pub struct Args {
     /// Skip the storm.
     #[arg(long)]
     no_storm: bool,
+    /// The agents to time busy in a long command: `builtin` and presets (`claude`, `codex`,
+    /// `copilot`, `gemini`, `pi`); none: that part is skipped.
+    #[arg(long, value_delimiter = ',')]
+    agents: Vec<String>,
+    /// DMs per agent, each to the agent busy in a fresh ten-minute command.
+    #[arg(long, default_value_t = 3)]
+    samples: usize,
     /// Keep the organizations and print where.
     #[arg(long)]
     keep: bool,
@@ -72,6 +79,21 @@ pub async fn run(a: Args) -> Result<()> {
             print_storm(&s, &a);
         }
         out.insert("storm".into(), serde_json::to_value(&s)?);
+    }
+    let mut rows = Vec::new();
+    for name in &a.agents {
+        eprintln!("timing {name} busy in a long command…");
+        let row = match busy(&a, &agensh, name).await {
+            Ok(b) => serde_json::to_value(&b)?,
+            Err(e) => serde_json::json!({ "agent": name, "error": format!("{e:#}") }),
+        };
+        if !a.json {
+            print_busy(&row, &a);
+        }
+        rows.push(row);
+    }
+    if !rows.is_empty() {
+        out.insert("busy".into(), Value::Array(rows));
     }
     if a.json {
         println!("{}", serde_json::to_string_pretty(&Value::Object(out))?);
@@ -395,13 +417,7 @@ async fn storm_in(a: &Args, dir: &Path, script_log: &Path, run_pid: u32) -> Resu
             }
         }
     }
-    let q = |v: &mut Vec<f64>, p: f64| -> f64 {
-        if v.is_empty() {
-            return 0.0;
-        }
-        v.sort_by(f64::total_cmp);
-        v[((v.len() as f64 * p).ceil() as usize).clamp(1, v.len()) - 1]
-    };
+    let q = |v: &mut Vec<f64>, p: f64| quantile(v, p);
     Ok(Storm {
         workers: ids.len(),
         messages: sent.len(),
@@ -422,6 +438,230 @@ async fn storm_in(a: &Args, dir: &Path, script_log: &Path, run_pid: u32) -> Resu
     })
 }
 
+/// One agent busy in long commands, DM'd once per command.
+#[derive(Debug, Serialize)]
+struct Busy {
+    agent: String,
+    samples: usize,
+    /// From each DM stored to the agent's next model request that carries it, in seconds.
+    to_request_secs: Vec<f64>,
+    p50_secs: f64,
+    p99_secs: f64,
+    /// Commands still running when that request came (the agent's cancel left them).
+    commands_left_running: usize,
+    /// Turns the agent ended itself when interrupted, and those it had to be restarted for.
+    cancelled: usize,
+    forced: usize,
+    /// From the interruption to the turn's end, in seconds (p99).
+    cancel_p99_secs: f64,
+}
+
+fn print_busy(row: &Value, a: &Args) {
+    let name = row["agent"].as_str().unwrap_or("?");
+    if let Some(e) = row["error"].as_str() {
+        println!("busy {name:<8} failed: {e}");
+        return;
+    }
+    println!(
+        "busy {name:<8} DM → next request p50 {:.1} s p99 {:.1} s (bound {} s + 15 s); commands left running {}/{}; turns ended by the agent {}, by a restart {}; cancel p99 {:.2} s",
+        row["p50_secs"].as_f64().unwrap_or(0.0),
+        row["p99_secs"].as_f64().unwrap_or(0.0),
+        a.interrupt_after,
+        row["commands_left_running"],
+        row["samples"],
+        row["cancelled"],
+        row["forced"],
+        row["cancel_p99_secs"].as_f64().unwrap_or(0.0),
+    );
+}
+
+/// The replay scenario of the busy part: every step a ten-minute shell command, in the
+/// shell tool of whichever agent asks (a long timeout where the tool takes one).
+fn busy_scenario(steps: usize) -> String {
+    let shell = r#"{ any = [
+{ name = "run", args = { command = "sleep 600", timeout_secs = 900 } },
+{ name = "Bash", args = { command = "sleep 600", description = "build", timeout = 600000 } },
+{ name = "run_shell_command", args = { command = "sleep 600", description = "build" } },
+{ name = "exec_command", args = { cmd = "sleep 600", yield_time_ms = 600000 } },
+{ name = "shell_command", args = { command = "sleep 600", timeout_ms = 600000 } },
+{ name = "shell", args = { command = ["bash", "-lc", "sleep 600"], timeout_ms = 600000 } },
+{ name = "bash", args = { command = "sleep 600", description = "build", mode = "sync", initial_wait = 600, timeout = 900 } },
+  ] }"#;
+    let mut text = String::from("side_text = \"ok\"\nfinal_text = \"Done.\"\n");
+    for _ in 0..steps {
+        text.push_str(&format!(
+            "\n[[step]]\ntext = \"Running the build.\"\ntool_calls = [ {shell} ]\nusage = {{ input = 1000, output = 10 }}\n"
+        ));
+    }
+    text
+}
+
+/// The pids of `sleep 600` processes working in `dir`.
+fn sleeps_in(dir: &Path) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let want = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            cmd == b"sleep\x00600\x00"
+                && std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|c| c == want)
+        })
+        .collect()
+}
+
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        let state = s[s.rfind(')').map_or(0, |i| i + 1)..]
+            .split_whitespace()
+            .next()
+            .unwrap_or("");
+        state != "Z" && state != "X"
+    })
+}
+
+async fn busy(a: &Args, agensh: &Path, name: &str) -> Result<Busy> {
+    use agensh_node::turn::{run_worker, NodeLink, WorkerPlan};
+    let data = agensh_model::data_dir()?;
+    let bed = crate::agents::bed(agensh, 2).await?;
+    let record = bed.tmp.path().join("requests.jsonl");
+    let replay = crate::gateway::start_replay_recording(
+        agensh,
+        bed.tmp.path(),
+        "busy",
+        &busy_scenario(a.samples + 2),
+        Some(&record),
+    )?;
+    let agent = crate::agents::agent_of(agensh, &data, name, &replay.url)?;
+    let ctx = bed.ctx.clone();
+    let log_dir = ctx.state_dir.join("turns");
+    let plan = WorkerPlan {
+        ctx: ctx.clone(),
+        launch_prompt: "Build the project, then report.".into(),
+        idle_timeout: Duration::from_secs(3600),
+        park_idle: false,
+        ends_at: None,
+        notices_before_end: Vec::new(),
+        log_dir: log_dir.clone(),
+        recovery: Default::default(),
+        interrupt_after: Some(Duration::from_secs(a.interrupt_after)),
+    };
+    let worker_client = Client::new(&bed.hub.url, &ctx.token);
+    let link = NodeLink::start(Client::new(&bed.hub.url, ""));
+    let (stop, shutdown) = agensh_process::ShutdownTrigger::new();
+    let (progress, mut progress_rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move { while progress_rx.recv().await.is_some() {} });
+    let worker = tokio::spawn(run_worker(
+        plan,
+        agent,
+        worker_client,
+        link,
+        shutdown,
+        progress,
+    ));
+    let sender = Client::new(&bed.hub.url, &bed.workers[1].token);
+    let mut waits = Vec::new();
+    let mut left_running = 0;
+    let mut seen: HashSet<u32> = HashSet::new();
+    let result: Result<()> = async {
+        for k in 0..a.samples {
+            // The agent is in its command (a fresh one each time).
+            let t0 = Instant::now();
+            let pid = loop {
+                if let Some(p) = sleeps_in(&ctx.checkout)
+                    .into_iter()
+                    .find(|p| !seen.contains(p))
+                {
+                    seen.insert(p);
+                    break p;
+                }
+                if t0.elapsed() > Duration::from_secs(180) || worker.is_finished() {
+                    bail!("{name} did not start the long command within 3 min (sample {k})");
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            };
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            let tag = format!("[busy{k}]");
+            let m = sender
+                .send_message(&NewMessage {
+                    to: ctx.worker.clone(),
+                    text: format!("{tag} stop the build: main moved"),
+                    thread: None,
+                })
+                .await?;
+            let limit = Duration::from_secs(a.interrupt_after + 180);
+            let sent = Instant::now();
+            loop {
+                let text = std::fs::read_to_string(&record).unwrap_or_default();
+                if text.contains(&tag) {
+                    break;
+                }
+                if sent.elapsed() > limit {
+                    bail!("{name}: no model request carried the DM within {limit:?} (sample {k})");
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            let now_ms = agensh_domain::time::unix_ms(std::time::SystemTime::now());
+            waits.push((now_ms - m.created_at).max(0) as f64 / 1000.0);
+            if alive(pid) {
+                left_running += 1;
+            }
+            eprintln!(
+                "  sample {}: {:.1} s",
+                k + 1,
+                waits.last().copied().unwrap_or(0.0)
+            );
+        }
+        Ok(())
+    }
+    .await;
+    stop.fire();
+    let _ = tokio::time::timeout(Duration::from_secs(30), worker).await;
+    for pid in sleeps_in(&ctx.checkout) {
+        agensh_process::group::terminate_process(pid);
+    }
+    drop(replay);
+    result?;
+    let (mut cancel, mut cancelled, mut forced) = (Vec::new(), 0, 0);
+    let log = std::fs::read_to_string(log_dir.join("turns.jsonl")).unwrap_or_default();
+    for line in log.lines() {
+        let Ok(v) = serde_json::from_str::<Value>(line) else {
+            continue;
+        };
+        if v["interrupted"].is_array() {
+            cancel.push(v["ended_in_ms"].as_f64().unwrap_or(0.0) / 1000.0);
+            if v["forced"] == true {
+                forced += 1;
+            } else {
+                cancelled += 1;
+            }
+        }
+    }
+    let mut sorted = waits.clone();
+    Ok(Busy {
+        agent: name.to_string(),
+        samples: waits.len(),
+        p50_secs: quantile(&mut sorted, 0.50),
+        p99_secs: quantile(&mut sorted, 0.99),
+        to_request_secs: waits,
+        commands_left_running: left_running,
+        cancelled,
+        forced,
+        cancel_p99_secs: quantile(&mut cancel, 0.99),
+    })
+}
+
+/// The nearest-rank quantile `p` of `v` (sorted here); 0 for none.
+fn quantile(v: &mut [f64], p: f64) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(f64::total_cmp);
+    v[((v.len() as f64 * p).ceil() as usize).clamp(1, v.len()) - 1]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -433,5 +673,26 @@ mod tests {
         assert_eq!(text.matches("action = \"poll\"").count(), 3);
         let parsed: toml::Value = toml::from_str(&text).unwrap();
         assert_eq!(parsed["step"].as_array().unwrap().len(), 9);
+    }
+
+    #[test]
+    fn the_busy_scenario_is_a_long_command_per_step_for_every_agent() {
+        let parsed: toml::Value = toml::from_str(&busy_scenario(2)).unwrap();
+        let steps = parsed["step"].as_array().unwrap();
+        assert_eq!(steps.len(), 2);
+        let any = steps[0]["tool_calls"][0]["any"].as_array().unwrap();
+        for tool in ["run", "Bash", "run_shell_command", "exec_command", "bash"] {
+            assert!(
+                any.iter().any(|c| c["name"].as_str() == Some(tool)),
+                "{tool}"
+            );
+        }
+    }
+
+    #[test]
+    fn quantiles_are_nearest_rank() {
+        assert_eq!(quantile(&mut [], 0.5), 0.0);
+        assert_eq!(quantile(&mut [3.0, 1.0, 2.0], 0.5), 2.0);
+        assert_eq!(quantile(&mut [3.0, 1.0, 2.0], 0.99), 3.0);
     }
 }
