@@ -2,7 +2,9 @@
 //! model server on 127.0.0.1: each preset's worker runs a shell command in its checkout
 //! (one that leaves a detached background job behind) and posts a board record over MCP;
 //! the usage counted is what the replay server served; after the run no process of the
-//! agent is left, the detached job included.
+//! agent is left, the detached job included. A preset busy in a long command is
+//! interrupted by a direct message that waited past `run.interrupt_after_secs`, and its next
+//! model request carries the message.
 //!
 //! These need the CLIs installed (`agensh agents install`, a few hundred MB from the npm
 //! registry), so a plain `cargo test` skips them; `scripts/test` installs them and runs
@@ -16,7 +18,7 @@ use std::process::Stdio;
 
 use serde_json::Value;
 
-use common::{agensh, new_org, Replay};
+use common::{agensh, new_org, wait_until, Replay};
 
 /// No `[[run.agents]]` groups: every worker runs the `--agent` preset.
 const NO_GROUPS: &str = "";
@@ -446,4 +448,93 @@ fn a_model_key_refused_is_a_failed_turn_with_the_cause() {
             "{id}: no failed turn with its cause: {failed:?}\n{stderr}"
         );
     }
+}
+
+/// Claude Code busy in a ten-minute command; an operator's DM waits past the bound (3 s):
+/// the node sends `session/cancel`, the command stops, and the next model request carries
+/// the message and says the turn was interrupted.
+#[test]
+#[ignore = "needs the agent CLIs: scripts/test installs them (agensh agents install) and runs this tier with --ignored"]
+fn claude_busy_in_a_long_command_is_interrupted_and_its_next_request_carries_the_dm() {
+    let (tmp, dir) = new_org("Follow the model's lead; this is a test of interruption.");
+    set_run(
+        &dir,
+        &[
+            ("workers", "1"),
+            ("hours", "0.05"),
+            ("stagger_secs", "0.0"),
+            ("notices_minutes", "[]"),
+            ("interrupt_after_secs", "3"),
+        ],
+    );
+    let long = r#"{ name = "Bash", args = { command = "sleep 617", description = "build", timeout = 600000 } }"#;
+    let replay = Replay::start(
+        tmp.path(),
+        &format!(
+            "side_text = \"ok\"\nfinal_text = \"Done.\"\n\n[[step]]\ntext = \"Building.\"\ntool_calls = [ {long} ]\n"
+        ),
+    );
+    let mut child = agensh()
+        .arg("run")
+        .arg(&dir)
+        .args(["--agent", "claude", "--model-url", &replay.url])
+        .args([
+            "--model",
+            "replay-model",
+            "--listen",
+            "127.0.0.1:0",
+            "--json",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("agensh run starts");
+    wait_until(
+        std::time::Duration::from_secs(120),
+        "the long command runs",
+        || !running("sleep 617").is_empty(),
+    );
+    let sent = std::time::Instant::now();
+    let out = agensh()
+        .current_dir(&dir)
+        .args(["msg", "send", "w01", "[dm-617] stop the build, main moved"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    wait_until(
+        std::time::Duration::from_secs(60),
+        "a model request carrying the DM",
+        || {
+            replay
+                .requests()
+                .iter()
+                .any(|r| r["body"].to_string().contains("[dm-617]"))
+        },
+    );
+    let waited = sent.elapsed();
+    let carrying = replay
+        .requests()
+        .into_iter()
+        .find(|r| r["body"].to_string().contains("[dm-617]"))
+        .unwrap();
+    assert!(
+        carrying["body"].to_string().contains("was interrupted"),
+        "{carrying}"
+    );
+    assert!(
+        waited < std::time::Duration::from_secs(3 + 15),
+        "{waited:?}"
+    );
+    // Claude Code stops the command it was running.
+    wait_until(
+        std::time::Duration::from_secs(10),
+        "the command stopped",
+        || running("sleep 617").is_empty(),
+    );
+    agensh_process::group::terminate_process(child.id());
+    let _ = child.wait();
 }
