@@ -86,6 +86,15 @@ pub async fn connect(g: &Global) -> Result<Connection> {
     })
 }
 
+/// Runs `f` with a client of the organization's hub, served by this process for the
+/// command when none runs ([`connect`]), and ends that hub after `f`'s last answer.
+pub async fn with_hub<T>(g: &Global, f: impl AsyncFnOnce(&Client) -> Result<T>) -> Result<T> {
+    let conn = connect(g).await?;
+    let result = f(&conn.client).await;
+    conn.close().await;
+    result
+}
+
 /// A hub over the organization's state on a free port of 127.0.0.1.
 async fn serve_here(dir: &Path) -> Result<RunningHub> {
     let config = crate::cmd::config::load(dir, &[])?;

@@ -4,6 +4,7 @@
 
 pub mod mcp;
 pub mod retry;
+pub mod show;
 
 use std::time::Duration;
 

@@ -41,16 +41,8 @@ pub async fn run(g: &Global, a: HubArgs) -> Result<()> {
     write_hub_info(&dir, &info).context("cannot write .agensh/hub.json")?;
     let signal = stop_signal()?;
     outln!("hub serving {} at {}", dir.display(), hub.url);
-    match agensh_client::Client::new(&hub.url, &hub.admin_token)
-        .dashboard_link()
-        .await
-    {
-        Ok(link) => eprintln!(
-            "dashboard: {} — open this link once to log in (it works for 10 minutes; `agensh dashboard` makes another)",
-            link.url
-        ),
-        Err(e) => tracing::warn!("no dashboard link: {e}"),
-    }
+    let admin = agensh_client::Client::new(&hub.url, &hub.admin_token);
+    agensh_node::view::dashboard_link(&admin).await;
     signal.await;
     tracing::info!("stopping the hub");
     hub.shutdown().await;

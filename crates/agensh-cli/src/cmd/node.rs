@@ -4,20 +4,18 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use agensh_client::retry::read_until_reachable;
 use agensh_client::Client;
 use agensh_domain::config::{Config, Source};
 use agensh_model::ModelServer;
-use agensh_node::node::{run_node, NodePlan};
+use agensh_node::node::NodePlan;
 use agensh_node::setup::{self, HubAt, Prepared, Workers};
-use agensh_node::turn::Progress;
 use anyhow::{bail, Context, Result};
-use tokio::sync::mpsc;
 
 use crate::cli::{Global, NodeArgs};
 use crate::cmd::config::{load, resolve};
 use crate::cmd::hub::raise_open_file_limit;
 use crate::connect::client;
-use crate::output::one_line;
 
 /// What a node's `workers` run (the hub is elsewhere), its notes said on stderr.
 async fn prepare(config: &Config, dir: &Path, workers: usize) -> Result<Prepared> {
@@ -39,21 +37,12 @@ async fn prepare(config: &Config, dir: &Path, workers: usize) -> Result<Prepared
 const NODE_START_HUB_WAIT: std::time::Duration = std::time::Duration::from_secs(15);
 
 /// A read the node makes as it starts, sent again while the hub cannot be reached, for up
-/// to [`NODE_START_HUB_WAIT`]: a read changes nothing, so one whose connection broke after
-/// it was sent (the hub killed meanwhile) is safe to send again too.
+/// to [`NODE_START_HUB_WAIT`].
 async fn read_at_start<T, F>(read: impl Fn() -> F) -> Result<T>
 where
     F: std::future::Future<Output = agensh_domain::Result<T>>,
 {
-    let deadline = std::time::Instant::now() + NODE_START_HUB_WAIT;
-    loop {
-        match read().await {
-            Err(e) if e.code == "unreachable" && std::time::Instant::now() < deadline => {
-                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-            }
-            r => return Ok(r?),
-        }
-    }
+    Ok(read_until_reachable(NODE_START_HUB_WAIT, read).await?)
 }
 
 /// The hub's client for `agensh node`. A node started while its hub restarts waits for it,
@@ -114,25 +103,7 @@ pub async fn node(g: &Global, a: NodeArgs) -> Result<()> {
 /// end on stderr.
 async fn drive_node(plan: NodePlan, model_server: Option<ModelServer>) -> Result<()> {
     let (stop, _) = crate::cmd::run::stop_on_signal()?;
-    let (tx, rx) = mpsc::unbounded_channel();
-    let node = tokio::spawn(run_node(plan, stop, tx));
-    let printer = tokio::spawn(async move {
-        let mut rx = rx;
-        while let Some((id, p)) = rx.recv().await {
-            if let Progress::Turn {
-                turns, last_action, ..
-            } = p
-            {
-                eprintln!("{id}: turn {turns} ended ({})", one_line(&last_action));
-            }
-        }
-    });
-    let summary = node.await??;
-    let _ = printer.await;
-    if let Some(server) = model_server {
-        server.stop().await;
-    }
-    eprintln!("node done: {} turn(s)", summary.turns());
+    agensh_node::view::drive(plan, model_server, stop).await?;
     Ok(())
 }
 

@@ -1,4 +1,5 @@
-//! `agensh run DIR`: the hub and a node in one process, with a live view ([`crate::view`]).
+//! `agensh run DIR`: the hub and a node in one process, with a live view
+//! ([`agensh_node::view`]).
 //! What the workers run is decided by [`agensh_node::setup`]; this wires it to the hub.
 
 use std::sync::Arc;
@@ -9,6 +10,7 @@ use agensh_domain::config::Source;
 use agensh_hub::{state_dir, write_hub_info, HubInfo};
 use agensh_node::node::{run_node, NodeSummary, WorkerLimits};
 use agensh_node::setup::{self, HubAt, Workers};
+use agensh_node::view;
 use agensh_process::{Shutdown, ShutdownTrigger};
 use agensh_store::Store;
 use anyhow::{bail, Context, Result};
@@ -17,8 +19,7 @@ use tokio::sync::mpsc;
 use crate::cli::{Global, RunArgs};
 use crate::cmd::config::resolve;
 use crate::cmd::hub::{raise_open_file_limit, refuse_if_running, stop_signal};
-use crate::output::now_ms;
-use crate::view;
+use crate::output::{json, lines, now_ms};
 
 /// The goal's first line, marked when there is more.
 fn first_line(goal: &str) -> String {
@@ -219,8 +220,18 @@ pub async fn run_with(g: &Global, a: RunArgs, sidecar: Option<Sidecar>, print: b
     });
     let (tx, rx) = mpsc::unbounded_channel();
     let node = tokio::spawn(run_node(plan, stop.clone(), tx));
-    let view = tokio::spawn(view::live_view(rx, store.clone(), clock, a.json));
-    let goal_end = tokio::spawn(crate::cmd::goal::end_at_goal(
+    let read = {
+        let store = store.clone();
+        move || {
+            let store = store.clone();
+            async move {
+                let workers = store.list_workers(now_ms()).await.unwrap_or_default();
+                (workers, store.stats().await.unwrap_or_default())
+            }
+        }
+    };
+    let view = tokio::spawn(view::live_view(rx, read, clock, a.json));
+    let goal_end = tokio::spawn(view::end_at_goal(
         hub.goal_met(),
         stopper,
         config.run.keep_going,
@@ -243,7 +254,7 @@ pub async fn run_with(g: &Global, a: RunArgs, sidecar: Option<Sidecar>, print: b
     }
     hub.shutdown().await;
     // After the hub: every request it answered is recorded by then.
-    let gateway = view::per_worker(&store.model_usage(None).await?);
+    let gateway = agensh_client::show::per_worker(&store.model_usage(None).await?);
     let economy = agensh_hub::goal::economy(&*store, &goal).await?;
     let _ = std::fs::remove_file(state_dir(&dir).join(agensh_hub::HUB_JSON));
     if print {
@@ -253,7 +264,11 @@ pub async fn run_with(g: &Global, a: RunArgs, sidecar: Option<Sidecar>, print: b
             goal: &goal,
             economy: &economy,
         };
-        view::print_summary(&summary, &stats, &gateway, &run, a.json);
+        if a.json {
+            json(&view::summary_json(&summary, &stats, &gateway, &run));
+        } else {
+            lines(view::summary_lines(&summary, &stats, &gateway, &run));
+        }
     }
     every_worker_failed(&summary)?;
     crate::cmd::goal::judge(&goal, interrupted)
