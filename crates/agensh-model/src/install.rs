@@ -73,6 +73,40 @@ pub struct Status {
     pub installed: bool,
 }
 
+impl Status {
+    /// One line for `agensh model status`: installed and verified, or what is missing and
+    /// the command that installs it.
+    pub fn line(&self) -> String {
+        if self.installed {
+            return format!(
+                "{}  installed  {}  {} bytes  sha256 {} verified",
+                self.size,
+                self.model_file.display(),
+                self.want_bytes,
+                self.sha256
+            );
+        }
+        let file = match (self.file_bytes, self.verified) {
+            (None, _) => "no model file".to_string(),
+            (Some(_), true) => format!("model file verified ({})", self.model_file.display()),
+            (Some(n), false) => format!(
+                "model file {n} of {} bytes, not verified ({})",
+                self.want_bytes,
+                self.model_file.display()
+            ),
+        };
+        let server = if self.server_package {
+            "server package installed"
+        } else {
+            "no server package"
+        };
+        format!(
+            "{}  not installed  ({file}; {server}) — agensh model install --size {}",
+            self.size, self.size
+        )
+    }
+}
+
 struct Layout {
     models: PathBuf,
     venv: PathBuf,
@@ -646,5 +680,34 @@ fn free_bytes(dir: &Path) -> Option<u64> {
         }
         #[allow(clippy::unnecessary_cast)]
         Some(s.f_bavail as u64 * s.f_frsize as u64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_status_line_says_what_is_missing_and_how_to_install_it() {
+        let mut s = Status {
+            size: "0.5b".into(),
+            server_package: false,
+            python: PathBuf::from("/d/models/venv/bin/python"),
+            model_file: PathBuf::from("/d/models/m.gguf"),
+            file_bytes: Some(10),
+            want_bytes: 20,
+            verified: false,
+            sha256: "abc",
+            installed: false,
+        };
+        assert_eq!(
+            s.line(),
+            "0.5b  not installed  (model file 10 of 20 bytes, not verified (/d/models/m.gguf); no server package) — agensh model install --size 0.5b"
+        );
+        s.installed = true;
+        assert_eq!(
+            s.line(),
+            "0.5b  installed  /d/models/m.gguf  20 bytes  sha256 abc verified"
+        );
     }
 }

@@ -61,6 +61,40 @@ pub fn installed(data: &Path, preset: &Preset) -> Option<Installed> {
     Some(Installed { version, program })
 }
 
+/// `preset` in `agensh agents list --json`: its package, pinned version, and what of it is
+/// installed under `data`.
+pub fn row(data: &Path, p: &Preset) -> serde_json::Value {
+    let i = installed(data, p);
+    serde_json::json!({
+        "name": p.name,
+        "title": p.title,
+        "package": p.package,
+        "pinned": p.version,
+        "installed": i.as_ref().map(|i| i.version.clone()),
+        "program": i.as_ref().map(|i| i.program.clone()),
+        "prefix": prefix(data, p),
+        "api": p.api.as_str(),
+    })
+}
+
+/// `preset` in `agensh agents list`: its version and program as installed (`i`), or the
+/// command that installs it.
+pub fn line(p: &Preset, i: Option<&Installed>) -> String {
+    match i {
+        Some(i) => format!(
+            "{:8} {} {}: {}",
+            p.name,
+            p.package,
+            i.version,
+            i.program.display()
+        ),
+        None => format!(
+            "{:8} not installed ({} {}) → agensh agents install {}",
+            p.name, p.package, p.version, p.name
+        ),
+    }
+}
+
 /// The command that installs `names` (for messages).
 pub fn install_hint(names: &[&str]) -> String {
     format!("agensh agents install {}", names.join(" "))
@@ -229,6 +263,20 @@ async fn npm_install(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_list_line_has_the_version_and_program_or_the_install_command() {
+        let p = &agensh_domain::agents::PRESETS[0];
+        let i = Installed {
+            version: "1.2.3".into(),
+            program: PathBuf::from("/d/bin/x"),
+        };
+        assert_eq!(
+            line(p, Some(&i)),
+            format!("{:8} {} 1.2.3: /d/bin/x", p.name, p.package)
+        );
+        assert!(line(p, None).ends_with(&format!("→ agensh agents install {}", p.name)));
+    }
 
     #[test]
     fn an_install_is_found_by_its_program_and_manifest() {

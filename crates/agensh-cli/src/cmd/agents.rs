@@ -3,15 +3,15 @@
 use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
-use agensh_domain::agents::{presets_named, Preset, PRESETS};
+use agensh_domain::agents::{presets_named, PRESETS};
 use agensh_model::data_dir;
-use agensh_node::install::{install, installed, prefix};
+use agensh_node::install::{install, installed, line, row};
 use anyhow::Result;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 
 use crate::cli::{AgentsArgs, AgentsCommand};
-use crate::output::json as print_json;
+use crate::output::{json as print_json, lines};
 
 pub async fn run(a: AgentsArgs) -> Result<()> {
     match a.command {
@@ -96,41 +96,15 @@ fn bar(len: u64) -> ProgressBar {
 
 fn list(as_json: bool) -> Result<()> {
     let data = data_dir()?;
-    let rows: Vec<_> = PRESETS.iter().map(|p| row(&data, p)).collect();
     if as_json {
+        let rows: Vec<_> = PRESETS.iter().map(|p| row(&data, p)).collect();
         print_json(&json!({ "agents": rows }));
-        return Ok(());
-    }
-    for (p, r) in PRESETS.iter().zip(&rows) {
-        match r["installed"].as_str() {
-            Some(v) => outln!(
-                "{:8} {} {v}: {}",
-                p.name,
-                p.package,
-                r["program"].as_str().unwrap_or("")
-            ),
-            None => outln!(
-                "{:8} not installed ({} {}) → agensh agents install {}",
-                p.name,
-                p.package,
-                p.version,
-                p.name
-            ),
-        }
+    } else {
+        lines(
+            PRESETS
+                .iter()
+                .map(|p| line(p, installed(&data, p).as_ref())),
+        );
     }
     Ok(())
-}
-
-fn row(data: &std::path::Path, p: &Preset) -> serde_json::Value {
-    let i = installed(data, p);
-    json!({
-        "name": p.name,
-        "title": p.title,
-        "package": p.package,
-        "pinned": p.version,
-        "installed": i.as_ref().map(|i| i.version.clone()),
-        "program": i.as_ref().map(|i| i.program.clone()),
-        "prefix": prefix(data, p),
-        "api": p.api.as_str(),
-    })
 }

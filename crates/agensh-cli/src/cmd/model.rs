@@ -14,7 +14,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::cli::{ModelArgs, ModelCommand};
 use crate::cmd::hub::stop_signal;
-use crate::output::json;
+use crate::output::{json, lines};
 
 pub async fn run(a: ModelArgs) -> Result<()> {
     match a.command {
@@ -52,17 +52,7 @@ async fn replay(scenario: &Path, listen: &str, record: Option<PathBuf>) -> Resul
     stop.await;
     let served = server.served();
     server.stop().await;
-    for (key, s) in &served {
-        let key = if key.is_empty() { "(no key)" } else { key };
-        outln!(
-            "{key}: {} request(s) and {} without tools; tokens in {} (cached {}) out {}",
-            s.requests,
-            s.side_requests,
-            s.input_tokens,
-            s.cached_input_tokens,
-            s.output_tokens
-        );
-    }
+    lines(served.iter().map(|(key, s)| s.line(key)));
     Ok(())
 }
 
@@ -290,37 +280,7 @@ fn status_cmd(as_json: bool) -> Result<()> {
         return Ok(());
     }
     outln!("data directory: {}", dir.display());
-    for s in &all {
-        if s.installed {
-            outln!(
-                "{}  installed  {}  {} bytes  sha256 {} verified",
-                s.size,
-                s.model_file.display(),
-                s.want_bytes,
-                s.sha256
-            );
-            continue;
-        }
-        let file = match (s.file_bytes, s.verified) {
-            (None, _) => "no model file".to_string(),
-            (Some(_), true) => format!("model file verified ({})", s.model_file.display()),
-            (Some(n), false) => format!(
-                "model file {n} of {} bytes, not verified ({})",
-                s.want_bytes,
-                s.model_file.display()
-            ),
-        };
-        let server = if s.server_package {
-            "server package installed"
-        } else {
-            "no server package"
-        };
-        outln!(
-            "{}  not installed  ({file}; {server}) — agensh model install --size {}",
-            s.size,
-            s.size
-        );
-    }
+    lines(all.iter().map(|s| s.line()));
     Ok(())
 }
 
