@@ -138,6 +138,8 @@ pub fn failure(e: &anyhow::Error) -> Failure {
     } else if let Some(d) = e.downcast_ref::<agensh_domain::Error>() {
         let exit = match (d.kind, d.code.as_str()) {
             (_, "unreachable" | "store_unreachable") => Exit::Unreachable,
+            // A store a newer agensh wrote: this machine's to fix (install that agensh).
+            (_, agensh_store::migrate::TOO_NEW) => Exit::Local,
             (ErrorKind::Internal, _) => Exit::Internal,
             _ => Exit::Refused,
         };

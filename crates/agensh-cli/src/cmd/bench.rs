@@ -198,7 +198,7 @@ async fn begin(org: &Path, start: &run::Start, task: &Task) -> Result<Report> {
     let prepared = run::prepare(org, start, task, &|line| eprintln!("{line}"))
         .await
         .map_err(lib)?;
-    let made = crate::cmd::init::create(org, &prepared.config, prepared.seed.as_deref()).await;
+    let made = agensh_hub::org::create(org, &prepared.config, prepared.seed.as_deref()).await;
     prepared.clean(org);
     made?;
     let report = prepared.begin(org, start, task).map_err(lib)?;

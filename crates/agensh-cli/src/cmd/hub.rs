@@ -1,11 +1,8 @@
 //! `agensh hub DIR`: serves the organization until Ctrl-C or SIGTERM.
 
-use std::path::Path;
-use std::sync::Arc;
-
-use agensh_hub::{read_hub_info, state_dir, write_hub_info, HubInfo, STORE_FILE};
-use agensh_store::Store;
-use anyhow::{bail, Context, Result};
+use agensh_hub::org::{open_state, refuse_if_running, upstream_keys_set};
+use agensh_hub::{state_dir, write_hub_info, HubInfo};
+use anyhow::{Context, Result};
 
 use crate::cli::{Global, HubArgs};
 
@@ -50,104 +47,11 @@ pub async fn run(g: &Global, a: HubArgs) -> Result<()> {
     Ok(())
 }
 
-/// Refuses to start an organization whose gateway upstreams' keys are not in this
-/// environment (the hub would refuse every request to them), naming each variable.
-pub fn upstream_keys_set(config: &agensh_domain::config::Config) -> Result<()> {
-    let missing = agensh_hub::gateway::missing_keys(&config.gateway, |v| std::env::var(v).ok());
-    if let Some((name, var)) = missing.first() {
-        bail!(
-            "the gateway upstream \"{name}\" reads its key from {var}, which is not set — export {var}=… (or set its api_key_env = \"\"){}",
-            if missing.len() > 1 {
-                format!("; {} more upstream(s) lack theirs", missing.len() - 1)
-            } else {
-                String::new()
-            }
-        );
-    }
-    Ok(())
-}
-
-/// The organization's store: the PostgreSQL database `configured` names (`hub.store`),
-/// else the SQLite file in its state directory `state`.
-pub async fn open_store(state: &Path, configured: &str) -> Result<Arc<dyn Store>> {
-    if configured.is_empty() {
-        let file = state.join(STORE_FILE);
-        agensh_store::open_store(&file.to_string_lossy())
-            .await
-            .map_err(too_new_is_local)
-            .with_context(|| format!("cannot open {}", file.display()))
-    } else {
-        let store = agensh_store::open_store(configured)
-            .await
-            .map_err(too_new_is_local)
-            .context("cannot open the store hub.store names")?;
-        tracing::info!(
-            "store: PostgreSQL, {}",
-            agensh_store::postgres::redact(configured)
-        );
-        Ok(store)
-    }
-}
-
-/// A store a newer agensh wrote is this machine's to fix (install that agensh): exit 4.
-fn too_new_is_local(e: agensh_domain::Error) -> anyhow::Error {
-    if e.code == agensh_store::migrate::TOO_NEW {
-        crate::output::Local(e).into()
-    } else {
-        e.into()
-    }
-}
-
-/// The organization's store (`configured`: `hub.store`) and git workspace (none, with a
-/// warning, for an organization made by an older `agensh init`).
-pub async fn open_state(
-    dir: &Path,
-    configured: &str,
-) -> Result<(Arc<dyn Store>, Option<agensh_workspace::Workspace>)> {
-    let store = open_store(&state_dir(dir), configured).await?;
-    let repo = state_dir(dir).join(agensh_workspace::REPO_DIR);
-    let workspace = if repo.exists() {
-        Some(agensh_workspace::Workspace::open(&repo)?)
-    } else {
-        tracing::warn!(
-            "{} has no git workspace (made by an older agensh init): pull requests and git over HTTP are off",
-            dir.display()
-        );
-        None
-    };
-    Ok((store, workspace))
-}
-
-/// What `.agensh/hub.json` of `dir` says, when the hub it names still runs (a hub that was
-/// killed leaves the file behind).
-pub fn running_hub(dir: &Path) -> Option<HubInfo> {
-    read_hub_info(dir).ok().filter(|i| process_alive(i.pid))
-}
-
-/// Refuses to serve the organization in `dir` when another process serves it already.
-pub fn refuse_if_running(dir: &Path) -> Result<()> {
-    if let Some(info) = running_hub(dir) {
-        if info.pid != std::process::id() {
-            bail!(
-                "a hub is already running for {} (pid {}, {}) — stop it first, or use it",
-                dir.display(),
-                info.pid,
-                info.url
-            );
-        }
-    }
-    Ok(())
-}
-
 /// Resolves on Ctrl-C or SIGTERM.
 pub fn stop_signal() -> Result<impl std::future::Future<Output = ()> + Send + 'static> {
     agensh_process::shutdown::signal().context(
         "cannot install the Ctrl-C and SIGTERM handlers — is this run inside a restricted sandbox?",
     )
-}
-
-fn process_alive(pid: u32) -> bool {
-    std::path::Path::new(&format!("/proc/{pid}")).exists()
 }
 
 /// Lifts the soft limit on open files to the hard limit: every waiting worker holds a

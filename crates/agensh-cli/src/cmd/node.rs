@@ -184,7 +184,7 @@ fn remote_config(
     goal: &str,
     flags: &[agensh_domain::config::FlagValue],
 ) -> Result<agensh_domain::config::Resolved> {
-    if dir.join(crate::cmd::config::CONFIG_FILE).exists() {
+    if dir.join(agensh_hub::org::CONFIG_FILE).exists() {
         return resolve(dir, flags);
     }
     // A JSON string is a TOML basic string, but for DEL, which TOML wants escaped.

@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use agensh_client::Client;
 use agensh_domain::config::Source;
+use agensh_hub::org::{self, refuse_if_running, upstream_keys_set};
 use agensh_hub::{state_dir, write_hub_info, HubInfo};
 use agensh_node::node::{run_node, NodeSummary, WorkerLimits};
 use agensh_node::setup::{self, HubAt, Workers};
@@ -18,7 +19,7 @@ use tokio::sync::mpsc;
 
 use crate::cli::{Global, RunArgs};
 use crate::cmd::config::resolve;
-use crate::cmd::hub::{raise_open_file_limit, refuse_if_running, stop_signal};
+use crate::cmd::hub::{raise_open_file_limit, stop_signal};
 use crate::output::{json, lines, now_ms};
 
 /// The goal's first line, marked when there is more.
@@ -43,36 +44,6 @@ pub(crate) fn stop_on_signal() -> Result<(Shutdown, Arc<ShutdownTrigger>)> {
         fire.fire();
     });
     Ok((shutdown, trigger))
-}
-
-/// The address the hub of `agensh run` listens on: `listen` when it is free. When it is in
-/// use (another organization's hub) and came from agensh.toml or the default, a free port
-/// on the same host instead, said on stderr; a taken address given by a flag or the
-/// environment is an error. Checked before the run creates anything.
-fn hub_listen(listen: &str, source: &Source) -> Result<String> {
-    let taken = match std::net::TcpListener::bind(listen) {
-        Ok(_) => return Ok(listen.to_string()),
-        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => e,
-        Err(e) => bail!("cannot listen on {listen}: {e} — set hub.listen in agensh.toml or pass --listen HOST:PORT (port 0 picks a free one)"),
-    };
-    let given = match source {
-        Source::Flag(flag) => Some(format!("the flag {flag}")),
-        Source::Env(var) => Some(format!("the environment variable {var}")),
-        Source::File | Source::Default => None,
-    };
-    if let Some(given) = given {
-        bail!("cannot listen on {listen} ({taken}), given by {given}: another process (another organization's hub?) listens there — pick another port, or port 0 for a free one");
-    }
-    let host = listen
-        .rsplit_once(':')
-        .map_or(listen, |(h, _)| h)
-        .trim_start_matches('[')
-        .trim_end_matches(']');
-    let free = std::net::TcpListener::bind((host, 0))
-        .and_then(|l| l.local_addr())
-        .with_context(|| format!("{listen} is in use and no other port on {host} is free"))?;
-    eprintln!("{listen} is in use (another organization's hub?); this run's hub listens on {free} instead");
-    Ok(free.to_string())
 }
 
 pub async fn run(g: &Global, a: RunArgs) -> Result<()> {
@@ -122,10 +93,11 @@ pub async fn run_with(g: &Global, a: RunArgs, sidecar: Option<Sidecar>, print: b
     // upstream's key not set.
     refuse_if_running(&dir)?;
     agensh_node::node::check_worker_limits(&WorkerLimits::from_run(&config.run)?)?;
-    crate::cmd::hub::upstream_keys_set(&config)?;
-    let listen = hub_listen(&config.hub.listen, &listen_source)?;
+    upstream_keys_set(&config)?;
+    let (listen, note) = org::hub_listen(&config.hub.listen, &listen_source)?;
+    note.into_iter().for_each(|n| eprintln!("{n}"));
     raise_open_file_limit();
-    if crate::cmd::init::create_state_if_missing(&dir, &config).await? {
+    if org::create_state_if_missing(&dir, &config).await? {
         eprintln!(
             "created the organization's state in {}",
             agensh_hub::state_dir(&dir).display()
@@ -150,11 +122,10 @@ pub async fn run_with(g: &Global, a: RunArgs, sidecar: Option<Sidecar>, print: b
     let mut config = config;
     config.gateway = config.gateway.with_shorthand(&prepared.shorthand);
     config.gateway.validate()?;
-    crate::cmd::hub::upstream_keys_set(&config)?;
+    upstream_keys_set(&config)?;
     let started = Instant::now();
     let started_ms = now_ms();
-    let store: Arc<dyn Store> =
-        crate::cmd::hub::open_store(&state_dir(&dir), &config.hub.store).await?;
+    let store = org::open_store(&state_dir(&dir), &config.hub.store).await?;
     if !config.run.keep_going {
         if let Some(g) = agensh_hub::goal::stored(&*store, &config).await? {
             if let (true, Some(commit)) = (g.met(), &g.met_commit) {
@@ -284,28 +255,5 @@ fn every_worker_failed(summary: &NodeSummary) -> Result<()> {
             n = failed.len()
         ),
         _ => Ok(()),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_taken_default_port_is_traded_for_a_free_one_and_a_given_one_refused() {
-        let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = taken.local_addr().unwrap().to_string();
-        let got = hub_listen(&addr, &Source::Default).unwrap();
-        assert_ne!(got, addr);
-        assert!(got.starts_with("127.0.0.1:"), "{got}");
-        std::net::TcpListener::bind(&got).expect("the port it took is free");
-        assert_ne!(hub_listen(&addr, &Source::File).unwrap(), addr);
-        let e = hub_listen(&addr, &Source::Flag("--listen".into()))
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains(&addr) && e.contains("the flag --listen"), "{e}");
-        // A free address is kept as it is.
-        drop(taken);
-        assert_eq!(hub_listen(&addr, &Source::Default).unwrap(), addr);
     }
 }

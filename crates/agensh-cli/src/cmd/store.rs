@@ -55,7 +55,7 @@ fn migrate_source(g: &Global, from: Option<PathBuf>) -> Result<PathBuf> {
 /// The store `agensh hub DIR` would open: `--store`, else `AGENSH_STORE`, else `hub.store`
 /// (empty: the organization's SQLite file).
 fn store_of(dir: &Path, flag: Option<String>) -> Result<String> {
-    if dir.join(crate::cmd::config::CONFIG_FILE).exists() {
+    if dir.join(agensh_hub::org::CONFIG_FILE).exists() {
         let flags: Vec<_> = flag
             .map(|value| agensh_domain::config::FlagValue {
                 key: "hub.store",
@@ -143,7 +143,7 @@ async fn migrate(from: &Path, to: &str, batch: usize, as_json: bool) -> Result<(
         return Err(Usage("--batch takes 1 or more rows".into()).into());
     }
     let (file, org) = source_of(from);
-    if let Some(hub) = org.as_deref().and_then(crate::cmd::hub::running_hub) {
+    if let Some(hub) = org.as_deref().and_then(agensh_hub::org::running_hub) {
         return Err(Local(Error::new(
             ErrorKind::Conflict,
             "hub_running",
