@@ -289,6 +289,21 @@ impl Client {
         self.send(self.request(Method::GET, "/workers")).await
     }
 
+    /// The ids and tokens of the organization's first `n` workers (admin), adding workers
+    /// until there are `n`.
+    pub async fn first_workers(&self, n: usize) -> Result<Vec<(String, String)>> {
+        let mut known = self.workers().await?;
+        if known.len() < n {
+            self.add_workers(n - known.len()).await?;
+            known = self.workers().await?;
+        }
+        let mut workers = Vec::with_capacity(n);
+        for w in known.iter().take(n) {
+            workers.push((w.id.clone(), self.worker_token(&w.id).await?.token));
+        }
+        Ok(workers)
+    }
+
     /// Issues a node that may run `workers` workers (admin): its name and token.
     pub async fn add_node(&self, name: &str, workers: usize) -> Result<NewNode> {
         self.send(self.request(Method::POST, "/nodes").json(&AddNode {

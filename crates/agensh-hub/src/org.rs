@@ -3,7 +3,7 @@
 //! Its functions answer with the command's own messages (`anyhow`, with context), as the
 //! node's `setup` does.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use agensh_domain::config::{Config, Source};
@@ -13,7 +13,7 @@ use agensh_workspace::seed::{self, Source as Seed};
 use agensh_workspace::Workspace;
 use anyhow::{bail, Context, Result};
 
-use crate::{read_hub_info, state_dir, HubInfo, STORE_FILE};
+use crate::{read_hub_info, state_dir, write_hub_info, HubInfo, RunningHub, HUB_JSON, STORE_FILE};
 
 /// The configuration file at the root of an organization directory.
 pub const CONFIG_FILE: &str = "agensh.toml";
@@ -138,6 +138,31 @@ pub async fn open_store(state: &Path, configured: &str) -> Result<Arc<dyn Store>
     }
 }
 
+/// The SQLite store `from` names (an organization directory or the file itself; `agensh
+/// store migrate --from`) and the organization directory it belongs to, if any.
+pub fn sqlite_store(from: &Path) -> (PathBuf, Option<PathBuf>) {
+    if from.is_dir() {
+        let file = state_dir(from).join(STORE_FILE);
+        return (file, Some(from.to_path_buf()));
+    }
+    let org = from
+        .parent()
+        .filter(|p| p.file_name().is_some_and(|n| n == ".agensh"))
+        .and_then(Path::parent)
+        .map(Path::to_path_buf);
+    (from.to_path_buf(), org)
+}
+
+/// The SQLite store file of the organization in `dir`: `configured` (`hub.store`) when
+/// it names one, else the organization's own.
+pub fn sqlite_file(dir: &Path, configured: &str) -> PathBuf {
+    if configured.trim().is_empty() {
+        state_dir(dir).join(STORE_FILE)
+    } else {
+        PathBuf::from(configured)
+    }
+}
+
 /// The organization's store (`configured`: `hub.store`) and git workspace (none, with a
 /// warning, for an organization made by an older `agensh init`).
 pub async fn open_state(
@@ -179,6 +204,41 @@ pub fn refuse_if_running(dir: &Path) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Writes `.agensh/hub.json` of `dir` for `hub`, served by this process: how the commands
+/// run in `dir` reach it.
+pub fn announce(dir: &Path, hub: &RunningHub) -> Result<()> {
+    let info = HubInfo {
+        url: hub.url.clone(),
+        admin_token: hub.admin_token.clone(),
+        pid: std::process::id(),
+    };
+    write_hub_info(dir, &info).context("cannot write .agensh/hub.json")
+}
+
+/// Removes `.agensh/hub.json` of `dir`, once its hub has stopped.
+pub fn retire(dir: &Path) {
+    let _ = std::fs::remove_file(state_dir(dir).join(HUB_JSON));
+}
+
+/// The line that says the organization's goal was met already, when it was and the run is
+/// not to go on anyway (`run.keep_going`): `agensh run` has nothing to do.
+pub async fn met_already(store: &dyn Store, config: &Config) -> Result<Option<String>> {
+    if config.run.keep_going {
+        return Ok(None);
+    }
+    let Some(g) = crate::goal::stored(store, config).await? else {
+        return Ok(None);
+    };
+    Ok(match (g.met(), &g.met_commit) {
+        (true, Some(commit)) => Some(format!(
+            "the goal of this organization was met already, at {} ({}): nothing to do — --keep-going runs the workers anyway, or change organization.done_when",
+            agensh_domain::goal::short(commit),
+            g.conditions.join("; ")
+        )),
+        _ => None,
+    })
 }
 
 /// Refuses to start an organization whose gateway upstreams' keys are not in this
@@ -233,6 +293,21 @@ pub fn hub_listen(listen: &str, source: &Source) -> Result<(String, Option<Strin
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_sqlite_store_is_named_by_its_organization_or_its_file() {
+        let org = tempfile::tempdir().unwrap();
+        let file = state_dir(org.path()).join(STORE_FILE);
+        assert_eq!(
+            sqlite_store(org.path()),
+            (file.clone(), Some(org.path().to_path_buf()))
+        );
+        assert_eq!(sqlite_store(&file), (file.clone(), Some(org.path().to_path_buf())));
+        let elsewhere = Path::new("/x/store.sqlite");
+        assert_eq!(sqlite_store(elsewhere), (elsewhere.to_path_buf(), None));
+        assert_eq!(sqlite_file(org.path(), " "), file);
+        assert_eq!(sqlite_file(org.path(), "/y.sqlite"), PathBuf::from("/y.sqlite"));
+    }
 
     #[test]
     fn a_taken_default_port_is_traded_for_a_free_one_and_a_given_one_refused() {

@@ -84,6 +84,17 @@ pub async fn dashboard_link(admin: &Client) {
     }
 }
 
+/// The line a run starts with: how many workers, on what, toward which goal (its first
+/// line, marked when there is more), at which hub.
+pub fn running(workers: usize, agent: &str, goal: &str, hub: &str) -> String {
+    let goal = goal.trim();
+    let goal = match goal.split_once('\n') {
+        Some((first, _)) => format!("{}…", first.trim_end()),
+        None => goal.to_string(),
+    };
+    format!("running {workers} worker(s) with the {agent} on \"{goal}\" — hub {hub}; Ctrl-C stops")
+}
+
 /// The run as a whole at one moment, the live view's first line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct RunLine {
@@ -366,6 +377,19 @@ pub fn summary_lines(
     out
 }
 
+/// An error (exit 4) when every worker of the run failed: nothing was done, and a script
+/// running `agensh run` must be able to tell that from a run that ended well.
+pub fn every_worker_failed(summary: &NodeSummary) -> anyhow::Result<()> {
+    let failed = summary.failed();
+    match failed.first() {
+        Some((id, e)) if failed.len() == summary.workers.len() => anyhow::bail!(
+            "every worker failed ({n} of {n}); {id}: {e} — each worker's log is .agensh/logs/<id>/turns.jsonl",
+            n = failed.len()
+        ),
+        _ => Ok(()),
+    }
+}
+
 /// Tokens and cost as counted, and how many turns' agents reported none (never guessed).
 fn usage_text(u: &Usage, turns: u64) -> String {
     if turns > 0 && u.unreported_turns >= turns {
@@ -479,6 +503,14 @@ mod tests {
             open: 2,
             now: NOW,
         }
+    }
+
+    #[test]
+    fn a_run_starts_with_its_first_line_of_goal() {
+        assert_eq!(
+            running(2, "built-in agent", "Make the tests pass.\nAll of them.", "http://h"),
+            "running 2 worker(s) with the built-in agent on \"Make the tests pass.…\" — hub http://h; Ctrl-C stops"
+        );
     }
 
     #[test]

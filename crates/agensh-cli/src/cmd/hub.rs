@@ -1,7 +1,6 @@
 //! `agensh hub DIR`: serves the organization until Ctrl-C or SIGTERM.
 
-use agensh_hub::org::{open_state, refuse_if_running, upstream_keys_set};
-use agensh_hub::{state_dir, write_hub_info, HubInfo};
+use agensh_hub::org::{announce, open_state, refuse_if_running, retire, upstream_keys_set};
 use anyhow::{Context, Result};
 
 use crate::cli::{Global, HubArgs};
@@ -30,12 +29,7 @@ pub async fn run(g: &Global, a: HubArgs) -> Result<()> {
     // `agensh run` does).
     hub.set_pack(pack);
     hub.set_run_clock(agensh_protocol::dashboard::RunClock::from_now(hours));
-    let info = HubInfo {
-        url: hub.url.clone(),
-        admin_token: hub.admin_token.clone(),
-        pid: std::process::id(),
-    };
-    write_hub_info(&dir, &info).context("cannot write .agensh/hub.json")?;
+    announce(&dir, &hub)?;
     let signal = stop_signal()?;
     outln!("hub serving {} at {}", dir.display(), hub.url);
     let admin = agensh_client::Client::new(&hub.url, &hub.admin_token);
@@ -43,7 +37,7 @@ pub async fn run(g: &Global, a: HubArgs) -> Result<()> {
     signal.await;
     tracing::info!("stopping the hub");
     hub.shutdown().await;
-    let _ = std::fs::remove_file(state_dir(&dir).join(agensh_hub::HUB_JSON));
+    retire(&dir);
     Ok(())
 }
 

@@ -8,28 +8,19 @@ use std::time::Instant;
 use agensh_client::Client;
 use agensh_domain::config::Source;
 use agensh_hub::org::{self, refuse_if_running, upstream_keys_set};
-use agensh_hub::{state_dir, write_hub_info, HubInfo};
-use agensh_node::node::{run_node, NodeSummary, WorkerLimits};
+use agensh_hub::state_dir;
+use agensh_node::node::{run_node, WorkerLimits};
 use agensh_node::setup::{self, HubAt, Workers};
 use agensh_node::view;
 use agensh_process::{Shutdown, ShutdownTrigger};
 use agensh_store::Store;
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use tokio::sync::mpsc;
 
 use crate::cli::{Global, RunArgs};
 use crate::cmd::config::resolve;
 use crate::cmd::hub::{raise_open_file_limit, stop_signal};
 use crate::output::{json, lines, now_ms};
-
-/// The goal's first line, marked when there is more.
-fn first_line(goal: &str) -> String {
-    let goal = goal.trim();
-    match goal.split_once('\n') {
-        Some((first, _)) => format!("{}…", first.trim_end()),
-        None => goal.to_string(),
-    }
-}
 
 /// Shuts down on Ctrl-C or SIGTERM; the trigger stops the run from elsewhere too (its
 /// goal met and the grace over).
@@ -126,41 +117,17 @@ pub async fn run_with(g: &Global, a: RunArgs, sidecar: Option<Sidecar>, print: b
     let started = Instant::now();
     let started_ms = now_ms();
     let store = org::open_store(&state_dir(&dir), &config.hub.store).await?;
-    if !config.run.keep_going {
-        if let Some(g) = agensh_hub::goal::stored(&*store, &config).await? {
-            if let (true, Some(commit)) = (g.met(), &g.met_commit) {
-                eprintln!(
-                    "the goal of this organization was met already, at {} ({}): nothing to do — --keep-going runs the workers anyway, or change organization.done_when",
-                    agensh_domain::goal::short(commit),
-                    g.conditions.join("; ")
-                );
-                return Ok(());
-            }
-        }
+    if let Some(line) = org::met_already(&*store, &config).await? {
+        eprintln!("{line}");
+        return Ok(());
     }
     let repo = state_dir(&dir).join(agensh_workspace::REPO_DIR);
     let ws = agensh_workspace::Workspace::open(&repo)?;
     let hub =
         agensh_hub::start_with_workspace(store.clone(), Some(ws), config.clone(), &listen).await?;
-    write_hub_info(
-        &dir,
-        &HubInfo {
-            url: hub.url.clone(),
-            admin_token: hub.admin_token.clone(),
-            pid: std::process::id(),
-        },
-    )
-    .context("cannot write .agensh/hub.json")?;
+    org::announce(&dir, &hub)?;
     let admin = Client::new(&hub.url, &hub.admin_token);
-    let mut known = admin.workers().await?;
-    if known.len() < n {
-        admin.add_workers(n - known.len()).await?;
-        known = admin.workers().await?;
-    }
-    let mut workers = Vec::with_capacity(n);
-    for w in known.iter().take(n) {
-        workers.push((w.id.clone(), admin.worker_token(&w.id).await?.token));
-    }
+    let workers = admin.first_workers(n).await?;
     let (plan, model_server) = setup::plan(&config, &dir, &hub.url, workers, n, prepared)?;
     // Nodes on other hosts joining this run get its task pack (and its end, from the clock
     // told below) when they register.
@@ -171,11 +138,10 @@ pub async fn run_with(g: &Global, a: RunArgs, sidecar: Option<Sidecar>, print: b
         dashboard: format!("{}/", hub.url),
     };
     view::tell_dashboard(&admin, &clock).await;
+    let goal = &config.organization.goal;
     eprintln!(
-        "running {n} worker(s) with the {} on \"{}\" — hub {}; Ctrl-C stops",
-        plan.agent.describe(),
-        first_line(&config.organization.goal),
-        hub.url
+        "{}",
+        view::running(n, &plan.agent.describe(), goal, &hub.url)
     );
     let (stop, stopper) = stop_on_signal()?;
     let (ended_tx, ended) = tokio::sync::watch::channel(None);
@@ -227,7 +193,7 @@ pub async fn run_with(g: &Global, a: RunArgs, sidecar: Option<Sidecar>, print: b
     // After the hub: every request it answered is recorded by then.
     let gateway = agensh_client::show::per_worker(&store.model_usage(None).await?);
     let economy = agensh_hub::goal::economy(&*store, &goal).await?;
-    let _ = std::fs::remove_file(state_dir(&dir).join(agensh_hub::HUB_JSON));
+    org::retire(&dir);
     if print {
         let run = view::RunEnd {
             elapsed: started.elapsed(),
@@ -241,19 +207,6 @@ pub async fn run_with(g: &Global, a: RunArgs, sidecar: Option<Sidecar>, print: b
             lines(view::summary_lines(&summary, &stats, &gateway, &run));
         }
     }
-    every_worker_failed(&summary)?;
+    view::every_worker_failed(&summary)?;
     crate::cmd::goal::judge(&goal, interrupted)
-}
-
-/// An error (exit 4) when every worker of the run failed: nothing was done, and a script
-/// running `agensh run` must be able to tell that from a run that ended well.
-fn every_worker_failed(summary: &NodeSummary) -> Result<()> {
-    let failed = summary.failed();
-    match failed.first() {
-        Some((id, e)) if failed.len() == summary.workers.len() => bail!(
-            "every worker failed ({n} of {n}); {id}: {e} — each worker's log is .agensh/logs/<id>/turns.jsonl",
-            n = failed.len()
-        ),
-        _ => Ok(()),
-    }
 }
