@@ -3,13 +3,14 @@
 //! from the same live stream).
 
 use std::io::IsTerminal;
-use std::time::Duration;
 
-use agensh_client::show::watch::Watched;
+use agensh_client::show::watch::{follow, Watched};
+use agensh_domain::text::{escape, Lines};
+use agensh_protocol::dashboard::Frame;
 use anyhow::{bail, Result};
 
 use crate::cli::{DashboardArgs, Global};
-use crate::output::json;
+use crate::output::{json, lines};
 
 /// Prints a one-time login link to the running hub's dashboard, and opens it in a browser
 /// when this machine has a display (and `--no-open` is not given).
@@ -63,56 +64,22 @@ pub async fn watch(g: &Global, as_json: bool) -> Result<()> {
             g.dir.display()
         );
     }
-    let client = conn.client.clone();
-    let dashboard = format!("{}/", client.base());
+    let dashboard = format!("{}/", conn.client.base());
     let tty = std::io::stderr().is_terminal() && !as_json;
-    let mut seen = Watched::default();
     let mut drawn = 0usize;
-    let stop = tokio::signal::ctrl_c();
-    tokio::pin!(stop);
-    loop {
-        let mut stream = match client.stream(seen.cursor()).await {
-            Ok(s) => s,
-            Err(e) if e.code == "unreachable" => {
-                eprintln!("{e}; trying again in 2 s");
-                tokio::select! {
-                    _ = tokio::time::sleep(Duration::from_secs(2)) => continue,
-                    _ = &mut stop => return Ok(()),
-                }
-            }
-            Err(e) => return Err(e.into()),
-        };
-        loop {
-            let next = tokio::select! {
-                n = stream.next() => n,
-                _ = &mut stop => return Ok(()),
-            };
-            let frame = match next {
-                Ok(Some(f)) => f,
-                Ok(None) => break,
-                Err(e) => {
-                    eprintln!("{e}");
-                    break;
-                }
-            };
-            let changes = seen.apply(&frame);
-            if as_json {
-                json(&frame);
-            } else if tty {
-                let (_, cols) = console::Term::stderr().size_checked().unwrap_or((24, 100));
-                drawn = agensh_node::view::redraw(&seen.render(&dashboard, cols as usize), drawn);
-            } else {
-                for c in changes {
-                    outln!(
-                        "{}",
-                        agensh_domain::text::escape(&c, agensh_domain::text::Lines::One)
-                    );
-                }
-            }
+    let show = |seen: &Watched, frame: &Frame, changes: Vec<String>| {
+        if as_json {
+            json(frame);
+        } else if tty {
+            let (_, cols) = console::Term::stderr().size_checked().unwrap_or((24, 100));
+            drawn = agensh_node::view::redraw(&seen.render(&dashboard, cols as usize), drawn);
+        } else {
+            lines(changes.iter().map(|c| escape(c, Lines::One).into_owned()));
         }
-        tokio::select! {
-            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
-            _ = &mut stop => return Ok(()),
-        }
+    };
+    tokio::select! {
+        r = follow(&conn.client, show, |note| eprintln!("{note}")) => r?,
+        _ = tokio::signal::ctrl_c() => {}
     }
+    Ok(())
 }

@@ -1,11 +1,14 @@
 //! `agensh status --watch`: the dashboard's counts and newest changes, kept from the
-//! frames of the hub's live stream ([`crate::FrameStream`]).
+//! frames of the hub's live stream ([`crate::FrameStream`]), followed across breaks.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
 
 use agensh_domain::event::Event;
 use agensh_protocol::dashboard::{Frame, Health};
 use agensh_protocol::rest::Stats;
+
+use crate::Client;
 
 /// How many recent changes the watch keeps.
 pub const RECENT: usize = 12;
@@ -80,6 +83,44 @@ impl Watched {
             .map(|l| agensh_domain::text::escape(&l, agensh_domain::text::Lines::One).into_owned())
             .map(|l| l.chars().take(cols.max(20)).collect())
             .collect()
+    }
+}
+
+/// Follows the hub's live stream, keeping a [`Watched`] up to date: `on` gets each frame
+/// with the watch as it now stands and the frame's changes. After a break it connects again
+/// from the last cursor, so nothing is missed or shown twice (a hub that cannot be reached:
+/// every 2 s, said through `note`, as is a broken stream). It ends only on another error;
+/// the caller stops it by dropping it.
+pub async fn follow(
+    client: &Client,
+    mut on: impl FnMut(&Watched, &Frame, Vec<String>),
+    mut note: impl FnMut(String),
+) -> crate::Result<()> {
+    let mut seen = Watched::default();
+    loop {
+        let mut stream = match client.stream(seen.cursor()).await {
+            Ok(s) => s,
+            Err(e) if e.code == "unreachable" => {
+                note(format!("{e}; trying again in 2 s"));
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        loop {
+            match stream.next().await {
+                Ok(Some(frame)) => {
+                    let changes = seen.apply(&frame);
+                    on(&seen, &frame, changes);
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    note(e.to_string());
+                    break;
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
     }
 }
 
