@@ -688,6 +688,23 @@ mod tests {
     use super::*;
 
     #[test]
+    fn an_installation_says_where_it_is_and_how_to_serve_it() {
+        let i = Installed {
+            size: Size::B05,
+            python: PathBuf::from("/d/models/venv/bin/python"),
+            model_file: PathBuf::from("/d/models/m.gguf"),
+        };
+        let lines = i.made_lines(12.4);
+        assert_eq!(
+            lines[0],
+            "installed the 0.5b model in 12 s: /d/models/m.gguf"
+        );
+        assert!(lines[1].ends_with("in /d/models/venv"), "{}", lines[1]);
+        assert_eq!(lines[2], "serve it: agensh model serve --size 0.5b");
+        assert!(i.found_line().ends_with("— --force installs it again"));
+    }
+
+    #[test]
     fn a_status_line_says_what_is_missing_and_how_to_install_it() {
         let mut s = Status {
             size: "0.5b".into(),

@@ -61,6 +61,64 @@ pub fn installed(data: &Path, preset: &Preset) -> Option<Installed> {
     Some(Installed { version, program })
 }
 
+/// What [`install_each`] says as it goes.
+pub enum Installing {
+    /// npm is about to install `spec` (`package@version`) of the preset `name`.
+    Npm { name: &'static str, spec: String },
+    /// A preset is done: installed (its version, program and time) or failed, in a line.
+    Done(String),
+}
+
+/// What [`install_each`] did: a JSON object per preset installed and per failure, and the
+/// directory of the install logs (`agents install --json`).
+pub struct Installs {
+    pub done: Vec<serde_json::Value>,
+    pub failed: Vec<serde_json::Value>,
+    pub logs: PathBuf,
+}
+
+/// Installs each of `presets` under `data` in turn (`agensh agents install`), each with its
+/// log in `<data>/agents/install-<name>.log`; one failure does not stop the others.
+pub async fn install_each(
+    data: &Path,
+    presets: Vec<&Preset>,
+    mut on: impl FnMut(Installing),
+) -> std::io::Result<Installs> {
+    let logs = data.join("agents");
+    std::fs::create_dir_all(&logs)?;
+    let (mut done, mut failed) = (Vec::new(), Vec::new());
+    for p in presets {
+        let spec = format!("{}@{}", p.package, p.version);
+        let started = std::time::Instant::now();
+        if installed(data, p).is_none() {
+            on(Installing::Npm { name: p.name, spec });
+        }
+        let log = logs.join(format!("install-{}.log", p.name));
+        match install(data, p, &log).await {
+            Ok(i) => {
+                let secs = started.elapsed().as_secs_f64();
+                on(Installing::Done(format!(
+                    "{:8} {} {} in {:.0} s: {}",
+                    p.name,
+                    p.package,
+                    i.version,
+                    secs,
+                    i.program.display()
+                )));
+                done.push(serde_json::json!({ "name": p.name, "package": p.package, "version": i.version, "program": i.program, "secs": secs }));
+            }
+            Err(e) => {
+                on(Installing::Done(format!(
+                    "{:8} FAILED: {}",
+                    p.name, e.message
+                )));
+                failed.push(serde_json::json!({ "name": p.name, "error": e.message }));
+            }
+        }
+    }
+    Ok(Installs { done, failed, logs })
+}
+
 /// `preset` in `agensh agents list --json`: its package, pinned version, and what of it is
 /// installed under `data`.
 pub fn row(data: &Path, p: &Preset) -> serde_json::Value {

@@ -58,31 +58,13 @@ async fn replay(scenario: &Path, listen: &str, record: Option<PathBuf>) -> Resul
 
 async fn install_cmd(size: Size, force: bool) -> Result<()> {
     let dir = data_dir()?;
-    let spec = size.spec();
-    if !force {
-        if let Some(i) = installed(&dir, size) {
-            outln!(
-                "the {size} model is installed already: {} (sha256 {} verified) — --force installs it again",
-                i.model_file.display(),
-                spec.sha256
-            );
-            return Ok(());
-        }
+    if let Some(i) = installed(&dir, size).filter(|_| !force) {
+        outln!("{}", i.found_line());
+        return Ok(());
     }
     let started = Instant::now();
     let i = install_with_bar(&dir, size, force).await?;
-    outln!(
-        "installed the {size} model in {:.0} s: {}",
-        started.elapsed().as_secs_f64(),
-        i.model_file.display()
-    );
-    outln!(
-        "sha256 {} verified, {} bytes; server xllamacpp {XLLAMACPP_VERSION} in {}",
-        spec.sha256,
-        spec.bytes,
-        i.venv().display()
-    );
-    outln!("serve it: agensh model serve --size {size}");
+    lines(i.made_lines(started.elapsed().as_secs_f64()));
     Ok(())
 }
 

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use agensh_client::retry::read_until_reachable;
 use agensh_client::Client;
-use agensh_domain::config::{Config, Source};
+use agensh_domain::config::Config;
 use agensh_model::ModelServer;
 use agensh_node::node::NodePlan;
 use agensh_node::setup::{self, HubAt, Prepared, Workers};
@@ -134,45 +134,12 @@ async fn remote_node(g: &Global, a: NodeArgs, token: String) -> Result<()> {
     let node = Client::new(&hub_url, &token);
     let registered = read_at_start(|| node.register_node(a.workers)).await?;
     let resolved = remote_config(&dir, &registered.goal, &a.values())?;
-    // The node's own `run.hours`, when someone set it (a flag, AGENSH_RUN_HOURS, its
-    // agensh.toml), may end its workers before the run does; never after.
-    let own_hours = resolved
-        .settings
-        .iter()
-        .any(|s| s.key == "run.hours" && s.source != Source::Default);
-    let mut config = resolved.config;
-    if !config.organization.pack.is_empty() {
-        eprintln!("organization.pack in the node's agensh.toml is not used: the task pack is the organization's, given by the hub");
-        config.organization.pack.clear();
-    }
+    let (config, own_hours, note) = setup::remote_config(resolved);
+    note.into_iter().for_each(|n| eprintln!("{n}"));
     let prepared = prepare(&config, &dir, a.workers).await?;
-    let ids: Vec<String> = registered.workers.iter().map(|w| w.id.clone()).collect();
-    let workers = registered
-        .workers
-        .iter()
-        .map(|w| (w.id.clone(), w.token.clone()))
-        .collect();
-    let (mut plan, model_server) = setup::plan(
-        &config,
-        &dir,
-        &hub_url,
-        workers,
-        registered.organization_size,
-        prepared,
-    )?;
-    setup::take_terms(&mut plan, &registered, own_hours);
-    plan.remote = Some(agensh_workspace::remote::Remote::new(
-        &hub_url,
-        dir.join(".agensh").join("credentials"),
-        agensh_workspace::git::NetworkJobs::new(config.run.git_jobs),
-    ));
-    eprintln!(
-        "node {}: {} ({}) against {hub_url}, state in {}; Ctrl-C stops",
-        registered.node,
-        ids.join(", "),
-        plan.agent.describe(),
-        dir.display()
-    );
+    let (plan, model_server, line) =
+        setup::remote_plan(&config, &dir, &hub_url, &registered, own_hours, prepared)?;
+    eprintln!("{line}");
     drive_node(plan, model_server).await
 }
 
@@ -187,11 +154,9 @@ fn remote_config(
     if dir.join(agensh_hub::org::CONFIG_FILE).exists() {
         return resolve(dir, flags);
     }
-    // A JSON string is a TOML basic string, but for DEL, which TOML wants escaped.
-    let goal = serde_json::to_string(goal)?.replace('\u{7f}', "\\u007F");
     let env: BTreeMap<String, String> = std::env::vars()
         .filter(|(k, _)| k.starts_with("AGENSH_"))
         .collect();
-    let text = format!("[organization]\ngoal = {goal}\n");
+    let text = setup::goal_toml(goal)?;
     Ok(Config::resolve(&text, &env, flags).map_err(crate::output::Local)?)
 }
