@@ -302,11 +302,17 @@ mod tests {
             sqlite_store(org.path()),
             (file.clone(), Some(org.path().to_path_buf()))
         );
-        assert_eq!(sqlite_store(&file), (file.clone(), Some(org.path().to_path_buf())));
+        assert_eq!(
+            sqlite_store(&file),
+            (file.clone(), Some(org.path().to_path_buf()))
+        );
         let elsewhere = Path::new("/x/store.sqlite");
         assert_eq!(sqlite_store(elsewhere), (elsewhere.to_path_buf(), None));
         assert_eq!(sqlite_file(org.path(), " "), file);
-        assert_eq!(sqlite_file(org.path(), "/y.sqlite"), PathBuf::from("/y.sqlite"));
+        assert_eq!(
+            sqlite_file(org.path(), "/y.sqlite"),
+            PathBuf::from("/y.sqlite")
+        );
     }
 
     #[test]

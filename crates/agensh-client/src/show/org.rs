@@ -50,10 +50,7 @@ pub fn status(
         "WORKER", "STATUS", "ACTIVE", "STEP", "TURN TOKENS", "MODEL USE"
     ));
     for w in workers {
-        let active = w
-            .last_activity
-            .map(|t| age(t, now))
-            .unwrap_or_else(|| "never".into());
+        let active = age_or_never(w.last_activity, now);
         let claim = w
             .claims
             .last()
@@ -113,6 +110,11 @@ pub fn status(
     out
 }
 
+/// How long ago `then` was (`+5m`), or `never`.
+fn age_or_never(then: Option<i64>, now: i64) -> String {
+    then.map_or_else(|| "never".into(), |t| age(t, now))
+}
+
 /// `workers list`: status, last activity and live claims of each worker.
 pub fn workers(workers: &[WorkerInfo], now: i64) -> Vec<String> {
     let mut out = vec![format!(
@@ -120,10 +122,7 @@ pub fn workers(workers: &[WorkerInfo], now: i64) -> Vec<String> {
         "ID", "STATUS", "LAST ACTIVITY"
     )];
     for w in workers {
-        let last = w
-            .last_activity
-            .map(|t| age(t, now))
-            .unwrap_or_else(|| "never".into());
+        let last = age_or_never(w.last_activity, now);
         let claims: Vec<String> = w
             .claims
             .iter()
@@ -150,10 +149,7 @@ pub fn nodes(nodes: &[NodeInfo], now: i64) -> Vec<String> {
         "NAME", "WORKERS", "REGISTERED"
     )];
     for n in nodes {
-        let seen = n
-            .registered_at
-            .map(|t| age(t, now))
-            .unwrap_or_else(|| "never".into());
+        let seen = age_or_never(n.registered_at, now);
         out.push(format!(
             "{:<24} {:>7} {:<14} {}",
             n.name,
