@@ -55,6 +55,53 @@ impl InstallProgress {
     }
 }
 
+/// An install's progress as plain lines, where no bar can be drawn: each new step, and at
+/// every tenth of a step that counts bytes, the megabytes done, the speed and the time left.
+pub struct ProgressLines {
+    step: String,
+    /// When the current step began, and the last tenth of it said.
+    began: std::time::Instant,
+    tenth: u64,
+}
+
+impl Default for ProgressLines {
+    fn default() -> Self {
+        ProgressLines {
+            step: String::new(),
+            began: std::time::Instant::now(),
+            tenth: 0,
+        }
+    }
+}
+
+impl ProgressLines {
+    /// The lines `p` adds: its step when it is a new one, its bytes when a tenth is done.
+    pub fn lines(&mut self, p: &InstallProgress) -> Vec<String> {
+        let mut out = Vec::new();
+        if p.step != self.step {
+            self.step = p.step.clone();
+            self.began = std::time::Instant::now();
+            self.tenth = 0;
+            out.push(p.step.clone());
+        }
+        let tenth = (p.done * 10).checked_div(p.total).unwrap_or(0);
+        if p.bytes && tenth > self.tenth {
+            self.tenth = tenth;
+            let secs = self.began.elapsed().as_secs_f64().max(1e-3);
+            let per_sec = p.done as f64 / secs;
+            let left = (p.total - p.done.min(p.total)) as f64 / per_sec.max(1.0);
+            out.push(format!(
+                "  {} of {} MB, {:.1} MB/s, about {:.0} s left",
+                p.done >> 20,
+                p.total >> 20,
+                per_sec / f64::from(1u32 << 20),
+                left
+            ));
+        }
+        out
+    }
+}
+
 /// What is on disk for one size, piece by piece (for `agensh model status`).
 #[derive(Debug, Clone, Serialize)]
 pub struct Status {
@@ -702,6 +749,24 @@ mod tests {
         assert!(lines[1].ends_with("in /d/models/venv"), "{}", lines[1]);
         assert_eq!(lines[2], "serve it: agensh model serve --size 0.5b");
         assert!(i.found_line().ends_with("— --force installs it again"));
+    }
+
+    #[test]
+    fn progress_lines_say_each_step_and_each_tenth_of_bytes() {
+        let mut lines = ProgressLines::default();
+        let p = |step: &str, done: u64, bytes: bool| InstallProgress {
+            step: step.into(),
+            done,
+            total: 100 << 20,
+            bytes,
+        };
+        assert_eq!(lines.lines(&p("pip", 5, false)), ["pip"]);
+        assert!(lines.lines(&p("pip", 50, false)).is_empty());
+        let first = lines.lines(&p("download", 15 << 20, true));
+        assert_eq!(first[0], "download");
+        assert!(first[1].starts_with("  15 of 100 MB, "), "{first:?}");
+        assert!(lines.lines(&p("download", 16 << 20, true)).is_empty());
+        assert_eq!(lines.lines(&p("download", 20 << 20, true)).len(), 1);
     }
 
     #[test]

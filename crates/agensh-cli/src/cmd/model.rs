@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use agensh_model::{
     data_dir, install, installed, serve_log, status, InstallProgress, Installed, ModelServer,
-    ServeOptions, Size, Starting, XLLAMACPP_VERSION,
+    ProgressLines, ServeOptions, Size, Starting, XLLAMACPP_VERSION,
 };
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -111,35 +111,30 @@ pub async fn start_local(
 
 /// One progress bar that changes shape with each step: a spinner for steps of unknown
 /// length, items, or bytes with speed and time left (downloading, joining). Plain lines
-/// when not on a terminal: each step, and bytes, speed and time left at every tenth.
+/// when not on a terminal (agensh_model::ProgressLines).
 struct StepBar {
     bar: ProgressBar,
     step: String,
-    tty: bool,
-    /// When the current step began, and the last tenth of it printed off a terminal.
-    began: Instant,
-    tenth: u64,
+    /// Off a terminal, the lines said instead.
+    text: Option<ProgressLines>,
 }
 
 impl StepBar {
     fn new() -> Self {
+        let tty = std::io::stderr().is_terminal();
         StepBar {
             bar: ProgressBar::new(0),
             step: String::new(),
-            tty: std::io::stderr().is_terminal(),
-            began: Instant::now(),
-            tenth: 0,
+            text: (!tty).then(ProgressLines::default),
         }
     }
 
     fn update(&mut self, p: InstallProgress) {
+        for line in self.text.as_mut().map(|t| t.lines(&p)).unwrap_or_default() {
+            eprintln!("{line}");
+        }
         if p.step != self.step {
             self.step = p.step.clone();
-            self.began = Instant::now();
-            self.tenth = 0;
-            if !self.tty {
-                eprintln!("{}", p.step);
-            }
             let template = if p.bytes {
                 "{msg} [{bar:40}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}"
             } else if p.total > 0 {
@@ -158,20 +153,6 @@ impl StepBar {
         }
         self.bar.set_length(p.total);
         self.bar.set_position(p.done);
-        let tenth = (p.done * 10).checked_div(p.total).unwrap_or(0);
-        if !self.tty && p.bytes && tenth > self.tenth {
-            self.tenth = tenth;
-            let secs = self.began.elapsed().as_secs_f64().max(1e-3);
-            let per_sec = p.done as f64 / secs;
-            let left = (p.total - p.done.min(p.total)) as f64 / per_sec.max(1.0);
-            eprintln!(
-                "  {} of {} MB, {:.1} MB/s, about {:.0} s left",
-                p.done >> 20,
-                p.total >> 20,
-                per_sec / f64::from(1u32 << 20),
-                left
-            );
-        }
     }
 
     fn finish(&self) {
