@@ -14,7 +14,7 @@ use agensh_eval::show;
 use agensh_eval::task::Task;
 use agensh_hub::state_dir;
 use agensh_store::Store;
-use anyhow::{bail, Result};
+use anyhow::Result;
 use tokio::sync::watch;
 
 use crate::cli::{BenchArgs, BenchCommand, Global, ProgrambenchArgs, RunArgs};
@@ -110,21 +110,12 @@ async fn programbench(g: &Global, a: ProgrambenchArgs) -> Result<()> {
     let env = test_env(&data, &spinner).await?;
     spinner.finish_and_clear();
     let tasks = env.package_dir.join("data").join("tasks");
-    let task = Task::load(&a.task, Some(&tasks), a.blobs.as_deref())?;
-    if task.active_branches().is_empty() {
-        bail!(
-            "{} has no active test branch in tests.json: there is nothing to score it with",
-            task.instance_id
-        );
-    }
-    for b in task.active_branches() {
-        task.test_files(&b)?;
-    }
+    let task = run::scorable_task(&a.task, &tasks, a.blobs.as_deref()).map_err(lib)?;
     let workers = a.flags.workers.unwrap_or(run::DEFAULT_WORKERS);
     let dir = a
         .run_dir
         .clone()
-        .unwrap_or_else(|| PathBuf::from(format!("programbench-{}-{workers}w", task.instance_id)));
+        .unwrap_or_else(|| run::default_dir(&task, workers));
     let org = std::path::absolute(&dir)?;
     let start = run::Start {
         task: a.task.clone(),
