@@ -9,11 +9,11 @@
 use std::path::Path;
 
 use agensh_client::Client;
+use agensh_hub::org::running_hub;
 use agensh_hub::{state_dir, RunningHub, STORE_FILE};
 use anyhow::{anyhow, Result};
 
 use crate::cli::Global;
-use crate::cmd::hub::running_hub;
 
 /// A client for the hub the global options point at.
 pub fn client(g: &Global) -> Result<Client> {
@@ -86,9 +86,18 @@ pub async fn connect(g: &Global) -> Result<Connection> {
     })
 }
 
+/// Runs `f` with a client of the organization's hub, served by this process for the
+/// command when none runs ([`connect`]), and ends that hub after `f`'s last answer.
+pub async fn with_hub<T>(g: &Global, f: impl AsyncFnOnce(&Client) -> Result<T>) -> Result<T> {
+    let conn = connect(g).await?;
+    let result = f(&conn.client).await;
+    conn.close().await;
+    result
+}
+
 /// A hub over the organization's state on a free port of 127.0.0.1.
 async fn serve_here(dir: &Path) -> Result<RunningHub> {
     let config = crate::cmd::config::load(dir, &[])?;
-    let (store, workspace) = crate::cmd::hub::open_state(dir, &config.hub.store).await?;
+    let (store, workspace) = agensh_hub::org::open_state(dir, &config.hub.store).await?;
     Ok(agensh_hub::start_with_workspace(store, workspace, config, "127.0.0.1:0").await?)
 }

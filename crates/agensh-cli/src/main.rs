@@ -6,7 +6,6 @@ mod output;
 mod cli;
 mod cmd;
 mod connect;
-mod view;
 
 use std::ffi::OsString;
 use std::io::IsTerminal;
@@ -15,6 +14,7 @@ use clap::parser::ValueSource;
 use clap::{ArgMatches, CommandFactory, FromArgMatches, ValueEnum};
 
 use crate::cli::{Cli, ColorWhen, Command, GLOBAL_IDS};
+use crate::connect::with_hub;
 use crate::output::{Exit, Failure, Style, Usage};
 
 /// Exit codes: see [`output::AFTER_HELP`] (shown by `agensh --help`).
@@ -77,15 +77,15 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Init(a) => cmd::init::run(&g, a).await,
         Command::Hub(a) => cmd::hub::run(&g, a).await,
-        Command::Workers(a) => cmd::workers::run(&g, a).await,
-        Command::Nodes(a) => cmd::nodes::run(&g, a).await,
-        Command::Board(a) => cmd::board::run(&g, a).await,
-        Command::Msg(a) => cmd::msg::run(&g, a).await,
+        Command::Workers(a) => with_hub(&g, async |c| cmd::workers::run(c, &g, a).await).await,
+        Command::Nodes(a) => with_hub(&g, async |c| cmd::nodes::run(c, a).await).await,
+        Command::Board(a) => with_hub(&g, async |c| cmd::board::run(c, a).await).await,
+        Command::Msg(a) => with_hub(&g, async |c| cmd::msg::run(c, a).await).await,
         Command::Events(a) => cmd::events::run(&g, a).await,
         Command::Notice(a) => cmd::events::notice(&g, a).await,
         Command::Budget(a) => cmd::budget::run(&g, a).await,
-        Command::Pr(a) => cmd::pr::run(&g, a).await,
-        Command::Issue(a) => cmd::issue::run(&g, a).await,
+        Command::Pr(a) => with_hub(&g, async |c| cmd::pr::run(c, &g, a).await).await,
+        Command::Issue(a) => with_hub(&g, async |c| cmd::issue::run(c, &g, a).await).await,
         Command::Mcp(a) => cmd::mcp::run(&g, a).await,
         Command::Agent(a) => cmd::agent::run(a).await,
         Command::Agents(a) => cmd::agents::run(a).await,

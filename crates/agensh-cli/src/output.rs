@@ -12,8 +12,8 @@
 //! domain's [`text::escape`] (an escape, a carriage return or a bidirectional control shows
 //! as `\u{1b}`; line feeds and tabs stay), [`json`] writes the characters JSON lets stand
 //! raw (DEL, C1 controls, bidirectional controls) as JSON escapes, error messages on stderr
-//! are escaped the same way, and [`one_line`] is the escape for stored text written to
-//! stderr by hand. Data stored before the hub refused such characters, or by another
+//! are escaped the same way, and stored text written to stderr by hand is escaped to one
+//! line by the library that words it (`agensh_client::show`). Data stored before the hub refused such characters, or by another
 //! program, is shown safely too.
 
 use std::io::Write;
@@ -138,6 +138,8 @@ pub fn failure(e: &anyhow::Error) -> Failure {
     } else if let Some(d) = e.downcast_ref::<agensh_domain::Error>() {
         let exit = match (d.kind, d.code.as_str()) {
             (_, "unreachable" | "store_unreachable") => Exit::Unreachable,
+            // A store a newer agensh wrote: this machine's to fix (install that agensh).
+            (_, agensh_store::migrate::TOO_NEW) => Exit::Local,
             (ErrorKind::Internal, _) => Exit::Internal,
             _ => Exit::Refused,
         };
@@ -232,10 +234,20 @@ pub fn json<T: Serialize>(value: &T) {
     outln!("{}", text::escape_json(&json));
 }
 
-/// Stored text (a record's text, an agent's step) as one line safe for a terminal, for
-/// what is written to stderr without [`print`].
-pub fn one_line(s: &str) -> std::borrow::Cow<'_, str> {
-    text::escape(s, Lines::One)
+/// Writes each of `lines` on stdout as [`print`] does.
+pub fn lines(lines: impl IntoIterator<Item = String>) {
+    for line in lines {
+        print(format_args!("{line}"));
+    }
+}
+
+/// `value` as JSON with `--json` ([`json`]), else the lines `text` makes of it ([`lines`]).
+pub fn json_or<T: Serialize>(as_json: bool, value: &T, text: impl FnOnce(&T) -> Vec<String>) {
+    if as_json {
+        json(value);
+    } else {
+        lines(text(value));
+    }
 }
 
 /// Unix milliseconds now.

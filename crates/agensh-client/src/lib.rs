@@ -4,6 +4,7 @@
 
 pub mod mcp;
 pub mod retry;
+pub mod show;
 
 use std::time::Duration;
 
@@ -286,6 +287,21 @@ impl Client {
 
     pub async fn workers(&self) -> Result<Vec<WorkerInfo>> {
         self.send(self.request(Method::GET, "/workers")).await
+    }
+
+    /// The ids and tokens of the organization's first `n` workers (admin), adding workers
+    /// until there are `n`.
+    pub async fn first_workers(&self, n: usize) -> Result<Vec<(String, String)>> {
+        let mut known = self.workers().await?;
+        if known.len() < n {
+            self.add_workers(n - known.len()).await?;
+            known = self.workers().await?;
+        }
+        let mut workers = Vec::with_capacity(n);
+        for w in known.iter().take(n) {
+            workers.push((w.id.clone(), self.worker_token(&w.id).await?.token));
+        }
+        Ok(workers)
     }
 
     /// Issues a node that may run `workers` workers (admin): its name and token.

@@ -59,6 +59,25 @@ pub async fn send(req: RequestBuilder, window: Duration) -> reqwest::Result<Resp
     }
 }
 
+/// `read` (a call that changes nothing) made again while the hub cannot be reached, every
+/// 200 ms for up to `window`: a read whose connection broke after it was sent (the hub
+/// killed meanwhile) is safe to send again too. For a process that starts while its hub
+/// restarts (`agensh node`).
+pub async fn read_until_reachable<T, F>(window: Duration, read: impl Fn() -> F) -> crate::Result<T>
+where
+    F: std::future::Future<Output = crate::Result<T>>,
+{
+    let deadline = std::time::Instant::now() + window;
+    loop {
+        match read().await {
+            Err(e) if e.code == "unreachable" && std::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            r => return r,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

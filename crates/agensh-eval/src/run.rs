@@ -243,6 +243,27 @@ impl Prepared {
     }
 }
 
+/// The task a run is to score (`what`: a directory or an instance id of the package's
+/// `tasks`), refused when it has no active test branch; each branch's tests found.
+pub fn scorable_task(what: &str, tasks: &Path, blobs: Option<&Path>) -> Result<Task, Error> {
+    let task = Task::load(what, Some(tasks), blobs)?;
+    if task.active_branches().is_empty() {
+        return Err(Error::Refused(format!(
+            "{} has no active test branch in tests.json: there is nothing to score it with",
+            task.instance_id
+        )));
+    }
+    for b in task.active_branches() {
+        task.test_files(&b)?;
+    }
+    Ok(task)
+}
+
+/// Where a run of `task` with `workers` goes unless told: `programbench-<id>-<N>w`.
+pub fn default_dir(task: &Task, workers: usize) -> PathBuf {
+    PathBuf::from(format!("programbench-{}-{workers}w", task.instance_id))
+}
+
 /// A run found in the directory: its set-up stands; flags that contradict it are refused.
 pub fn resume(r: Report, s: &Start, workers: Option<usize>, task: &Task) -> Result<Report, Error> {
     let setup = &r.setup;

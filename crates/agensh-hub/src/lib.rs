@@ -3,6 +3,7 @@
 //! REST+JSON under `/api/v1` (see docs/API.md), `/healthz`, and `/metrics` in the
 //! Prometheus text format. The store behind it is any [`agensh_store::Store`].
 //! Agents reach the organization tools over MCP (streamable HTTP) at `/mcp` ([`mcp`]).
+//! [`org`] finds and makes an organization directory (its state, its running hub).
 
 pub mod auth;
 pub mod clock;
@@ -14,6 +15,7 @@ pub mod limits;
 pub mod mcp;
 pub mod metrics;
 pub mod ops;
+pub mod org;
 pub mod origin;
 pub mod paths;
 pub mod receipts;

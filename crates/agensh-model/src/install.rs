@@ -55,6 +55,53 @@ impl InstallProgress {
     }
 }
 
+/// An install's progress as plain lines, where no bar can be drawn: each new step, and at
+/// every tenth of a step that counts bytes, the megabytes done, the speed and the time left.
+pub struct ProgressLines {
+    step: String,
+    /// When the current step began, and the last tenth of it said.
+    began: std::time::Instant,
+    tenth: u64,
+}
+
+impl Default for ProgressLines {
+    fn default() -> Self {
+        ProgressLines {
+            step: String::new(),
+            began: std::time::Instant::now(),
+            tenth: 0,
+        }
+    }
+}
+
+impl ProgressLines {
+    /// The lines `p` adds: its step when it is a new one, its bytes when a tenth is done.
+    pub fn lines(&mut self, p: &InstallProgress) -> Vec<String> {
+        let mut out = Vec::new();
+        if p.step != self.step {
+            self.step = p.step.clone();
+            self.began = std::time::Instant::now();
+            self.tenth = 0;
+            out.push(p.step.clone());
+        }
+        let tenth = (p.done * 10).checked_div(p.total).unwrap_or(0);
+        if p.bytes && tenth > self.tenth {
+            self.tenth = tenth;
+            let secs = self.began.elapsed().as_secs_f64().max(1e-3);
+            let per_sec = p.done as f64 / secs;
+            let left = (p.total - p.done.min(p.total)) as f64 / per_sec.max(1.0);
+            out.push(format!(
+                "  {} of {} MB, {:.1} MB/s, about {:.0} s left",
+                p.done >> 20,
+                p.total >> 20,
+                per_sec / f64::from(1u32 << 20),
+                left
+            ));
+        }
+        out
+    }
+}
+
 /// What is on disk for one size, piece by piece (for `agensh model status`).
 #[derive(Debug, Clone, Serialize)]
 pub struct Status {
@@ -71,6 +118,40 @@ pub struct Status {
     pub sha256: &'static str,
     /// Ready to serve: `server_package && verified`.
     pub installed: bool,
+}
+
+impl Status {
+    /// One line for `agensh model status`: installed and verified, or what is missing and
+    /// the command that installs it.
+    pub fn line(&self) -> String {
+        if self.installed {
+            return format!(
+                "{}  installed  {}  {} bytes  sha256 {} verified",
+                self.size,
+                self.model_file.display(),
+                self.want_bytes,
+                self.sha256
+            );
+        }
+        let file = match (self.file_bytes, self.verified) {
+            (None, _) => "no model file".to_string(),
+            (Some(_), true) => format!("model file verified ({})", self.model_file.display()),
+            (Some(n), false) => format!(
+                "model file {n} of {} bytes, not verified ({})",
+                self.want_bytes,
+                self.model_file.display()
+            ),
+        };
+        let server = if self.server_package {
+            "server package installed"
+        } else {
+            "no server package"
+        };
+        format!(
+            "{}  not installed  ({file}; {server}) — agensh model install --size {}",
+            self.size, self.size
+        )
+    }
 }
 
 struct Layout {
@@ -646,5 +727,69 @@ fn free_bytes(dir: &Path) -> Option<u64> {
         }
         #[allow(clippy::unnecessary_cast)]
         Some(s.f_bavail as u64 * s.f_frsize as u64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_installation_says_where_it_is_and_how_to_serve_it() {
+        let i = Installed {
+            size: Size::B05,
+            python: PathBuf::from("/d/models/venv/bin/python"),
+            model_file: PathBuf::from("/d/models/m.gguf"),
+        };
+        let lines = i.made_lines(12.4);
+        assert_eq!(
+            lines[0],
+            "installed the 0.5b model in 12 s: /d/models/m.gguf"
+        );
+        assert!(lines[1].ends_with("in /d/models/venv"), "{}", lines[1]);
+        assert_eq!(lines[2], "serve it: agensh model serve --size 0.5b");
+        assert!(i.found_line().ends_with("— --force installs it again"));
+    }
+
+    #[test]
+    fn progress_lines_say_each_step_and_each_tenth_of_bytes() {
+        let mut lines = ProgressLines::default();
+        let p = |step: &str, done: u64, bytes: bool| InstallProgress {
+            step: step.into(),
+            done,
+            total: 100 << 20,
+            bytes,
+        };
+        assert_eq!(lines.lines(&p("pip", 5, false)), ["pip"]);
+        assert!(lines.lines(&p("pip", 50, false)).is_empty());
+        let first = lines.lines(&p("download", 15 << 20, true));
+        assert_eq!(first[0], "download");
+        assert!(first[1].starts_with("  15 of 100 MB, "), "{first:?}");
+        assert!(lines.lines(&p("download", 16 << 20, true)).is_empty());
+        assert_eq!(lines.lines(&p("download", 20 << 20, true)).len(), 1);
+    }
+
+    #[test]
+    fn a_status_line_says_what_is_missing_and_how_to_install_it() {
+        let mut s = Status {
+            size: "0.5b".into(),
+            server_package: false,
+            python: PathBuf::from("/d/models/venv/bin/python"),
+            model_file: PathBuf::from("/d/models/m.gguf"),
+            file_bytes: Some(10),
+            want_bytes: 20,
+            verified: false,
+            sha256: "abc",
+            installed: false,
+        };
+        assert_eq!(
+            s.line(),
+            "0.5b  not installed  (model file 10 of 20 bytes, not verified (/d/models/m.gguf); no server package) — agensh model install --size 0.5b"
+        );
+        s.installed = true;
+        assert_eq!(
+            s.line(),
+            "0.5b  installed  /d/models/m.gguf  20 bytes  sha256 abc verified"
+        );
     }
 }

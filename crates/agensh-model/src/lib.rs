@@ -27,7 +27,7 @@ mod throughput;
 pub use error::{Error, Result};
 pub use install::{
     create_venv, find_python, install, installed, join_parts, pip, status, InstallProgress,
-    Installed, Status,
+    Installed, ProgressLines, Status,
 };
 pub use local::{serve_log, start_local, Starting};
 pub use serve::{ModelServer, ServeOptions};

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use crate::error::Result;
 use crate::install::{install, installed, InstallProgress, Installed};
 use crate::serve::{ModelServer, ServeOptions};
-use crate::spec::{data_dir, Size};
+use crate::spec::{data_dir, Size, XLLAMACPP_VERSION};
 
 /// What [`start_local`] is doing, for a progress bar.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,6 +32,34 @@ impl Installed {
             .parent()
             .and_then(Path::parent)
             .unwrap_or(&self.python)
+    }
+
+    /// What `agensh model install` says of an installation it found in place.
+    pub fn found_line(&self) -> String {
+        format!(
+            "the {} model is installed already: {} (sha256 {} verified) — --force installs it again",
+            self.size,
+            self.model_file.display(),
+            self.size.spec().sha256
+        )
+    }
+
+    /// What `agensh model install` says of an installation it made in `secs` seconds.
+    pub fn made_lines(&self, secs: f64) -> Vec<String> {
+        let (size, spec) = (self.size, self.size.spec());
+        vec![
+            format!(
+                "installed the {size} model in {secs:.0} s: {}",
+                self.model_file.display()
+            ),
+            format!(
+                "sha256 {} verified, {} bytes; server xllamacpp {XLLAMACPP_VERSION} in {}",
+                spec.sha256,
+                spec.bytes,
+                self.venv().display()
+            ),
+            format!("serve it: agensh model serve --size {size}"),
+        ]
     }
 }
 

@@ -51,6 +51,24 @@ pub fn missing(checks: &[Check]) -> Vec<&str> {
         .collect()
 }
 
+/// `agensh doctor`'s lines: each check marked ok, MISSING (required) or `-`, with what was
+/// found and, when it is not ok, what to do.
+pub fn lines(checks: &[Check]) -> Vec<String> {
+    let mut out = Vec::new();
+    for c in checks {
+        let mark = match (c.ok, c.required) {
+            (true, _) => "ok     ",
+            (false, true) => "MISSING",
+            (false, false) => "-      ",
+        };
+        out.push(format!("{mark} {}: {}", c.name, c.found));
+        if let (false, Some(fix)) = (c.ok, &c.fix) {
+            out.push(format!("        → {fix}"));
+        }
+    }
+    out
+}
+
 async fn git() -> Check {
     let want = format!("git {}.{} or newer", MIN_GIT.0, MIN_GIT.1);
     let fix = Some(format!(
@@ -283,6 +301,31 @@ fn major_minor(version: &str) -> Option<(u32, u32)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_missing_check_says_what_to_do() {
+        let check = |name: &str, ok, required, fix: Option<&str>| Check {
+            name: name.into(),
+            required,
+            ok,
+            found: "found".into(),
+            fix: fix.map(str::to_string),
+        };
+        let checks = [
+            check("git", true, true, Some("install git")),
+            check("python", false, true, Some("install python")),
+            check("claude", false, false, None),
+        ];
+        assert_eq!(
+            lines(&checks),
+            [
+                "ok      git: found",
+                "MISSING python: found",
+                "        → install python",
+                "-       claude: found",
+            ]
+        );
+    }
 
     #[test]
     fn only_required_checks_that_failed_are_missing() {

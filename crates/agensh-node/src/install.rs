@@ -61,6 +61,98 @@ pub fn installed(data: &Path, preset: &Preset) -> Option<Installed> {
     Some(Installed { version, program })
 }
 
+/// What [`install_each`] says as it goes.
+pub enum Installing {
+    /// npm is about to install `spec` (`package@version`) of the preset `name`.
+    Npm { name: &'static str, spec: String },
+    /// A preset is done: installed (its version, program and time) or failed, in a line.
+    Done(String),
+}
+
+/// What [`install_each`] did: a JSON object per preset installed and per failure, and the
+/// directory of the install logs (`agents install --json`).
+pub struct Installs {
+    pub done: Vec<serde_json::Value>,
+    pub failed: Vec<serde_json::Value>,
+    pub logs: PathBuf,
+}
+
+/// Installs each of `presets` under `data` in turn (`agensh agents install`), each with its
+/// log in `<data>/agents/install-<name>.log`; one failure does not stop the others.
+pub async fn install_each(
+    data: &Path,
+    presets: Vec<&Preset>,
+    mut on: impl FnMut(Installing),
+) -> std::io::Result<Installs> {
+    let logs = data.join("agents");
+    std::fs::create_dir_all(&logs)?;
+    let (mut done, mut failed) = (Vec::new(), Vec::new());
+    for p in presets {
+        let spec = format!("{}@{}", p.package, p.version);
+        let started = std::time::Instant::now();
+        if installed(data, p).is_none() {
+            on(Installing::Npm { name: p.name, spec });
+        }
+        let log = logs.join(format!("install-{}.log", p.name));
+        match install(data, p, &log).await {
+            Ok(i) => {
+                let secs = started.elapsed().as_secs_f64();
+                on(Installing::Done(format!(
+                    "{:8} {} {} in {:.0} s: {}",
+                    p.name,
+                    p.package,
+                    i.version,
+                    secs,
+                    i.program.display()
+                )));
+                done.push(serde_json::json!({ "name": p.name, "package": p.package, "version": i.version, "program": i.program, "secs": secs }));
+            }
+            Err(e) => {
+                on(Installing::Done(format!(
+                    "{:8} FAILED: {}",
+                    p.name, e.message
+                )));
+                failed.push(serde_json::json!({ "name": p.name, "error": e.message }));
+            }
+        }
+    }
+    Ok(Installs { done, failed, logs })
+}
+
+/// `preset` in `agensh agents list --json`: its package, pinned version, and what of it is
+/// installed under `data`.
+pub fn row(data: &Path, p: &Preset) -> serde_json::Value {
+    let i = installed(data, p);
+    serde_json::json!({
+        "name": p.name,
+        "title": p.title,
+        "package": p.package,
+        "pinned": p.version,
+        "installed": i.as_ref().map(|i| i.version.clone()),
+        "program": i.as_ref().map(|i| i.program.clone()),
+        "prefix": prefix(data, p),
+        "api": p.api.as_str(),
+    })
+}
+
+/// `preset` in `agensh agents list`: its version and program as installed (`i`), or the
+/// command that installs it.
+pub fn line(p: &Preset, i: Option<&Installed>) -> String {
+    match i {
+        Some(i) => format!(
+            "{:8} {} {}: {}",
+            p.name,
+            p.package,
+            i.version,
+            i.program.display()
+        ),
+        None => format!(
+            "{:8} not installed ({} {}) → agensh agents install {}",
+            p.name, p.package, p.version, p.name
+        ),
+    }
+}
+
 /// The command that installs `names` (for messages).
 pub fn install_hint(names: &[&str]) -> String {
     format!("agensh agents install {}", names.join(" "))
@@ -229,6 +321,20 @@ async fn npm_install(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_list_line_has_the_version_and_program_or_the_install_command() {
+        let p = &agensh_domain::agents::PRESETS[0];
+        let i = Installed {
+            version: "1.2.3".into(),
+            program: PathBuf::from("/d/bin/x"),
+        };
+        assert_eq!(
+            line(p, Some(&i)),
+            format!("{:8} {} 1.2.3: /d/bin/x", p.name, p.package)
+        );
+        assert!(line(p, None).ends_with(&format!("→ agensh agents install {}", p.name)));
+    }
 
     #[test]
     fn an_install_is_found_by_its_program_and_manifest() {

@@ -7,7 +7,8 @@
 //! `mcp_proxy` is the node's `/mcp` in front of the hub, which does `ship`'s local half,
 //! and `mcp_bridge` the same for `agensh mcp`'s stdio bridge; `doctor` checks the machine;
 //! `install` finds and installs the presets' agent CLIs (npm); `parking` backs off the continue
-//! prompts of a worker whose turns change nothing. The scripted
+//! prompts of a worker whose turns change nothing; `view` is a run on the terminal (its live
+//! view, its end at the goal, its summary). The scripted
 //! agent the tests and load runs drive is a separate crate (`agensh-script`), started as a
 //! process like any other ACP agent.
 
@@ -23,3 +24,4 @@ pub mod setup;
 pub mod status;
 pub mod turn;
 pub mod urgent;
+pub mod view;

@@ -10,8 +10,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use agensh_domain::agents::Endpoint;
-use agensh_domain::config::{AgentGroup, Config};
+use agensh_domain::config::{AgentGroup, Config, Resolved, Source};
 use agensh_domain::gateway::{group_upstream, Shorthand};
+use agensh_domain::node::Registered;
 use agensh_model::{ModelServer, Size};
 use anyhow::{bail, Context, Result};
 
@@ -406,11 +407,7 @@ fn minutes(m: &[f64]) -> Vec<Duration> {
 /// the goal, the task pack, the notice times and the run's end (the hub's clock, the same
 /// after a restart). Its own `run.hours`, when someone set it (`own_hours`), may end its
 /// workers before the run does; never after.
-pub fn take_terms(
-    plan: &mut NodePlan,
-    registered: &agensh_domain::node::Registered,
-    own_hours: bool,
-) {
+pub fn take_terms(plan: &mut NodePlan, registered: &Registered, own_hours: bool) {
     plan.goal = registered.goal.clone();
     plan.pack = registered.pack.clone();
     plan.notices_before_end = minutes(&registered.notices_minutes);
@@ -421,6 +418,74 @@ pub fn take_terms(
         (Some(run), Some(own)) => Some(run.min(own)),
         (run, own) => run.or(own),
     };
+}
+
+/// A node on another host: the configuration it runs with, from `resolved` (its own
+/// agensh.toml when it has one, else the goal the hub gave it; flags and `AGENSH_*` over
+/// either), whether its own `run.hours` was set (a flag, `AGENSH_RUN_HOURS`, its
+/// agensh.toml: it may end its workers before the run does; never after), and a note when
+/// its `organization.pack` is set but not used.
+pub fn remote_config(resolved: Resolved) -> (Config, bool, Option<String>) {
+    let own_hours = resolved
+        .settings
+        .iter()
+        .any(|s| s.key == "run.hours" && s.source != Source::Default);
+    let mut config = resolved.config;
+    let mut note = None;
+    if !config.organization.pack.is_empty() {
+        note = Some("organization.pack in the node's agensh.toml is not used: the task pack is the organization's, given by the hub".to_string());
+        config.organization.pack.clear();
+    }
+    (config, own_hours, note)
+}
+
+/// The agensh.toml of a node on another host that has none of its own: the goal the hub
+/// gave it (a JSON string is a TOML basic string, but for DEL, which TOML wants escaped).
+pub fn goal_toml(goal: &str) -> Result<String> {
+    let goal = serde_json::to_string(goal)?.replace('\u{7f}', "\\u007F");
+    Ok(format!("[organization]\ngoal = {goal}\n"))
+}
+
+/// The plan of a node on another host registered as `registered` at `hub_url`: the
+/// workers the hub gave it, the organization's terms ([`take_terms`]), checkouts cloned and
+/// pushed over the hub's git smart HTTP with its state in `dir`; and the line that says
+/// what it runs.
+pub fn remote_plan(
+    config: &Config,
+    dir: &Path,
+    hub_url: &str,
+    registered: &Registered,
+    own_hours: bool,
+    prepared: Prepared,
+) -> Result<(NodePlan, Option<ModelServer>, String)> {
+    let ids: Vec<String> = registered.workers.iter().map(|w| w.id.clone()).collect();
+    let workers = registered
+        .workers
+        .iter()
+        .map(|w| (w.id.clone(), w.token.clone()))
+        .collect();
+    let (mut plan, model_server) = plan(
+        config,
+        dir,
+        hub_url,
+        workers,
+        registered.organization_size,
+        prepared,
+    )?;
+    take_terms(&mut plan, registered, own_hours);
+    plan.remote = Some(agensh_workspace::remote::Remote::new(
+        hub_url,
+        dir.join(".agensh").join("credentials"),
+        agensh_workspace::git::NetworkJobs::new(config.run.git_jobs),
+    ));
+    let line = format!(
+        "node {}: {} ({}) against {hub_url}, state in {}; Ctrl-C stops",
+        registered.node,
+        ids.join(", "),
+        plan.agent.describe(),
+        dir.display()
+    );
+    Ok((plan, model_server, line))
 }
 
 /// The task pack's fragments (`organization.pack`, relative to the organization directory).
@@ -444,6 +509,20 @@ pub fn read_pack(config: &Config, dir: &Path) -> Result<Vec<String>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_remote_node_without_its_own_toml_takes_the_hubs_goal() {
+        let text = goal_toml("make \"it\" pass\n\u{7f}").unwrap();
+        let resolved =
+            Config::resolve(&text, &Default::default(), &[]).expect("a valid agensh.toml");
+        assert_eq!(
+            resolved.config.organization.goal,
+            "make \"it\" pass\n\u{7f}"
+        );
+        let (config, own_hours, note) = remote_config(resolved);
+        assert!(!own_hours && note.is_none());
+        assert_eq!(config.organization.goal, "make \"it\" pass\n\u{7f}");
+    }
 
     #[test]
     fn a_host_only_endpoint_gets_v1_and_any_other_is_kept() {

@@ -54,6 +54,21 @@ pub struct Served {
     pub refused: u64,
 }
 
+impl Served {
+    /// What was served to client key `key`, in words (`(no key)` for requests without one).
+    pub fn line(&self, key: &str) -> String {
+        let key = if key.is_empty() { "(no key)" } else { key };
+        format!(
+            "{key}: {} request(s) and {} without tools; tokens in {} (cached {}) out {}",
+            self.requests,
+            self.side_requests,
+            self.input_tokens,
+            self.cached_input_tokens,
+            self.output_tokens
+        )
+    }
+}
+
 /// One request as the server saw it.
 #[derive(Debug, Clone, Serialize)]
 pub struct Recorded {
@@ -727,6 +742,22 @@ async fn gemini(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn what_a_key_was_served_in_words() {
+        let s = Served {
+            requests: 3,
+            side_requests: 1,
+            input_tokens: 100,
+            cached_input_tokens: 40,
+            output_tokens: 7,
+            refused: 0,
+        };
+        assert_eq!(
+            s.line(""),
+            "(no key): 3 request(s) and 1 without tools; tokens in 100 (cached 40) out 7"
+        );
+    }
 
     #[test]
     fn the_key_is_found_wherever_the_api_puts_it() {

@@ -1,17 +1,17 @@
 //! `agensh agents install [NAME…]` and `agensh agents list`: the presets' agent CLIs.
 
 use std::io::IsTerminal;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use agensh_domain::agents::{presets_named, Preset, PRESETS};
+use agensh_domain::agents::{presets_named, PRESETS};
 use agensh_model::data_dir;
-use agensh_node::install::{install, installed, prefix};
+use agensh_node::install::{install_each, installed, line, row, Installing};
 use anyhow::Result;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 
 use crate::cli::{AgentsArgs, AgentsCommand};
-use crate::output::json as print_json;
+use crate::output::{json as print_json, lines};
 
 pub async fn run(a: AgentsArgs) -> Result<()> {
     match a.command {
@@ -23,57 +23,33 @@ pub async fn run(a: AgentsArgs) -> Result<()> {
 async fn install_cmd(names: &[String], as_json: bool) -> Result<()> {
     let presets = presets_named(names)?;
     let data = data_dir()?;
-    let logs = data.join("agents");
-    std::fs::create_dir_all(&logs)?;
     let bar = bar(presets.len() as u64);
-    let mut done = Vec::new();
-    let mut failed = Vec::new();
     // A hidden bar prints nothing: off a terminal each line goes to stderr itself.
-    let say = |line: String| {
-        if bar.is_hidden() {
-            eprintln!("{line}");
-        } else {
-            bar.println(line);
-        }
-    };
-    for p in presets {
-        let spec = format!("{}@{}", p.package, p.version);
-        let started = Instant::now();
-        if installed(&data, p).is_none() {
+    let all = install_each(&data, presets, |step| match step {
+        Installing::Npm { name, spec } => {
             bar.set_message(format!("npm install {spec}"));
             if bar.is_hidden() {
-                eprintln!("installing {} ({spec})…", p.name);
+                eprintln!("installing {name} ({spec})…");
             }
         }
-        let log = logs.join(format!("install-{}.log", p.name));
-        match install(&data, p, &log).await {
-            Ok(i) => {
-                let secs = started.elapsed().as_secs_f64();
-                say(format!(
-                    "{:8} {} {} in {:.0} s: {}",
-                    p.name,
-                    p.package,
-                    i.version,
-                    secs,
-                    i.program.display()
-                ));
-                done.push(json!({ "name": p.name, "package": p.package, "version": i.version, "program": i.program, "secs": secs }));
+        Installing::Done(line) => {
+            if bar.is_hidden() {
+                eprintln!("{line}");
+            } else {
+                bar.println(line);
             }
-            Err(e) => {
-                say(format!("{:8} FAILED: {}", p.name, e.message));
-                failed.push(json!({ "name": p.name, "error": e.message }));
-            }
+            bar.inc(1);
         }
-        bar.inc(1);
-    }
+    })
+    .await?;
     bar.finish_and_clear();
     if as_json {
-        print_json(&json!({ "installed": done, "failed": failed, "dir": logs }));
+        print_json(&json!({ "installed": all.done, "failed": all.failed, "dir": all.logs }));
     }
-    if !failed.is_empty() {
+    if !all.failed.is_empty() {
         anyhow::bail!(
             "{} of the agents could not be installed — see the messages above",
-            failed.len()
+            all.failed.len()
         );
     }
     Ok(())
@@ -96,41 +72,15 @@ fn bar(len: u64) -> ProgressBar {
 
 fn list(as_json: bool) -> Result<()> {
     let data = data_dir()?;
-    let rows: Vec<_> = PRESETS.iter().map(|p| row(&data, p)).collect();
     if as_json {
+        let rows: Vec<_> = PRESETS.iter().map(|p| row(&data, p)).collect();
         print_json(&json!({ "agents": rows }));
-        return Ok(());
-    }
-    for (p, r) in PRESETS.iter().zip(&rows) {
-        match r["installed"].as_str() {
-            Some(v) => outln!(
-                "{:8} {} {v}: {}",
-                p.name,
-                p.package,
-                r["program"].as_str().unwrap_or("")
-            ),
-            None => outln!(
-                "{:8} not installed ({} {}) → agensh agents install {}",
-                p.name,
-                p.package,
-                p.version,
-                p.name
-            ),
-        }
+    } else {
+        lines(
+            PRESETS
+                .iter()
+                .map(|p| line(p, installed(&data, p).as_ref())),
+        );
     }
     Ok(())
-}
-
-fn row(data: &std::path::Path, p: &Preset) -> serde_json::Value {
-    let i = installed(data, p);
-    json!({
-        "name": p.name,
-        "title": p.title,
-        "package": p.package,
-        "pinned": p.version,
-        "installed": i.as_ref().map(|i| i.version.clone()),
-        "program": i.as_ref().map(|i| i.program.clone()),
-        "prefix": prefix(data, p),
-        "api": p.api.as_str(),
-    })
 }

@@ -8,18 +8,19 @@ use std::sync::Arc;
 
 use agensh_domain::goal::{Economy, GoalStatus};
 use agensh_domain::worker::WorkerStatus;
-use agensh_eval::bench::{self, Checkpoint, Report};
+use agensh_eval::bench::{Checkpoint, Report};
 use agensh_eval::run::{self, Bench, Organization, Spent};
+use agensh_eval::show;
 use agensh_eval::task::Task;
 use agensh_hub::state_dir;
 use agensh_store::Store;
-use anyhow::{bail, Result};
+use anyhow::Result;
 use tokio::sync::watch;
 
 use crate::cli::{BenchArgs, BenchCommand, Global, ProgrambenchArgs, RunArgs};
 use crate::cmd::eval::{lib, spinner, test_env};
 use crate::cmd::run::{run_with, RunContext};
-use crate::output::{json, now_ms};
+use crate::output::{json, json_or, lines, now_ms};
 
 pub async fn run(g: &Global, a: BenchArgs) -> Result<()> {
     match a.command {
@@ -109,21 +110,12 @@ async fn programbench(g: &Global, a: ProgrambenchArgs) -> Result<()> {
     let env = test_env(&data, &spinner).await?;
     spinner.finish_and_clear();
     let tasks = env.package_dir.join("data").join("tasks");
-    let task = Task::load(&a.task, Some(&tasks), a.blobs.as_deref())?;
-    if task.active_branches().is_empty() {
-        bail!(
-            "{} has no active test branch in tests.json: there is nothing to score it with",
-            task.instance_id
-        );
-    }
-    for b in task.active_branches() {
-        task.test_files(&b)?;
-    }
+    let task = run::scorable_task(&a.task, &tasks, a.blobs.as_deref()).map_err(lib)?;
     let workers = a.flags.workers.unwrap_or(run::DEFAULT_WORKERS);
     let dir = a
         .run_dir
         .clone()
-        .unwrap_or_else(|| PathBuf::from(format!("programbench-{}-{workers}w", task.instance_id)));
+        .unwrap_or_else(|| run::default_dir(&task, workers));
     let org = std::path::absolute(&dir)?;
     let start = run::Start {
         task: a.task.clone(),
@@ -188,12 +180,7 @@ async fn programbench(g: &Global, a: ProgrambenchArgs) -> Result<()> {
         )
         .await?;
     }
-    let report = bench.report();
-    if a.json {
-        json(&report);
-    } else {
-        print_report(&report, &org);
-    }
+    json_or(a.json, &bench.report(), |r| show::report(r, &org));
     Ok(())
 }
 
@@ -202,7 +189,7 @@ async fn begin(org: &Path, start: &run::Start, task: &Task) -> Result<Report> {
     let prepared = run::prepare(org, start, task, &|line| eprintln!("{line}"))
         .await
         .map_err(lib)?;
-    let made = crate::cmd::init::create(org, &prepared.config, prepared.seed.as_deref()).await;
+    let made = agensh_hub::org::create(org, &prepared.config, prepared.seed.as_deref()).await;
     prepared.clean(org);
     made?;
     let report = prepared.begin(org, start, task).map_err(lib)?;
@@ -229,96 +216,16 @@ async fn checkpointer(ctx: RunContext, bench: Bench) -> Result<()> {
         .map_err(lib)
 }
 
-fn print_report(r: &Report, org: &Path) {
-    outln!(
-        "{}: {} worker(s), {} h, {} ({} checkpoint(s))",
-        r.setup.instance_id,
-        r.setup.workers,
-        r.setup.hours,
-        r.setup.agent,
-        r.checkpoints.len()
-    );
-    outln!("  CHECKPOINT  HOURS  COMMIT      KEPT    RAW     TESTS    MERGES  TOKENS");
-    for c in &r.checkpoints {
-        let (kept, raw, tests) = match &c.score {
-            Some(s) => (
-                format!("{:.4}", s.kept),
-                format!("{:.4}", s.raw),
-                format!("{}/{}", s.tests_passed, s.tests),
-            ),
-            None => ("-".into(), "-".into(), "not scored".into()),
-        };
-        let note = c
-            .score
-            .as_ref()
-            .and_then(|s| s.error_code.clone())
-            .unwrap_or_default();
-        outln!(
-            "  {:<10}  {:>5.2}  {:<10}  {kept:<6}  {raw:<6}  {tests:<7}  {:>6}  {:>6}  {note}",
-            c.index,
-            c.hours(),
-            run::short(&c.commit),
-            c.merges,
-            c.tokens
-        );
-    }
-    if let Some(e) = &r.economy {
-        outln!("cost: {}", e.line());
-    }
-    let b = bench::bench_dir(org);
-    outln!(
-        "report: {}  chart: {} and {}",
-        b.join(bench::REPORT).display(),
-        b.join("chart.png").display(),
-        b.join("chart.svg").display()
-    );
-}
-
 fn report(runs: &[PathBuf], threshold: f64, out: &Path, as_json: bool) -> Result<()> {
-    let run::Comparison { lines, svg, png } = run::compare(runs, threshold, out).map_err(lib)?;
+    let c = run::compare(runs, threshold, out).map_err(lib)?;
     if as_json {
         json(&serde_json::json!({
             "threshold": threshold,
-            "runs": lines,
-            "chart": {"svg": svg, "png": png},
+            "runs": c.lines,
+            "chart": {"svg": c.svg, "png": c.png},
         }));
-        return Ok(());
-    }
-    outln!(
-        "{:>5}  {:>5}  {:<28}  {:>11}  {:>9}  {:>16}  {:>12}  {:>9}",
-        "N",
-        "TASKS",
-        "AGENT",
-        "FINAL SCORE",
-        "AT HOURS",
-        format!("TIME TO {:.0}%", threshold * 100.0),
-        "TOKENS",
-        "COST USD"
-    );
-    for l in &lines {
-        outln!(
-            "{:>5}  {:>5}  {:<28}  {:>11}  {:>9}  {:>16}  {:>12}  {:>9.2}",
-            l.workers,
-            l.tasks.len(),
-            truncate(&l.agent, 28),
-            l.final_score.map_or("-".into(), |s| format!("{s:.4}")),
-            l.final_hours.map_or("-".into(), |h| format!("{h:.2}")),
-            l.time_to_threshold
-                .map_or("not reached".into(), |h| format!("{h:.2} h")),
-            l.tokens,
-            l.cost_usd
-        );
-    }
-    outln!("chart: {} and {}", png.display(), svg.display());
-    Ok(())
-}
-
-fn truncate(s: &str, n: usize) -> String {
-    if s.chars().count() <= n {
-        s.to_string()
     } else {
-        let mut t: String = s.chars().take(n - 1).collect();
-        t.push('…');
-        t
+        lines(show::comparison(&c, threshold));
     }
+    Ok(())
 }

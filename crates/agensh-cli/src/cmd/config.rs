@@ -6,13 +6,11 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use agensh_domain::config::{Config, FlagValue, Resolved, Source};
+use agensh_hub::org::CONFIG_FILE;
 use anyhow::{Context, Result};
 
 use crate::cli::{ConfigArgs, Global};
 use crate::output::{json, Local};
-
-/// The configuration file at the root of an organization directory.
-pub const CONFIG_FILE: &str = "agensh.toml";
 
 pub fn run(g: &Global, a: ConfigArgs) -> Result<()> {
     let path = g.dir.join(CONFIG_FILE);

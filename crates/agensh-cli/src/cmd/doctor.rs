@@ -7,7 +7,7 @@ use agensh_node::doctor;
 use anyhow::{bail, Result};
 
 use crate::cli::DoctorArgs;
-use crate::output::json;
+use crate::output::{json, lines};
 
 pub async fn run(a: DoctorArgs) -> Result<()> {
     let checks = doctor::checks().await;
@@ -15,17 +15,7 @@ pub async fn run(a: DoctorArgs) -> Result<()> {
     if a.json {
         json(&serde_json::json!({ "ok": missing.is_empty(), "checks": checks }));
     } else {
-        for c in &checks {
-            let mark = match (c.ok, c.required) {
-                (true, _) => "ok     ",
-                (false, true) => "MISSING",
-                (false, false) => "-      ",
-            };
-            outln!("{mark} {}: {}", c.name, c.found);
-            if let (false, Some(fix)) = (c.ok, &c.fix) {
-                outln!("        → {fix}");
-            }
-        }
+        lines(doctor::lines(&checks));
     }
     if !missing.is_empty() {
         bail!(

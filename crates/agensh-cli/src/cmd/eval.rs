@@ -6,14 +6,15 @@ use std::path::Path;
 use std::time::Duration;
 
 use agensh_eval::env::{self, TestEnv};
-use agensh_eval::evaluate::{Outcome, Submission};
+use agensh_eval::evaluate::Submission;
+use agensh_eval::show;
 use agensh_eval::submissions::{self, Settings};
 use agensh_eval::task::Task;
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::cli::EvalArgs;
-use crate::output::json;
+use crate::output::{json, json_or, lines};
 
 pub async fn run(a: EvalArgs) -> Result<()> {
     let data = agensh_model::data_dir()?;
@@ -65,7 +66,7 @@ pub async fn run(a: EvalArgs) -> Result<()> {
     if a.json {
         json(&outcome);
     } else {
-        print_outcome(&outcome, &task);
+        lines(show::outcome(&outcome, &task));
         if a.keep {
             outln!("workspaces kept in {}", work_dir.display());
         }
@@ -112,39 +113,7 @@ async fn run_dir(a: &EvalArgs, data: &Path, env: TestEnv, spinner: &ProgressBar)
     .await
     .map_err(lib)?;
     spinner.finish_and_clear();
-    if a.json {
-        json(&scores);
-        return Ok(());
-    }
-    let (lines, headline, mean) = (&scores.instances, &scores.headline, scores.mean_attempted);
-    outln!(
-        "{:<44}  {:>7}  {:>7}  {:>7}  {:>9}  NOTE",
-        "TASK",
-        "KEPT",
-        "EVAL",
-        "RAW",
-        "TESTS"
-    );
-    for l in lines {
-        outln!(
-            "{:<44}  {:>7.4}  {:>7.4}  {:>7.4}  {:>9}  {}",
-            l.instance_id,
-            l.kept,
-            l.eval,
-            l.raw,
-            format!("{}/{}", l.tests_passed, l.tests),
-            l.error_code.as_deref().unwrap_or("")
-        );
-    }
-    outln!(
-        "headline over {} task(s), {} attempted: mean {:.4}, resolved {:.1}%, near-resolved {:.1}%; mean over the attempted {:.4}",
-        headline.n_instances_total,
-        headline.n_instances_attempted,
-        headline.mean_score,
-        headline.resolved_pct,
-        headline.near_resolved_pct,
-        mean
-    );
+    json_or(a.json, &scores, show::scores);
     Ok(())
 }
 
@@ -174,68 +143,4 @@ pub async fn test_env(data: &std::path::Path, spinner: &ProgressBar) -> Result<T
     .await
     .context("cannot install the ProgramBench test environment")?;
     Ok(e)
-}
-
-fn print_outcome(o: &Outcome, task: &Task) {
-    let e = &o.evaluation;
-    let s = &o.scores;
-    match (&e.executable_hash, &e.error_code) {
-        (Some(h), _) => outln!("{}: compiled (executable sha256 {h})", o.instance_id),
-        (None, Some(code)) => {
-            outln!("{}: {code}", o.instance_id);
-            if let Some(d) = e.error_details.as_deref().filter(|d| !d.is_empty()) {
-                for line in tail(d, 20) {
-                    outln!("  | {line}");
-                }
-            }
-        }
-        (None, None) => outln!("{}: no active test branch", o.instance_id),
-    }
-    for b in &e.test_branches {
-        let mine: Vec<_> = e.test_results.iter().filter(|r| &r.branch == b).collect();
-        let passed = mine.iter().filter(|r| r.passed()).count();
-        let not_run = mine
-            .iter()
-            .filter(|r| r.status == agensh_domain::programbench::Status::NotRun)
-            .count();
-        let failed = mine.len() - passed - not_run;
-        let expected = task.expected(b).map_or(0, |t| t.len());
-        outln!(
-            "  branch {b}: {passed} passed, {failed} failed, {not_run} not run ({expected} expected)"
-        );
-        for err in e.test_branch_errors.get(b).into_iter().flatten() {
-            outln!("    {}: {}", err.error_code, first_line(&err.error_details));
-        }
-    }
-    if let Some(code) = e
-        .error_code
-        .as_ref()
-        .filter(|_| e.executable_hash.is_some())
-    {
-        outln!(
-            "  error: {code}: {}",
-            e.error_details.as_deref().unwrap_or("")
-        );
-    }
-    for w in &e.warnings {
-        outln!("  warning: {w}");
-    }
-    outln!(
-        "score: kept {:.4} ({}/{} tests passed), raw {:.4}, as `programbench eval` shows it {:.4} — in {:.1} s",
-        s.kept,
-        s.passed,
-        s.tests,
-        s.raw,
-        s.eval,
-        o.wall_time
-    );
-}
-
-fn tail(text: &str, n: usize) -> Vec<&str> {
-    let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(n)..].to_vec()
-}
-
-fn first_line(text: &str) -> &str {
-    text.lines().next().unwrap_or("")
 }

@@ -1,10 +1,11 @@
 //! `agensh events [--wait S]`, `agensh events ack`, `agensh notice`.
 
+use agensh_client::show;
 use anyhow::Result;
 
 use crate::cli::{EventsArgs, EventsCommand, Global, NoticeArgs};
 use crate::connect::client;
-use crate::output::json;
+use crate::output::{json, lines};
 
 pub async fn run(g: &Global, a: EventsArgs) -> Result<()> {
     let c = client(g)?;
@@ -25,15 +26,7 @@ pub async fn run(g: &Global, a: EventsArgs) -> Result<()> {
             } else if events.is_empty() {
                 eprintln!("no pending events");
             } else {
-                for e in &events {
-                    outln!(
-                        "{} {:<6} {:<13} {}",
-                        e.seq,
-                        e.priority.as_str(),
-                        e.kind,
-                        serde_json::to_string(&e.payload).unwrap_or_default()
-                    );
-                }
+                lines(events.iter().map(show::board::event_line));
             }
         }
     }

@@ -1,11 +1,7 @@
 //! `agensh hub DIR`: serves the organization until Ctrl-C or SIGTERM.
 
-use std::path::Path;
-use std::sync::Arc;
-
-use agensh_hub::{read_hub_info, state_dir, write_hub_info, HubInfo, STORE_FILE};
-use agensh_store::Store;
-use anyhow::{bail, Context, Result};
+use agensh_hub::org::{announce, open_state, refuse_if_running, retire, upstream_keys_set};
+use anyhow::{Context, Result};
 
 use crate::cli::{Global, HubArgs};
 
@@ -33,117 +29,15 @@ pub async fn run(g: &Global, a: HubArgs) -> Result<()> {
     // `agensh run` does).
     hub.set_pack(pack);
     hub.set_run_clock(agensh_protocol::dashboard::RunClock::from_now(hours));
-    let info = HubInfo {
-        url: hub.url.clone(),
-        admin_token: hub.admin_token.clone(),
-        pid: std::process::id(),
-    };
-    write_hub_info(&dir, &info).context("cannot write .agensh/hub.json")?;
+    announce(&dir, &hub)?;
     let signal = stop_signal()?;
     outln!("hub serving {} at {}", dir.display(), hub.url);
-    match agensh_client::Client::new(&hub.url, &hub.admin_token)
-        .dashboard_link()
-        .await
-    {
-        Ok(link) => eprintln!(
-            "dashboard: {} — open this link once to log in (it works for 10 minutes; `agensh dashboard` makes another)",
-            link.url
-        ),
-        Err(e) => tracing::warn!("no dashboard link: {e}"),
-    }
+    let admin = agensh_client::Client::new(&hub.url, &hub.admin_token);
+    agensh_node::view::dashboard_link(&admin).await;
     signal.await;
     tracing::info!("stopping the hub");
     hub.shutdown().await;
-    let _ = std::fs::remove_file(state_dir(&dir).join(agensh_hub::HUB_JSON));
-    Ok(())
-}
-
-/// Refuses to start an organization whose gateway upstreams' keys are not in this
-/// environment (the hub would refuse every request to them), naming each variable.
-pub fn upstream_keys_set(config: &agensh_domain::config::Config) -> Result<()> {
-    let missing = agensh_hub::gateway::missing_keys(&config.gateway, |v| std::env::var(v).ok());
-    if let Some((name, var)) = missing.first() {
-        bail!(
-            "the gateway upstream \"{name}\" reads its key from {var}, which is not set — export {var}=… (or set its api_key_env = \"\"){}",
-            if missing.len() > 1 {
-                format!("; {} more upstream(s) lack theirs", missing.len() - 1)
-            } else {
-                String::new()
-            }
-        );
-    }
-    Ok(())
-}
-
-/// The organization's store: the PostgreSQL database `configured` names (`hub.store`),
-/// else the SQLite file in its state directory `state`.
-pub async fn open_store(state: &Path, configured: &str) -> Result<Arc<dyn Store>> {
-    if configured.is_empty() {
-        let file = state.join(STORE_FILE);
-        agensh_store::open_store(&file.to_string_lossy())
-            .await
-            .map_err(too_new_is_local)
-            .with_context(|| format!("cannot open {}", file.display()))
-    } else {
-        let store = agensh_store::open_store(configured)
-            .await
-            .map_err(too_new_is_local)
-            .context("cannot open the store hub.store names")?;
-        tracing::info!(
-            "store: PostgreSQL, {}",
-            agensh_store::postgres::redact(configured)
-        );
-        Ok(store)
-    }
-}
-
-/// A store a newer agensh wrote is this machine's to fix (install that agensh): exit 4.
-fn too_new_is_local(e: agensh_domain::Error) -> anyhow::Error {
-    if e.code == agensh_store::migrate::TOO_NEW {
-        crate::output::Local(e).into()
-    } else {
-        e.into()
-    }
-}
-
-/// The organization's store (`configured`: `hub.store`) and git workspace (none, with a
-/// warning, for an organization made by an older `agensh init`).
-pub async fn open_state(
-    dir: &Path,
-    configured: &str,
-) -> Result<(Arc<dyn Store>, Option<agensh_workspace::Workspace>)> {
-    let store = open_store(&state_dir(dir), configured).await?;
-    let repo = state_dir(dir).join(agensh_workspace::REPO_DIR);
-    let workspace = if repo.exists() {
-        Some(agensh_workspace::Workspace::open(&repo)?)
-    } else {
-        tracing::warn!(
-            "{} has no git workspace (made by an older agensh init): pull requests and git over HTTP are off",
-            dir.display()
-        );
-        None
-    };
-    Ok((store, workspace))
-}
-
-/// What `.agensh/hub.json` of `dir` says, when the hub it names still runs (a hub that was
-/// killed leaves the file behind).
-pub fn running_hub(dir: &Path) -> Option<HubInfo> {
-    read_hub_info(dir).ok().filter(|i| process_alive(i.pid))
-}
-
-/// Refuses to serve the organization in `dir` when another process serves it already.
-pub fn refuse_if_running(dir: &Path) -> Result<()> {
-    if let Some(info) = running_hub(dir) {
-        if info.pid != std::process::id() {
-            bail!(
-                "a hub is already running for {} (pid {}, {}) — stop it first, or use it",
-                dir.display(),
-                info.pid,
-                info.url
-            );
-        }
-    }
+    retire(&dir);
     Ok(())
 }
 
@@ -152,10 +46,6 @@ pub fn stop_signal() -> Result<impl std::future::Future<Output = ()> + Send + 's
     agensh_process::shutdown::signal().context(
         "cannot install the Ctrl-C and SIGTERM handlers — is this run inside a restricted sandbox?",
     )
-}
-
-fn process_alive(pid: u32) -> bool {
-    std::path::Path::new(&format!("/proc/{pid}")).exists()
 }
 
 /// Lifts the soft limit on open files to the hard limit: every waiting worker holds a

@@ -3,26 +3,17 @@
 
 use std::path::Path;
 
-use agensh_client::Client;
-use agensh_domain::issue::{parse_seed, Issue, NewIssue, SeedFormat};
-use agensh_domain::time::age;
+use agensh_client::{show, Client};
+use agensh_domain::issue::{parse_seed, NewIssue, SeedFormat};
 use agensh_protocol::rest::ListIssues;
 use anyhow::{Context, Result};
 
 use crate::cli::{Global, IssueArgs, IssueCommand};
-use crate::connect::connect;
-use crate::output::{json, now_ms, Local, Usage};
+use crate::output::{json_or, now_ms, Local, Usage};
 
 /// Runs the command against the organization's hub (served here for the command when none
-/// runs: see `connect::connect`).
-pub async fn run(g: &Global, a: IssueArgs) -> Result<()> {
-    let conn = connect(g).await?;
-    let result = run_on(&conn.client, g, a).await;
-    conn.close().await;
-    result
-}
-
-async fn run_on(c: &Client, g: &Global, a: IssueArgs) -> Result<()> {
+/// runs: see `connect::with_hub`).
+pub async fn run(c: &Client, g: &Global, a: IssueArgs) -> Result<()> {
     let now = now_ms();
     match a.command {
         IssueCommand::Open {
@@ -38,11 +29,9 @@ async fn run_on(c: &Client, g: &Global, a: IssueArgs) -> Result<()> {
                     labels,
                 })
                 .await?;
-            show(
-                &i,
-                as_json,
-                &format!("opened issue #{}: {}", i.number, i.title),
-            );
+            json_or(as_json, &i, |i| {
+                vec![format!("opened issue #{}: {}", i.number, i.title)]
+            });
         }
         IssueCommand::List {
             state,
@@ -61,14 +50,12 @@ async fn run_on(c: &Client, g: &Global, a: IssueArgs) -> Result<()> {
                     limit,
                 })
                 .await?;
-            if as_json {
-                json(&list);
-            } else if list.is_empty() {
+            if !as_json && list.is_empty() {
                 eprintln!("no issues");
             } else {
-                for i in list {
-                    outln!("{}", line(&i, now));
-                }
+                json_or(as_json, &list, |l| {
+                    l.iter().map(|i| show::issue::line(i, now)).collect()
+                });
             }
         }
         IssueCommand::View {
@@ -76,11 +63,7 @@ async fn run_on(c: &Client, g: &Global, a: IssueArgs) -> Result<()> {
             json: as_json,
         } => {
             let i = c.view_issue(number).await?;
-            if as_json {
-                json(&i);
-            } else {
-                print_view(&i, now);
-            }
+            json_or(as_json, &i, |i| show::issue::view(i, now));
         }
         IssueCommand::Comment {
             number,
@@ -88,11 +71,9 @@ async fn run_on(c: &Client, g: &Global, a: IssueArgs) -> Result<()> {
             json: as_json,
         } => {
             let comment = c.comment_issue(number, &text).await?;
-            if as_json {
-                json(&comment);
-            } else {
-                outln!("commented on issue #{number}");
-            }
+            json_or(as_json, &comment, |_| {
+                vec![format!("commented on issue #{number}")]
+            });
         }
         IssueCommand::Label {
             number,
@@ -107,12 +88,7 @@ async fn run_on(c: &Client, g: &Global, a: IssueArgs) -> Result<()> {
                 .into());
             }
             let i = c.label_issue(number, add, remove).await?;
-            let labels = if i.labels.is_empty() {
-                "none".to_string()
-            } else {
-                i.labels.join(", ")
-            };
-            show(&i, as_json, &format!("issue #{number} labels: {labels}"));
+            json_or(as_json, &i, |i| vec![show::issue::labels(i)]);
         }
         IssueCommand::Assign {
             number,
@@ -121,11 +97,7 @@ async fn run_on(c: &Client, g: &Global, a: IssueArgs) -> Result<()> {
         } => {
             let who = (assignee != "none").then_some(assignee.as_str());
             let i = c.assign_issue(number, who).await?;
-            let text = match &i.assignee {
-                Some(a) => format!("issue #{number} is assigned to {a}"),
-                None => format!("issue #{number} is assigned to nobody"),
-            };
-            show(&i, as_json, &text);
+            json_or(as_json, &i, |i| vec![show::issue::assigned(i)]);
         }
         IssueCommand::Claim {
             number,
@@ -142,90 +114,28 @@ async fn run_on(c: &Client, g: &Global, a: IssueArgs) -> Result<()> {
                 .into());
             }
             let i = c.assign_issue(number, Some(&me)).await?;
-            show(
-                &i,
-                as_json,
-                &format!(
-                    "issue #{number} is yours ({me}); a PR that says \"closes #{number}\" closes it when it merges"
-                ),
-            );
+            json_or(as_json, &i, |_| {
+                vec![format!(
+                "issue #{number} is yours ({me}); a PR that says \"closes #{number}\" closes it when it merges"
+            )]
+            });
         }
         IssueCommand::Close {
             number,
             json: as_json,
         } => {
             let i = c.close_issue(number).await?;
-            show(&i, as_json, &format!("closed issue #{number}"));
+            json_or(as_json, &i, |_| vec![format!("closed issue #{number}")]);
         }
         IssueCommand::Reopen {
             number,
             json: as_json,
         } => {
             let i = c.reopen_issue(number).await?;
-            show(&i, as_json, &format!("reopened issue #{number}"));
+            json_or(as_json, &i, |_| vec![format!("reopened issue #{number}")]);
         }
     }
     Ok(())
-}
-
-/// The issue as JSON, or one line of text.
-fn show(i: &Issue, as_json: bool, text: &str) {
-    if as_json {
-        json(i);
-    } else {
-        outln!("{text}");
-    }
-}
-
-/// `#3    open   w01    [bug, parser] Parser loses line numbers (2 comments, +5m)`.
-fn line(i: &Issue, now: i64) -> String {
-    let labels = if i.labels.is_empty() {
-        String::new()
-    } else {
-        format!("[{}] ", i.labels.join(", "))
-    };
-    format!(
-        "#{:<4} {:<6} {:<6} {labels}{} ({} comments, {})",
-        i.number,
-        i.state.as_str(),
-        i.assignee.as_deref().unwrap_or("-"),
-        i.title,
-        i.comment_count,
-        age(i.updated_at, now)
-    )
-}
-
-fn print_view(i: &Issue, now: i64) {
-    outln!("#{} {} [{}]", i.number, i.title, i.state.as_str());
-    outln!(
-        "opened by {} {}; {}",
-        i.author,
-        age(i.created_at, now),
-        match &i.assignee {
-            Some(a) => format!("assigned to {a}"),
-            None => "unassigned".to_string(),
-        }
-    );
-    if !i.labels.is_empty() {
-        outln!("labels: {}", i.labels.join(", "));
-    }
-    if let Some(by) = &i.closed_by {
-        outln!(
-            "closed by {by} {}",
-            i.closed_at.map(|t| age(t, now)).unwrap_or_default()
-        );
-    }
-    if let Some(body) = &i.body {
-        outln!("\n{body}\n");
-    }
-    for c in &i.comments {
-        outln!(
-            "  comment by {} {}: {}",
-            c.author,
-            age(c.created_at, now),
-            c.text
-        );
-    }
 }
 
 /// The issues of an `agensh init --issues` file: TOML `[[issue]]` tables, or a JSON array

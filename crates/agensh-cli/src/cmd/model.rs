@@ -7,14 +7,14 @@ use std::time::{Duration, Instant};
 
 use agensh_model::{
     data_dir, install, installed, serve_log, status, InstallProgress, Installed, ModelServer,
-    ServeOptions, Size, Starting, XLLAMACPP_VERSION,
+    ProgressLines, ServeOptions, Size, Starting, XLLAMACPP_VERSION,
 };
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::cli::{ModelArgs, ModelCommand};
 use crate::cmd::hub::stop_signal;
-use crate::output::json;
+use crate::output::{json, lines};
 
 pub async fn run(a: ModelArgs) -> Result<()> {
     match a.command {
@@ -52,47 +52,19 @@ async fn replay(scenario: &Path, listen: &str, record: Option<PathBuf>) -> Resul
     stop.await;
     let served = server.served();
     server.stop().await;
-    for (key, s) in &served {
-        let key = if key.is_empty() { "(no key)" } else { key };
-        outln!(
-            "{key}: {} request(s) and {} without tools; tokens in {} (cached {}) out {}",
-            s.requests,
-            s.side_requests,
-            s.input_tokens,
-            s.cached_input_tokens,
-            s.output_tokens
-        );
-    }
+    lines(served.iter().map(|(key, s)| s.line(key)));
     Ok(())
 }
 
 async fn install_cmd(size: Size, force: bool) -> Result<()> {
     let dir = data_dir()?;
-    let spec = size.spec();
-    if !force {
-        if let Some(i) = installed(&dir, size) {
-            outln!(
-                "the {size} model is installed already: {} (sha256 {} verified) — --force installs it again",
-                i.model_file.display(),
-                spec.sha256
-            );
-            return Ok(());
-        }
+    if let Some(i) = installed(&dir, size).filter(|_| !force) {
+        outln!("{}", i.found_line());
+        return Ok(());
     }
     let started = Instant::now();
     let i = install_with_bar(&dir, size, force).await?;
-    outln!(
-        "installed the {size} model in {:.0} s: {}",
-        started.elapsed().as_secs_f64(),
-        i.model_file.display()
-    );
-    outln!(
-        "sha256 {} verified, {} bytes; server xllamacpp {XLLAMACPP_VERSION} in {}",
-        spec.sha256,
-        spec.bytes,
-        i.venv().display()
-    );
-    outln!("serve it: agensh model serve --size {size}");
+    lines(i.made_lines(started.elapsed().as_secs_f64()));
     Ok(())
 }
 
@@ -139,35 +111,30 @@ pub async fn start_local(
 
 /// One progress bar that changes shape with each step: a spinner for steps of unknown
 /// length, items, or bytes with speed and time left (downloading, joining). Plain lines
-/// when not on a terminal: each step, and bytes, speed and time left at every tenth.
+/// when not on a terminal (agensh_model::ProgressLines).
 struct StepBar {
     bar: ProgressBar,
     step: String,
-    tty: bool,
-    /// When the current step began, and the last tenth of it printed off a terminal.
-    began: Instant,
-    tenth: u64,
+    /// Off a terminal, the lines said instead.
+    text: Option<ProgressLines>,
 }
 
 impl StepBar {
     fn new() -> Self {
+        let tty = std::io::stderr().is_terminal();
         StepBar {
             bar: ProgressBar::new(0),
             step: String::new(),
-            tty: std::io::stderr().is_terminal(),
-            began: Instant::now(),
-            tenth: 0,
+            text: (!tty).then(ProgressLines::default),
         }
     }
 
     fn update(&mut self, p: InstallProgress) {
+        for line in self.text.as_mut().map(|t| t.lines(&p)).unwrap_or_default() {
+            eprintln!("{line}");
+        }
         if p.step != self.step {
             self.step = p.step.clone();
-            self.began = Instant::now();
-            self.tenth = 0;
-            if !self.tty {
-                eprintln!("{}", p.step);
-            }
             let template = if p.bytes {
                 "{msg} [{bar:40}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}"
             } else if p.total > 0 {
@@ -186,20 +153,6 @@ impl StepBar {
         }
         self.bar.set_length(p.total);
         self.bar.set_position(p.done);
-        let tenth = (p.done * 10).checked_div(p.total).unwrap_or(0);
-        if !self.tty && p.bytes && tenth > self.tenth {
-            self.tenth = tenth;
-            let secs = self.began.elapsed().as_secs_f64().max(1e-3);
-            let per_sec = p.done as f64 / secs;
-            let left = (p.total - p.done.min(p.total)) as f64 / per_sec.max(1.0);
-            eprintln!(
-                "  {} of {} MB, {:.1} MB/s, about {:.0} s left",
-                p.done >> 20,
-                p.total >> 20,
-                per_sec / f64::from(1u32 << 20),
-                left
-            );
-        }
     }
 
     fn finish(&self) {
@@ -290,37 +243,7 @@ fn status_cmd(as_json: bool) -> Result<()> {
         return Ok(());
     }
     outln!("data directory: {}", dir.display());
-    for s in &all {
-        if s.installed {
-            outln!(
-                "{}  installed  {}  {} bytes  sha256 {} verified",
-                s.size,
-                s.model_file.display(),
-                s.want_bytes,
-                s.sha256
-            );
-            continue;
-        }
-        let file = match (s.file_bytes, s.verified) {
-            (None, _) => "no model file".to_string(),
-            (Some(_), true) => format!("model file verified ({})", s.model_file.display()),
-            (Some(n), false) => format!(
-                "model file {n} of {} bytes, not verified ({})",
-                s.want_bytes,
-                s.model_file.display()
-            ),
-        };
-        let server = if s.server_package {
-            "server package installed"
-        } else {
-            "no server package"
-        };
-        outln!(
-            "{}  not installed  ({file}; {server}) — agensh model install --size {}",
-            s.size,
-            s.size
-        );
-    }
+    lines(all.iter().map(|s| s.line()));
     Ok(())
 }
 

@@ -4,20 +4,18 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use agensh_client::retry::read_until_reachable;
 use agensh_client::Client;
-use agensh_domain::config::{Config, Source};
+use agensh_domain::config::Config;
 use agensh_model::ModelServer;
-use agensh_node::node::{run_node, NodePlan};
+use agensh_node::node::NodePlan;
 use agensh_node::setup::{self, HubAt, Prepared, Workers};
-use agensh_node::turn::Progress;
 use anyhow::{bail, Context, Result};
-use tokio::sync::mpsc;
 
 use crate::cli::{Global, NodeArgs};
 use crate::cmd::config::{load, resolve};
 use crate::cmd::hub::raise_open_file_limit;
 use crate::connect::client;
-use crate::output::one_line;
 
 /// What a node's `workers` run (the hub is elsewhere), its notes said on stderr.
 async fn prepare(config: &Config, dir: &Path, workers: usize) -> Result<Prepared> {
@@ -39,21 +37,12 @@ async fn prepare(config: &Config, dir: &Path, workers: usize) -> Result<Prepared
 const NODE_START_HUB_WAIT: std::time::Duration = std::time::Duration::from_secs(15);
 
 /// A read the node makes as it starts, sent again while the hub cannot be reached, for up
-/// to [`NODE_START_HUB_WAIT`]: a read changes nothing, so one whose connection broke after
-/// it was sent (the hub killed meanwhile) is safe to send again too.
+/// to [`NODE_START_HUB_WAIT`].
 async fn read_at_start<T, F>(read: impl Fn() -> F) -> Result<T>
 where
     F: std::future::Future<Output = agensh_domain::Result<T>>,
 {
-    let deadline = std::time::Instant::now() + NODE_START_HUB_WAIT;
-    loop {
-        match read().await {
-            Err(e) if e.code == "unreachable" && std::time::Instant::now() < deadline => {
-                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-            }
-            r => return Ok(r?),
-        }
-    }
+    Ok(read_until_reachable(NODE_START_HUB_WAIT, read).await?)
 }
 
 /// The hub's client for `agensh node`. A node started while its hub restarts waits for it,
@@ -114,25 +103,7 @@ pub async fn node(g: &Global, a: NodeArgs) -> Result<()> {
 /// end on stderr.
 async fn drive_node(plan: NodePlan, model_server: Option<ModelServer>) -> Result<()> {
     let (stop, _) = crate::cmd::run::stop_on_signal()?;
-    let (tx, rx) = mpsc::unbounded_channel();
-    let node = tokio::spawn(run_node(plan, stop, tx));
-    let printer = tokio::spawn(async move {
-        let mut rx = rx;
-        while let Some((id, p)) = rx.recv().await {
-            if let Progress::Turn {
-                turns, last_action, ..
-            } = p
-            {
-                eprintln!("{id}: turn {turns} ended ({})", one_line(&last_action));
-            }
-        }
-    });
-    let summary = node.await??;
-    let _ = printer.await;
-    if let Some(server) = model_server {
-        server.stop().await;
-    }
-    eprintln!("node done: {} turn(s)", summary.turns());
+    agensh_node::view::drive(plan, model_server, stop).await?;
     Ok(())
 }
 
@@ -163,45 +134,12 @@ async fn remote_node(g: &Global, a: NodeArgs, token: String) -> Result<()> {
     let node = Client::new(&hub_url, &token);
     let registered = read_at_start(|| node.register_node(a.workers)).await?;
     let resolved = remote_config(&dir, &registered.goal, &a.values())?;
-    // The node's own `run.hours`, when someone set it (a flag, AGENSH_RUN_HOURS, its
-    // agensh.toml), may end its workers before the run does; never after.
-    let own_hours = resolved
-        .settings
-        .iter()
-        .any(|s| s.key == "run.hours" && s.source != Source::Default);
-    let mut config = resolved.config;
-    if !config.organization.pack.is_empty() {
-        eprintln!("organization.pack in the node's agensh.toml is not used: the task pack is the organization's, given by the hub");
-        config.organization.pack.clear();
-    }
+    let (config, own_hours, note) = setup::remote_config(resolved);
+    note.into_iter().for_each(|n| eprintln!("{n}"));
     let prepared = prepare(&config, &dir, a.workers).await?;
-    let ids: Vec<String> = registered.workers.iter().map(|w| w.id.clone()).collect();
-    let workers = registered
-        .workers
-        .iter()
-        .map(|w| (w.id.clone(), w.token.clone()))
-        .collect();
-    let (mut plan, model_server) = setup::plan(
-        &config,
-        &dir,
-        &hub_url,
-        workers,
-        registered.organization_size,
-        prepared,
-    )?;
-    setup::take_terms(&mut plan, &registered, own_hours);
-    plan.remote = Some(agensh_workspace::remote::Remote::new(
-        &hub_url,
-        dir.join(".agensh").join("credentials"),
-        agensh_workspace::git::NetworkJobs::new(config.run.git_jobs),
-    ));
-    eprintln!(
-        "node {}: {} ({}) against {hub_url}, state in {}; Ctrl-C stops",
-        registered.node,
-        ids.join(", "),
-        plan.agent.describe(),
-        dir.display()
-    );
+    let (plan, model_server, line) =
+        setup::remote_plan(&config, &dir, &hub_url, &registered, own_hours, prepared)?;
+    eprintln!("{line}");
     drive_node(plan, model_server).await
 }
 
@@ -213,14 +151,12 @@ fn remote_config(
     goal: &str,
     flags: &[agensh_domain::config::FlagValue],
 ) -> Result<agensh_domain::config::Resolved> {
-    if dir.join(crate::cmd::config::CONFIG_FILE).exists() {
+    if dir.join(agensh_hub::org::CONFIG_FILE).exists() {
         return resolve(dir, flags);
     }
-    // A JSON string is a TOML basic string, but for DEL, which TOML wants escaped.
-    let goal = serde_json::to_string(goal)?.replace('\u{7f}', "\\u007F");
     let env: BTreeMap<String, String> = std::env::vars()
         .filter(|(k, _)| k.starts_with("AGENSH_"))
         .collect();
-    let text = format!("[organization]\ngoal = {goal}\n");
+    let text = setup::goal_toml(goal)?;
     Ok(Config::resolve(&text, &env, flags).map_err(crate::output::Local)?)
 }

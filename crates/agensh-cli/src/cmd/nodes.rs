@@ -1,22 +1,14 @@
 //! `agensh nodes add|list|revoke`: the operator's node tokens (DESIGN §8).
 
-use agensh_client::Client;
+use agensh_client::{show, Client};
 use anyhow::Result;
 
-use crate::cli::{Global, NodesArgs, NodesCommand};
-use crate::connect::connect;
-use crate::output::{json, now_ms};
+use crate::cli::{NodesArgs, NodesCommand};
+use crate::output::{json, json_or, now_ms};
 
 /// Runs the command against the organization's hub (served here for the command when none
-/// runs: see `connect::connect`).
-pub async fn run(g: &Global, a: NodesArgs) -> Result<()> {
-    let conn = connect(g).await?;
-    let result = run_on(&conn.client, a).await;
-    conn.close().await;
-    result
-}
-
-async fn run_on(c: &Client, a: NodesArgs) -> Result<()> {
+/// runs: see `connect::with_hub`).
+pub async fn run(c: &Client, a: NodesArgs) -> Result<()> {
     match a.command {
         NodesCommand::Add {
             name,
@@ -37,30 +29,7 @@ async fn run_on(c: &Client, a: NodesArgs) -> Result<()> {
         }
         NodesCommand::List { json: as_json } => {
             let nodes = c.nodes().await?;
-            if as_json {
-                json(&nodes);
-            } else {
-                let now = now_ms();
-                outln!(
-                    "{:<24} {:>7} {:<14} ASSIGNED",
-                    "NAME",
-                    "WORKERS",
-                    "REGISTERED"
-                );
-                for n in nodes {
-                    let seen = n
-                        .registered_at
-                        .map(|t| agensh_domain::time::age(t, now))
-                        .unwrap_or_else(|| "never".into());
-                    outln!(
-                        "{:<24} {:>7} {:<14} {}",
-                        n.name,
-                        n.workers,
-                        seen,
-                        n.assigned.join(",")
-                    );
-                }
-            }
+            json_or(as_json, &nodes, |n| show::org::nodes(n, now_ms()));
         }
         NodesCommand::Revoke { name } => {
             let renewed = c.revoke_node(&name).await?;

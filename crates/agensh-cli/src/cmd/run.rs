@@ -1,4 +1,5 @@
-//! `agensh run DIR`: the hub and a node in one process, with a live view ([`crate::view`]).
+//! `agensh run DIR`: the hub and a node in one process, with a live view
+//! ([`agensh_node::view`]).
 //! What the workers run is decided by [`agensh_node::setup`]; this wires it to the hub.
 
 use std::sync::Arc;
@@ -6,28 +7,20 @@ use std::time::Instant;
 
 use agensh_client::Client;
 use agensh_domain::config::Source;
-use agensh_hub::{state_dir, write_hub_info, HubInfo};
-use agensh_node::node::{run_node, NodeSummary, WorkerLimits};
+use agensh_hub::org::{self, refuse_if_running, upstream_keys_set};
+use agensh_hub::state_dir;
+use agensh_node::node::{run_node, WorkerLimits};
 use agensh_node::setup::{self, HubAt, Workers};
+use agensh_node::view;
 use agensh_process::{Shutdown, ShutdownTrigger};
 use agensh_store::Store;
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use tokio::sync::mpsc;
 
 use crate::cli::{Global, RunArgs};
 use crate::cmd::config::resolve;
-use crate::cmd::hub::{raise_open_file_limit, refuse_if_running, stop_signal};
-use crate::output::now_ms;
-use crate::view;
-
-/// The goal's first line, marked when there is more.
-fn first_line(goal: &str) -> String {
-    let goal = goal.trim();
-    match goal.split_once('\n') {
-        Some((first, _)) => format!("{}…", first.trim_end()),
-        None => goal.to_string(),
-    }
-}
+use crate::cmd::hub::{raise_open_file_limit, stop_signal};
+use crate::output::{json, lines, now_ms};
 
 /// Shuts down on Ctrl-C or SIGTERM; the trigger stops the run from elsewhere too (its
 /// goal met and the grace over).
@@ -42,36 +35,6 @@ pub(crate) fn stop_on_signal() -> Result<(Shutdown, Arc<ShutdownTrigger>)> {
         fire.fire();
     });
     Ok((shutdown, trigger))
-}
-
-/// The address the hub of `agensh run` listens on: `listen` when it is free. When it is in
-/// use (another organization's hub) and came from agensh.toml or the default, a free port
-/// on the same host instead, said on stderr; a taken address given by a flag or the
-/// environment is an error. Checked before the run creates anything.
-fn hub_listen(listen: &str, source: &Source) -> Result<String> {
-    let taken = match std::net::TcpListener::bind(listen) {
-        Ok(_) => return Ok(listen.to_string()),
-        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => e,
-        Err(e) => bail!("cannot listen on {listen}: {e} — set hub.listen in agensh.toml or pass --listen HOST:PORT (port 0 picks a free one)"),
-    };
-    let given = match source {
-        Source::Flag(flag) => Some(format!("the flag {flag}")),
-        Source::Env(var) => Some(format!("the environment variable {var}")),
-        Source::File | Source::Default => None,
-    };
-    if let Some(given) = given {
-        bail!("cannot listen on {listen} ({taken}), given by {given}: another process (another organization's hub?) listens there — pick another port, or port 0 for a free one");
-    }
-    let host = listen
-        .rsplit_once(':')
-        .map_or(listen, |(h, _)| h)
-        .trim_start_matches('[')
-        .trim_end_matches(']');
-    let free = std::net::TcpListener::bind((host, 0))
-        .and_then(|l| l.local_addr())
-        .with_context(|| format!("{listen} is in use and no other port on {host} is free"))?;
-    eprintln!("{listen} is in use (another organization's hub?); this run's hub listens on {free} instead");
-    Ok(free.to_string())
 }
 
 pub async fn run(g: &Global, a: RunArgs) -> Result<()> {
@@ -121,10 +84,11 @@ pub async fn run_with(g: &Global, a: RunArgs, sidecar: Option<Sidecar>, print: b
     // upstream's key not set.
     refuse_if_running(&dir)?;
     agensh_node::node::check_worker_limits(&WorkerLimits::from_run(&config.run)?)?;
-    crate::cmd::hub::upstream_keys_set(&config)?;
-    let listen = hub_listen(&config.hub.listen, &listen_source)?;
+    upstream_keys_set(&config)?;
+    let (listen, note) = org::hub_listen(&config.hub.listen, &listen_source)?;
+    note.into_iter().for_each(|n| eprintln!("{n}"));
     raise_open_file_limit();
-    if crate::cmd::init::create_state_if_missing(&dir, &config).await? {
+    if org::create_state_if_missing(&dir, &config).await? {
         eprintln!(
             "created the organization's state in {}",
             agensh_hub::state_dir(&dir).display()
@@ -149,46 +113,21 @@ pub async fn run_with(g: &Global, a: RunArgs, sidecar: Option<Sidecar>, print: b
     let mut config = config;
     config.gateway = config.gateway.with_shorthand(&prepared.shorthand);
     config.gateway.validate()?;
-    crate::cmd::hub::upstream_keys_set(&config)?;
+    upstream_keys_set(&config)?;
     let started = Instant::now();
     let started_ms = now_ms();
-    let store: Arc<dyn Store> =
-        crate::cmd::hub::open_store(&state_dir(&dir), &config.hub.store).await?;
-    if !config.run.keep_going {
-        if let Some(g) = agensh_hub::goal::stored(&*store, &config).await? {
-            if let (true, Some(commit)) = (g.met(), &g.met_commit) {
-                eprintln!(
-                    "the goal of this organization was met already, at {} ({}): nothing to do — --keep-going runs the workers anyway, or change organization.done_when",
-                    agensh_domain::goal::short(commit),
-                    g.conditions.join("; ")
-                );
-                return Ok(());
-            }
-        }
+    let store = org::open_store(&state_dir(&dir), &config.hub.store).await?;
+    if let Some(line) = org::met_already(&*store, &config).await? {
+        eprintln!("{line}");
+        return Ok(());
     }
     let repo = state_dir(&dir).join(agensh_workspace::REPO_DIR);
     let ws = agensh_workspace::Workspace::open(&repo)?;
     let hub =
         agensh_hub::start_with_workspace(store.clone(), Some(ws), config.clone(), &listen).await?;
-    write_hub_info(
-        &dir,
-        &HubInfo {
-            url: hub.url.clone(),
-            admin_token: hub.admin_token.clone(),
-            pid: std::process::id(),
-        },
-    )
-    .context("cannot write .agensh/hub.json")?;
+    org::announce(&dir, &hub)?;
     let admin = Client::new(&hub.url, &hub.admin_token);
-    let mut known = admin.workers().await?;
-    if known.len() < n {
-        admin.add_workers(n - known.len()).await?;
-        known = admin.workers().await?;
-    }
-    let mut workers = Vec::with_capacity(n);
-    for w in known.iter().take(n) {
-        workers.push((w.id.clone(), admin.worker_token(&w.id).await?.token));
-    }
+    let workers = admin.first_workers(n).await?;
     let (plan, model_server) = setup::plan(&config, &dir, &hub.url, workers, n, prepared)?;
     // Nodes on other hosts joining this run get its task pack (and its end, from the clock
     // told below) when they register.
@@ -199,11 +138,10 @@ pub async fn run_with(g: &Global, a: RunArgs, sidecar: Option<Sidecar>, print: b
         dashboard: format!("{}/", hub.url),
     };
     view::tell_dashboard(&admin, &clock).await;
+    let goal = &config.organization.goal;
     eprintln!(
-        "running {n} worker(s) with the {} on \"{}\" — hub {}; Ctrl-C stops",
-        plan.agent.describe(),
-        first_line(&config.organization.goal),
-        hub.url
+        "{}",
+        view::running(n, &plan.agent.describe(), goal, &hub.url)
     );
     let (stop, stopper) = stop_on_signal()?;
     let (ended_tx, ended) = tokio::sync::watch::channel(None);
@@ -219,8 +157,18 @@ pub async fn run_with(g: &Global, a: RunArgs, sidecar: Option<Sidecar>, print: b
     });
     let (tx, rx) = mpsc::unbounded_channel();
     let node = tokio::spawn(run_node(plan, stop.clone(), tx));
-    let view = tokio::spawn(view::live_view(rx, store.clone(), clock, a.json));
-    let goal_end = tokio::spawn(crate::cmd::goal::end_at_goal(
+    let read = {
+        let store = store.clone();
+        move || {
+            let store = store.clone();
+            async move {
+                let workers = store.list_workers(now_ms()).await.unwrap_or_default();
+                (workers, store.stats().await.unwrap_or_default())
+            }
+        }
+    };
+    let view = tokio::spawn(view::live_view(rx, read, clock, a.json));
+    let goal_end = tokio::spawn(view::end_at_goal(
         hub.goal_met(),
         stopper,
         config.run.keep_going,
@@ -243,9 +191,9 @@ pub async fn run_with(g: &Global, a: RunArgs, sidecar: Option<Sidecar>, print: b
     }
     hub.shutdown().await;
     // After the hub: every request it answered is recorded by then.
-    let gateway = view::per_worker(&store.model_usage(None).await?);
+    let gateway = agensh_client::show::per_worker(&store.model_usage(None).await?);
     let economy = agensh_hub::goal::economy(&*store, &goal).await?;
-    let _ = std::fs::remove_file(state_dir(&dir).join(agensh_hub::HUB_JSON));
+    org::retire(&dir);
     if print {
         let run = view::RunEnd {
             elapsed: started.elapsed(),
@@ -253,44 +201,12 @@ pub async fn run_with(g: &Global, a: RunArgs, sidecar: Option<Sidecar>, print: b
             goal: &goal,
             economy: &economy,
         };
-        view::print_summary(&summary, &stats, &gateway, &run, a.json);
+        if a.json {
+            json(&view::summary_json(&summary, &stats, &gateway, &run));
+        } else {
+            lines(view::summary_lines(&summary, &stats, &gateway, &run));
+        }
     }
-    every_worker_failed(&summary)?;
+    view::every_worker_failed(&summary)?;
     crate::cmd::goal::judge(&goal, interrupted)
-}
-
-/// An error (exit 4) when every worker of the run failed: nothing was done, and a script
-/// running `agensh run` must be able to tell that from a run that ended well.
-fn every_worker_failed(summary: &NodeSummary) -> Result<()> {
-    let failed = summary.failed();
-    match failed.first() {
-        Some((id, e)) if failed.len() == summary.workers.len() => bail!(
-            "every worker failed ({n} of {n}); {id}: {e} — each worker's log is .agensh/logs/<id>/turns.jsonl",
-            n = failed.len()
-        ),
-        _ => Ok(()),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_taken_default_port_is_traded_for_a_free_one_and_a_given_one_refused() {
-        let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = taken.local_addr().unwrap().to_string();
-        let got = hub_listen(&addr, &Source::Default).unwrap();
-        assert_ne!(got, addr);
-        assert!(got.starts_with("127.0.0.1:"), "{got}");
-        std::net::TcpListener::bind(&got).expect("the port it took is free");
-        assert_ne!(hub_listen(&addr, &Source::File).unwrap(), addr);
-        let e = hub_listen(&addr, &Source::Flag("--listen".into()))
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains(&addr) && e.contains("the flag --listen"), "{e}");
-        // A free address is kept as it is.
-        drop(taken);
-        assert_eq!(hub_listen(&addr, &Source::Default).unwrap(), addr);
-    }
 }

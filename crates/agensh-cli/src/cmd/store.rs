@@ -55,7 +55,7 @@ fn migrate_source(g: &Global, from: Option<PathBuf>) -> Result<PathBuf> {
 /// The store `agensh hub DIR` would open: `--store`, else `AGENSH_STORE`, else `hub.store`
 /// (empty: the organization's SQLite file).
 fn store_of(dir: &Path, flag: Option<String>) -> Result<String> {
-    if dir.join(crate::cmd::config::CONFIG_FILE).exists() {
+    if dir.join(agensh_hub::org::CONFIG_FILE).exists() {
         let flags: Vec<_> = flag
             .map(|value| agensh_domain::config::FlagValue {
                 key: "hub.store",
@@ -89,11 +89,7 @@ async fn version(dir: &Path, flag: Option<String>, as_json: bool) -> Result<()> 
             .context("cannot read the schema version of the PostgreSQL store")?;
         (redact_url_password(&spec), status)
     } else {
-        let file = if spec.trim().is_empty() {
-            agensh_hub::state_dir(dir).join(agensh_hub::STORE_FILE)
-        } else {
-            PathBuf::from(&spec)
-        };
+        let file = agensh_hub::org::sqlite_file(dir, &spec);
         let status = agensh_store::sqlite::migrate::status(&file)
             .map_err(Local)
             .with_context(|| format!("cannot read the schema version of {}", dir.display()))?;
@@ -117,21 +113,6 @@ async fn version(dir: &Path, flag: Option<String>, as_json: bool) -> Result<()> 
     Ok(())
 }
 
-/// The SQLite file `from` names (an organization directory or the file itself) and the
-/// organization directory it belongs to, if any.
-fn source_of(from: &Path) -> (PathBuf, Option<PathBuf>) {
-    if from.is_dir() {
-        let file = agensh_hub::state_dir(from).join(agensh_hub::STORE_FILE);
-        return (file, Some(from.to_path_buf()));
-    }
-    let org = from
-        .parent()
-        .filter(|p| p.file_name().is_some_and(|n| n == ".agensh"))
-        .and_then(Path::parent)
-        .map(Path::to_path_buf);
-    (from.to_path_buf(), org)
-}
-
 async fn migrate(from: &Path, to: &str, batch: usize, as_json: bool) -> Result<()> {
     if !agensh_store::is_postgres_url(to) {
         return Err(Usage(
@@ -142,8 +123,8 @@ async fn migrate(from: &Path, to: &str, batch: usize, as_json: bool) -> Result<(
     if batch == 0 {
         return Err(Usage("--batch takes 1 or more rows".into()).into());
     }
-    let (file, org) = source_of(from);
-    if let Some(hub) = org.as_deref().and_then(crate::cmd::hub::running_hub) {
+    let (file, org) = agensh_hub::org::sqlite_store(from);
+    if let Some(hub) = org.as_deref().and_then(agensh_hub::org::running_hub) {
         return Err(Local(Error::new(
             ErrorKind::Conflict,
             "hub_running",

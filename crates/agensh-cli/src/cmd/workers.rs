@@ -1,25 +1,17 @@
 //! `agensh workers add|list|token`.
 
-use agensh_client::Client;
+use agensh_client::{show, Client};
 use agensh_workspace::checkout::{self, Created};
 use agensh_workspace::Workspace;
 use anyhow::Result;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::cli::{Global, WorkersArgs, WorkersCommand};
-use crate::connect::connect;
-use crate::output::{json, now_ms, Usage};
+use crate::output::{json, json_or, now_ms, Usage};
 
 /// Runs the command against the organization's hub (served here for the command when none
-/// runs: see `connect::connect`).
-pub async fn run(g: &Global, a: WorkersArgs) -> Result<()> {
-    let conn = connect(g).await?;
-    let result = run_on(&conn.client, g, a).await;
-    conn.close().await;
-    result
-}
-
-async fn run_on(c: &Client, g: &Global, a: WorkersArgs) -> Result<()> {
+/// runs: see `connect::with_hub`).
+pub async fn run(c: &Client, g: &Global, a: WorkersArgs) -> Result<()> {
     match a.command {
         WorkersCommand::Add {
             count,
@@ -36,33 +28,7 @@ async fn run_on(c: &Client, g: &Global, a: WorkersArgs) -> Result<()> {
         }
         WorkersCommand::List { json: as_json } => {
             let workers = c.workers().await?;
-            if as_json {
-                json(&workers);
-            } else {
-                let now = now_ms();
-                outln!("{:<8} {:<9} {:<14} CLAIMS", "ID", "STATUS", "LAST ACTIVITY");
-                for w in workers {
-                    let last = w
-                        .last_activity
-                        .map(|t| agensh_domain::time::age(t, now))
-                        .unwrap_or_else(|| "never".into());
-                    let claims: Vec<String> = w
-                        .claims
-                        .iter()
-                        .map(|r| match &r.label {
-                            Some(l) => format!("{} #{l}", r.id),
-                            None => r.id.clone(),
-                        })
-                        .collect();
-                    outln!(
-                        "{:<8} {:<9} {:<14} {}",
-                        w.id,
-                        w.status.as_str(),
-                        last,
-                        claims.join(", ")
-                    );
-                }
-            }
+            json_or(as_json, &workers, |w| show::org::workers(w, now_ms()));
         }
         WorkersCommand::Token { id } => {
             outln!("{}", c.worker_token(&id).await?.token);

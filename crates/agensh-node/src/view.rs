@@ -1,28 +1,48 @@
-//! The terminal's view of a run: the live view while it runs (redrawn on a terminal, lines
-//! of changes otherwise), the dashboard link, and the summary at its end.
+//! The run as its user sees it on the terminal (`agensh run`): the live view while it runs
+//! (redrawn on a terminal, lines of changes otherwise) from the node's [`Progress`]
+//! stream, the dashboard link, the goal met (and the run's end a grace later), and the
+//! summary at its end (lines for people, or one JSON document).
 
 use std::collections::{BTreeMap, VecDeque};
+use std::future::Future;
 use std::io::{IsTerminal, Write};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
+use agensh_client::show::{clock, count, gateway_json, gateway_text};
 use agensh_client::Client;
+use agensh_domain::goal::{short, Economy, GoalStatus};
+use agensh_domain::text::{escape, Lines};
+use agensh_domain::turn::clip as truncate;
 use agensh_domain::worker::{WorkerInfo, WorkerStatus};
-use agensh_node::node::{NodeSummary, WorkerLine};
-use agensh_node::turn::Progress;
-use agensh_protocol::rest::ModelUsage;
-use agensh_store::Store;
+use agensh_model::ModelServer;
+use agensh_process::{Shutdown, ShutdownTrigger};
+use agensh_protocol::rest::{ModelUsage, Stats};
 use tokio::sync::mpsc;
 
-use crate::output::{json, now_ms, one_line};
+use crate::adapters::Usage;
+use crate::node::{run_node, NodePlan, NodeSummary, WorkerLine};
+use crate::turn::Progress;
+
+/// Stored text (a record's text, an agent's step) as one line safe for a terminal.
+fn one_line(s: &str) -> std::borrow::Cow<'_, str> {
+    escape(s, Lines::One)
+}
+
+fn now_ms() -> i64 {
+    agensh_domain::time::unix_ms(SystemTime::now())
+}
 
 /// How the run ended: its length, its goal and what it spent.
-pub(crate) struct RunEnd<'a> {
+pub struct RunEnd<'a> {
+    /// How long it ran.
     pub elapsed: Duration,
     /// Unix ms the run started.
     pub started_ms: i64,
-    pub goal: &'a agensh_domain::goal::GoalStatus,
-    pub economy: &'a agensh_domain::goal::Economy,
+    /// Its goal as the hub judged it at the end.
+    pub goal: &'a GoalStatus,
+    /// What it spent, before and after the goal.
+    pub economy: &'a Economy,
 }
 
 /// Most recent changes the live view keeps for its compact form.
@@ -32,8 +52,10 @@ const STEP_LINES_UP_TO: usize = 32;
 
 /// When the run started and when it ends, for the live view's first line.
 #[derive(Debug, Clone)]
-pub(crate) struct RunClock {
+pub struct RunClock {
+    /// When the run started.
     pub started: Instant,
+    /// When it ends; none: no time limit.
     pub ends_at: Option<SystemTime>,
     /// The dashboard's address (the hub's `/`).
     pub dashboard: String,
@@ -41,12 +63,18 @@ pub(crate) struct RunClock {
 
 /// Gives the hub the run's clock (the dashboard's time left) and prints a one-time link
 /// that logs a browser in to the dashboard. Neither stops the run when it fails.
-pub(crate) async fn tell_dashboard(admin: &Client, clock: &RunClock) {
+pub async fn tell_dashboard(admin: &Client, clock: &RunClock) {
     let started = SystemTime::now() - clock.started.elapsed();
     let run = agensh_protocol::dashboard::RunClock::of(started, clock.ends_at);
     if let Err(e) = admin.set_run_clock(&run).await {
         tracing::warn!("the hub did not take the run's clock: {e}");
     }
+    dashboard_link(admin).await;
+}
+
+/// Prints a one-time link that logs a browser in to the dashboard of `admin`'s hub (a
+/// warning in the log when there is none).
+pub async fn dashboard_link(admin: &Client) {
     match admin.dashboard_link().await {
         Ok(link) => eprintln!(
             "dashboard: {} — open this link once to log in (it works for 10 minutes; `agensh dashboard` makes another)",
@@ -54,6 +82,17 @@ pub(crate) async fn tell_dashboard(admin: &Client, clock: &RunClock) {
         ),
         Err(e) => tracing::warn!("no dashboard link: {e}"),
     }
+}
+
+/// The line a run starts with: how many workers, on what, toward which goal (its first
+/// line, marked when there is more), at which hub.
+pub fn running(workers: usize, agent: &str, goal: &str, hub: &str) -> String {
+    let goal = goal.trim();
+    let goal = match goal.split_once('\n') {
+        Some((first, _)) => format!("{}…", first.trim_end()),
+        None => goal.to_string(),
+    };
+    format!("running {workers} worker(s) with the {agent} on \"{goal}\" — hub {hub}; Ctrl-C stops")
 }
 
 /// The run as a whole at one moment, the live view's first line.
@@ -82,32 +121,18 @@ impl RunLine {
     }
 }
 
-/// `1h02m03s`, `4m05s`, `9s`.
-pub(crate) fn clock(d: Duration) -> String {
-    let s = d.as_secs();
-    match (s / 3600, s / 60 % 60, s % 60) {
-        (0, 0, s) => format!("{s}s"),
-        (0, m, s) => format!("{m}m{s:02}s"),
-        (h, m, s) => format!("{h}h{m:02}m{s:02}s"),
-    }
-}
-
-/// `950`, `12.3k`, `1.2M`.
-pub(crate) fn count(n: u64) -> String {
-    match n {
-        0..=999 => n.to_string(),
-        1_000..=999_999 => format!("{:.1}k", n as f64 / 1e3),
-        _ => format!("{:.1}M", n as f64 / 1e6),
-    }
-}
-
-/// Redraws the view (on a terminal) or prints changes (otherwise).
-pub(crate) async fn live_view(
+/// Redraws the view (on a terminal) or prints changes (otherwise), until the node's
+/// progress stream `rx` ends; `read` gives the organization's workers (their claims) and
+/// counts, read once a second on a terminal.
+pub async fn live_view<R, F>(
     mut rx: mpsc::UnboundedReceiver<(String, Progress)>,
-    store: Arc<dyn Store>,
+    read: R,
     run: RunClock,
     quiet: bool,
-) {
+) where
+    R: Fn() -> F,
+    F: Future<Output = (Vec<WorkerInfo>, Stats)>,
+{
     let mut lines: BTreeMap<String, WorkerLine> = BTreeMap::new();
     let mut recent: VecDeque<String> = VecDeque::with_capacity(RECENT_CHANGES);
     let tty = std::io::stderr().is_terminal() && !quiet;
@@ -158,8 +183,7 @@ pub(crate) async fn live_view(
             },
             _ = tick.tick() => {
                 if tty {
-                    let claims = store.list_workers(now_ms()).await.unwrap_or_default();
-                    let stats = store.stats().await.unwrap_or_default();
+                    let (claims, stats) = read().await;
                     let head = RunLine {
                         elapsed: run.started.elapsed(),
                         left: run.ends_at.map(|e| e.duration_since(SystemTime::now()).unwrap_or_default()),
@@ -179,7 +203,7 @@ pub(crate) async fn live_view(
 
 /// Moves up over the `drawn` lines of the last view, writes `view` and clears what is left
 /// below it; returns how many lines it wrote.
-pub(crate) fn redraw(view: &[String], drawn: usize) -> usize {
+pub fn redraw(view: &[String], drawn: usize) -> usize {
     let mut err = std::io::stderr().lock();
     if drawn > 0 {
         let _ = write!(err, "\x1b[{drawn}A");
@@ -271,134 +295,103 @@ fn render_view(
         .collect()
 }
 
-pub(crate) fn truncate(s: &str, n: usize) -> String {
-    if s.chars().count() <= n {
-        s.to_string()
-    } else {
-        s.chars().take(n.saturating_sub(1)).chain(['…']).collect()
-    }
-}
-
-/// The gateway's usage summed per worker over its models (the key `""` holds the whole
-/// organization's).
-pub(crate) fn per_worker(rows: &[ModelUsage]) -> BTreeMap<String, ModelUsage> {
-    let mut out: BTreeMap<String, ModelUsage> = BTreeMap::new();
-    for r in rows {
-        for key in [r.worker.as_str(), ""] {
-            let t = out.entry(key.to_string()).or_insert_with(|| ModelUsage {
-                worker: key.to_string(),
-                ..ModelUsage::default()
-            });
-            t.requests += r.requests;
-            t.input_tokens += r.input_tokens;
-            t.cached_input_tokens += r.cached_input_tokens;
-            t.output_tokens += r.output_tokens;
-            t.cost_usd += r.cost_usd;
-            if !t.model.split(", ").any(|m| m == r.model) {
-                if !t.model.is_empty() {
-                    t.model.push_str(", ");
-                }
-                t.model.push_str(&r.model);
-            }
-        }
-    }
-    out
-}
-
-/// Usage counted by the gateway, as JSON.
-fn gateway_json(u: Option<&ModelUsage>) -> serde_json::Value {
-    let u = u.cloned().unwrap_or_default();
+/// The run's summary as one JSON document (`agensh run --json`).
+pub fn summary_json(
+    summary: &NodeSummary,
+    stats: &Stats,
+    gateway: &BTreeMap<String, ModelUsage>,
+    run: &RunEnd<'_>,
+) -> serde_json::Value {
+    let usage = summary.usage();
+    let workers: Vec<_> = summary
+        .workers
+        .iter()
+        .filter_map(|(id, r)| r.as_ref().ok().map(|w| (id, w)))
+        .map(|(id, w)| {
+            serde_json::json!({
+                "id": id, "turns": w.turns,
+                "input_tokens": w.usage.input_tokens,
+                "cached_input_tokens": w.usage.cached_input_tokens,
+                "output_tokens": w.usage.output_tokens,
+                "cost_usd": w.usage.cost_usd,
+                "turns_without_usage": w.usage.unreported_turns,
+                "restarts": w.restarts,
+                "memory_kills": w.memory_kills,
+                "gateway": gateway_json(gateway.get(id.as_str())),
+            })
+        })
+        .collect();
     serde_json::json!({
-        "requests": u.requests, "input_tokens": u.input_tokens,
-        "cached_input_tokens": u.cached_input_tokens, "output_tokens": u.output_tokens,
-        "cost_usd": u.cost_usd,
+        "seconds": run.elapsed.as_secs_f64(),
+        "turns": summary.turns(),
+        "prs_merged": stats.prs_merged, "prs_open": stats.prs_open,
+        "records": stats.records, "messages": stats.messages,
+        "input_tokens": usage.input_tokens, "cached_input_tokens": usage.cached_input_tokens,
+        "output_tokens": usage.output_tokens, "cost_usd": usage.cost_usd,
+        "turns_without_usage": usage.unreported_turns,
+        "gateway": gateway_json(gateway.get("")),
+        "workers": workers,
+        "failed_workers": summary.failed().iter().map(|(id, e)| serde_json::json!({"id": id, "error": e})).collect::<Vec<_>>(),
+        "goal": agensh_client::show::org::goal_summary_json(run.goal, run.economy, run.started_ms),
     })
 }
 
-/// Usage counted by the gateway, in words.
-pub(crate) fn gateway_text(u: &ModelUsage) -> String {
-    format!(
-        "{} model request(s) through the gateway: tokens in {} (cached {}) out {}; cost ${:.4}",
-        u.requests, u.input_tokens, u.cached_input_tokens, u.output_tokens, u.cost_usd
-    )
-}
-
-pub(crate) fn print_summary(
+/// The run's summary for people: what was done and spent, the goal, memory kills and
+/// failed workers.
+pub fn summary_lines(
     summary: &NodeSummary,
-    stats: &agensh_store::Stats,
+    stats: &Stats,
     gateway: &BTreeMap<String, ModelUsage>,
     run: &RunEnd<'_>,
-    as_json: bool,
-) {
-    let elapsed = run.elapsed;
-    let usage = summary.usage();
-    let failed = summary.failed();
-    if as_json {
-        let workers: Vec<_> = summary
-            .workers
-            .iter()
-            .filter_map(|(id, r)| r.as_ref().ok().map(|w| (id, w)))
-            .map(|(id, w)| {
-                serde_json::json!({
-                    "id": id, "turns": w.turns,
-                    "input_tokens": w.usage.input_tokens,
-                    "cached_input_tokens": w.usage.cached_input_tokens,
-                    "output_tokens": w.usage.output_tokens,
-                    "cost_usd": w.usage.cost_usd,
-                    "turns_without_usage": w.usage.unreported_turns,
-                    "restarts": w.restarts,
-                    "memory_kills": w.memory_kills,
-                    "gateway": gateway_json(gateway.get(id.as_str())),
-                })
-            })
-            .collect();
-        json(&serde_json::json!({
-            "seconds": elapsed.as_secs_f64(),
-            "turns": summary.turns(),
-            "prs_merged": stats.prs_merged, "prs_open": stats.prs_open,
-            "records": stats.records, "messages": stats.messages,
-            "input_tokens": usage.input_tokens, "cached_input_tokens": usage.cached_input_tokens,
-            "output_tokens": usage.output_tokens, "cost_usd": usage.cost_usd,
-            "turns_without_usage": usage.unreported_turns,
-            "gateway": gateway_json(gateway.get("")),
-            "workers": workers,
-            "failed_workers": failed.iter().map(|(id, e)| serde_json::json!({"id": id, "error": e})).collect::<Vec<_>>(),
-            "goal": crate::cmd::goal::summary_json(run.goal, run.economy, run.started_ms),
-        }));
-        return;
-    }
-    outln!(
+) -> Vec<String> {
+    let mut out = vec![format!(
         "done in {:.0} s: {} turn(s) by {} worker(s); PRs merged {} (open {}); {} board record(s); {} message(s); {}",
-        elapsed.as_secs_f64(),
+        run.elapsed.as_secs_f64(),
         summary.turns(),
         summary.workers.len(),
         stats.prs_merged,
         stats.prs_open,
         stats.records,
         stats.messages,
-        usage_text(&usage, summary.turns())
-    );
+        usage_text(&summary.usage(), summary.turns())
+    )];
     if let Some(g) = gateway.get("") {
-        outln!("{}", gateway_text(g));
+        out.push(gateway_text(g));
     }
-    for line in crate::cmd::goal::summary_lines(run.goal, run.economy, run.started_ms) {
-        outln!("{line}");
-    }
+    out.extend(agensh_client::show::org::goal_summary(
+        run.goal,
+        run.economy,
+        run.started_ms,
+    ));
     for (id, w) in summary.workers.iter() {
         if let Some(w) = w.as_ref().ok().filter(|w| w.memory_kills > 0) {
-            outln!(
+            out.push(format!(
                 "{id}: its agent was killed by its memory limit (run.worker_memory) {} time(s) and restarted",
                 w.memory_kills
-            );
+            ));
         }
     }
-    for (id, e) in failed {
-        outln!("{id} failed: {e}");
+    for (id, e) in summary.failed() {
+        out.push(format!("{id} failed: {e}"));
+    }
+    out
+}
+
+/// An error (exit 4) when every worker of the run failed: nothing was done, and a script
+/// running `agensh run` must be able to tell that from a run that ended well.
+pub fn every_worker_failed(summary: &NodeSummary) -> anyhow::Result<()> {
+    let failed = summary.failed();
+    match failed.first() {
+        Some((id, e)) if failed.len() == summary.workers.len() => anyhow::bail!(
+            "every worker failed ({n} of {n}); {id}: {e} — each worker's log is .agensh/logs/<id>/turns.jsonl",
+            n = failed.len()
+        ),
+        _ => Ok(()),
     }
 }
 
 /// Tokens and cost as counted, and how many turns' agents reported none (never guessed).
-fn usage_text(u: &agensh_node::adapters::Usage, turns: u64) -> String {
+fn usage_text(u: &Usage, turns: u64) -> String {
     if turns > 0 && u.unreported_turns >= turns {
         return "tokens not reported by the agent".into();
     }
@@ -413,6 +406,71 @@ fn usage_text(u: &agensh_node::adapters::Usage, turns: u64) -> String {
         ));
     }
     t
+}
+
+/// Runs a node's workers (`agensh node`) until the run ends or `stop`, saying each turn's
+/// end on stderr; then stops the local model server, if any.
+pub async fn drive(
+    plan: NodePlan,
+    model_server: Option<ModelServer>,
+    stop: Shutdown,
+) -> anyhow::Result<NodeSummary> {
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let node = tokio::spawn(run_node(plan, stop, tx));
+    let printer = tokio::spawn(async move {
+        while let Some((id, p)) = rx.recv().await {
+            if let Progress::Turn {
+                turns, last_action, ..
+            } = p
+            {
+                eprintln!("{id}: turn {turns} ended ({})", one_line(&last_action));
+            }
+        }
+    });
+    let summary = node.await??;
+    let _ = printer.await;
+    if let Some(server) = model_server {
+        server.stop().await;
+    }
+    eprintln!("node done: {} turn(s)", summary.turns());
+    Ok(summary)
+}
+
+/// Longest the run waits, once its goal is met, for turns still running to end on their
+/// own (each worker stops at its turn's end) before it stops them.
+pub const GOAL_GRACE: Duration = Duration::from_secs(60);
+
+/// Waits for the goal to be met, says so, and — unless `keep_going` — stops the turns
+/// still running [`GOAL_GRACE`] later.
+pub async fn end_at_goal(
+    mut met: tokio::sync::watch::Receiver<Option<GoalStatus>>,
+    stopper: Arc<ShutdownTrigger>,
+    keep_going: bool,
+    started: Instant,
+) {
+    let Ok(status) = met.wait_for(Option::is_some).await.map(|s| s.clone()) else {
+        return;
+    };
+    let commit = status.and_then(|s| s.met_commit).unwrap_or_default();
+    let next = if keep_going {
+        "the run goes on (--keep-going)"
+    } else {
+        "every worker stops at the end of its turn"
+    };
+    eprintln!(
+        "goal met at {} after {}: {next}",
+        short(&commit),
+        clock(started.elapsed())
+    );
+    if keep_going {
+        return;
+    }
+    tokio::time::sleep(GOAL_GRACE).await;
+    eprintln!(
+        "turns still running {} s after the goal was met are stopped",
+        GOAL_GRACE.as_secs()
+    );
+    stopper.fire();
 }
 
 #[cfg(test)]
@@ -445,6 +503,14 @@ mod tests {
             open: 2,
             now: NOW,
         }
+    }
+
+    #[test]
+    fn a_run_starts_with_its_first_line_of_goal() {
+        assert_eq!(
+            running(2, "built-in agent", "Make the tests pass.\nAll of them.", "http://h"),
+            "running 2 worker(s) with the built-in agent on \"Make the tests pass.…\" — hub http://h; Ctrl-C stops"
+        );
     }
 
     #[test]
