@@ -81,12 +81,8 @@ pub struct Args {
     /// Keep the directories (turn logs, node and hub logs) for inspection.
     #[arg(long)]
     keep: bool,
-    /// The `agensh` binary (default: next to this one).
-    #[arg(long)]
-    agensh: Option<PathBuf>,
-    /// Print the results as JSON.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    common: crate::stats::Common,
 }
 
 /// What the probe host does: one post (its `created_at` printed as JSON), or the appends.
@@ -219,12 +215,12 @@ pub async fn run(a: Args) -> Result<()> {
             agensh_netns::MAX_HOSTS - 2
         );
     }
-    let agensh = crate::stats::agensh_binary(a.agensh.as_deref())?;
+    let agensh = crate::stats::agensh_binary(a.common.agensh.as_deref())?;
     let _ = agensh_process::raise_open_file_limit();
     let dir = BenchDir::new("agensh-bench-cluster-", None, a.keep)?;
     let outcome = until_signal(measure(&a, &agensh, &dir.path)).await;
     dir.finish();
-    print_result(a.json, &outcome?, print_table)
+    print_result(a.common.json, &outcome?, print_table)
 }
 
 /// Makes the hosts, the hub and the nodes, and waits until every worker is idle.

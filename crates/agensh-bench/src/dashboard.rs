@@ -78,12 +78,8 @@ pub struct Args {
     /// Keep the organization directory for inspection.
     #[arg(long)]
     keep: bool,
-    /// The `agensh` binary (default: next to this one).
-    #[arg(long)]
-    agensh: Option<PathBuf>,
-    /// Print the results as JSON.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    common: crate::stats::Common,
 }
 
 /// The targets of the issue.
@@ -441,7 +437,7 @@ pub async fn run(a: Args) -> Result<()> {
     if a.post_rate.is_nan() || a.post_rate <= 0.0 || a.turn_secs.is_nan() || a.turn_secs <= 0.0 {
         bail!("--post-rate and --turn-secs must be positive");
     }
-    let agensh = crate::stats::agensh_binary(a.agensh.as_deref())?;
+    let agensh = crate::stats::agensh_binary(a.common.agensh.as_deref())?;
     agensh_process::group::become_subreaper()
         .context("cannot make the benchmark the reaper of its orphaned processes")?;
     let Limit { soft: files, .. } = agensh_process::raise_open_file_limit()
@@ -483,7 +479,7 @@ pub async fn run(a: Args) -> Result<()> {
     })
     .await;
     dir.finish();
-    print_result(a.json, &outcome?, print_table)?;
+    print_result(a.common.json, &outcome?, print_table)?;
     Ok(())
 }
 

@@ -50,12 +50,8 @@ pub struct Args {
     /// Keep the organizations and print where.
     #[arg(long)]
     keep: bool,
-    /// The `agensh` binary (default: next to this one).
-    #[arg(long)]
-    agensh: Option<PathBuf>,
-    /// Print the results as JSON.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    common: crate::stats::Common,
 }
 
 /// What the done run showed.
@@ -90,7 +86,7 @@ struct Parking {
 }
 
 pub async fn run(a: Args) -> Result<()> {
-    let agensh = crate::stats::agensh_binary(a.agensh.as_deref())?;
+    let agensh = crate::stats::agensh_binary(a.common.agensh.as_deref())?;
     let mut out = serde_json::Map::new();
     if !a.no_done {
         let d = done_run(&a, &agensh).await?;
@@ -133,7 +129,7 @@ pub async fn run(a: Args) -> Result<()> {
         out.insert("parking".into(), serde_json::to_value(&runs)?);
         out.insert("idle_turns_fewer".into(), fewer.into());
     }
-    if a.json {
+    if a.common.json {
         println!("{}", serde_json::to_string_pretty(&Value::Object(out))?);
     }
     Ok(())

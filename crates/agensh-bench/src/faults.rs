@@ -76,12 +76,8 @@ pub struct Args {
     /// Keep the organizations (turn logs, script logs, hub and node logs) for inspection.
     #[arg(long)]
     keep: bool,
-    /// The `agensh` binary (default: next to this one).
-    #[arg(long)]
-    agensh: Option<PathBuf>,
-    /// Print the results as JSON.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    common: crate::stats::Common,
 }
 
 /// The scenario: `parts` parts, `rounds` rounds of claim, write, ship, post, release.
@@ -197,7 +193,7 @@ pub async fn run(a: Args) -> Result<()> {
     if a.workers == 0 || a.parts_per_worker == 0 {
         bail!("--workers and --parts-per-worker must be at least 1");
     }
-    let agensh = crate::stats::agensh_binary(a.agensh.as_deref())?;
+    let agensh = crate::stats::agensh_binary(a.common.agensh.as_deref())?;
     // Agents whose node was killed are ours to reap (and to count when left over).
     agensh_process::group::become_subreaper()
         .context("cannot make the benchmark the reaper of its orphaned processes")?;
@@ -233,7 +229,7 @@ pub async fn run(a: Args) -> Result<()> {
     .await;
     dir.finish();
     let result = outcome?;
-    print_result(a.json, &result, print_table)?;
+    print_result(a.common.json, &result, print_table)?;
     let failed: Vec<&str> = result["checks"]
         .as_array()
         .into_iter()

@@ -10,7 +10,7 @@
 //!    at once, against before they opened.
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -42,12 +42,8 @@ pub struct Args {
     /// Streams open at once in the memory measurement.
     #[arg(long, default_value_t = 1024)]
     streams: usize,
-    /// The `agensh` binary (default: next to this one).
-    #[arg(long)]
-    agensh: Option<PathBuf>,
-    /// Print the results as JSON.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    common: crate::stats::Common,
 }
 
 /// `agensh model replay SCENARIO` on a free port, a process of its own (so its work is not
@@ -191,7 +187,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 pub async fn run(a: Args) -> Result<()> {
-    let agensh = crate::stats::agensh_binary(a.agensh.as_deref())?;
+    let agensh = crate::stats::agensh_binary(a.common.agensh.as_deref())?;
     // This process holds one connection per open stream.
     let _ = agensh_process::raise_open_file_limit();
     let tmp = tempfile::tempdir()?;
@@ -357,7 +353,7 @@ pub async fn run(a: Args) -> Result<()> {
                     "rss_open_mib": rss_open as f64 / 1048576.0, "per_stream_kib": per_stream / 1024.0 },
         "recorded_requests": recorded,
     });
-    if a.json {
+    if a.common.json {
         println!("{}", serde_json::to_string_pretty(&result)?);
         return Ok(());
     }

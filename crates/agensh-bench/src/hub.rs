@@ -49,12 +49,8 @@ pub struct Args {
     /// Organization directory to use; a seeded one is reused (default: a temporary one).
     #[arg(long)]
     dir: Option<PathBuf>,
-    /// The `agensh` binary (default: next to this one).
-    #[arg(long)]
-    agensh: Option<PathBuf>,
-    /// Print the results as JSON.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    common: crate::stats::Common,
     /// Run the hub on this PostgreSQL database (postgres://USER:PASSWORD@HOST:PORT/DB,
     /// empty: the benchmark seeds it) instead of the SQLite file.
     #[arg(long, conflicts_with = "postgres")]
@@ -323,7 +319,7 @@ async fn settle(url: &str) -> Result<()> {
 }
 
 pub async fn run(a: Args) -> Result<()> {
-    let agensh = crate::stats::agensh_binary(a.agensh.as_deref())?;
+    let agensh = crate::stats::agensh_binary(a.common.agensh.as_deref())?;
     let tmp = tempfile::tempdir()?;
     let dir = a.dir.clone().unwrap_or_else(|| tmp.path().join("org"));
     let vocab = Arc::new(vocabulary());
@@ -567,7 +563,7 @@ pub async fn run(a: Args) -> Result<()> {
                   "hard_p50_ms": ms(percentile(&grep_hard, 50.0)), "hard_p95_ms": ms(percentile(&grep_hard, 95.0)) },
         "memory": { "rss_after_start_mib": mib(rss_start), "rss_end_mib": mib(rss), "peak_mib": mib(hwm), "target_mib": 200 },
     });
-    if a.json {
+    if a.common.json {
         println!("{}", serde_json::to_string_pretty(&result)?);
     } else {
         print_table(&result);

@@ -49,12 +49,8 @@ pub struct Args {
     /// Keep the organization afterwards.
     #[arg(long)]
     keep: bool,
-    /// The `agensh` binary (default: next to this one).
-    #[arg(long)]
-    agensh: Option<std::path::PathBuf>,
-    /// Print the results as JSON.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    common: crate::stats::Common,
     /// Seconds the merge gate sleeps on each run; 0: no gate.
     #[arg(long, default_value_t = 0.0)]
     gate_secs: f64,
@@ -102,7 +98,7 @@ pub async fn run(a: Args) -> Result<()> {
     if a.workers == 0 {
         bail!("--workers must be at least 1");
     }
-    let agensh = crate::stats::agensh_binary(a.agensh.as_deref())?;
+    let agensh = crate::stats::agensh_binary(a.common.agensh.as_deref())?;
     let files = agensh_process::raise_open_file_limit()
         .or_else(|_| agensh_process::resources::open_file_limit())
         .map(|l| l.soft)
@@ -118,7 +114,7 @@ pub async fn run(a: Args) -> Result<()> {
         let dir = BenchDir::new("agensh-bench-merges-", a.dir.as_deref(), a.keep)?;
         let outcome = until_signal(measure(&a, &agensh, &dir.path, None)).await;
         dir.finish();
-        return print_result(a.json, &outcome?, print_table);
+        return print_result(a.common.json, &outcome?, print_table);
     }
     if !(0.0..=1.0).contains(&a.fail_rate) || a.gate_batch == 0 {
         bail!("--fail-rate is a share from 0 to 1 and --gate-batch at least 1");
@@ -150,7 +146,7 @@ pub async fn run(a: Args) -> Result<()> {
             json!((s / b.max(1e-9) * 10.0).round() / 10.0),
         );
     }
-    print_result(a.json, &Value::Object(out), print_gated)
+    print_result(a.common.json, &Value::Object(out), print_gated)
 }
 
 /// `agensh init DIR` and the workers in its store; the workers' ids.

@@ -320,8 +320,7 @@ async fn run_one(
         stagger: Duration::from_secs_f64(a.stagger_secs),
         idle_timeout: Duration::from_secs(a.idle_secs),
         park_idle: true,
-        interrupt_after: (config.run.interrupt_after_secs > 0)
-            .then(|| Duration::from_secs(config.run.interrupt_after_secs)),
+        interrupt_after: config.run.interrupt_after(),
         ends_at: Some(t0 + run_for),
         notices_before_end: Vec::new(),
         limits: Default::default(),

@@ -67,15 +67,11 @@ pub struct Args {
     /// Keep the organization directory (turn logs, agent logs) for inspection.
     #[arg(long)]
     keep: bool,
-    /// The `agensh` binary (default: next to this one).
-    #[arg(long)]
-    agensh: Option<PathBuf>,
     /// The Node.js binary for the reference sidecar.
     #[arg(long, default_value = "node")]
     nodejs: String,
-    /// Print the results as JSON.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    common: crate::stats::Common,
 }
 
 fn parse_agent_cpu(s: &str) -> std::result::Result<AgentCpu, String> {
@@ -757,7 +753,7 @@ pub async fn run(a: Args) -> Result<()> {
     if a.workers < 2 {
         bail!("--workers must be at least 2 (one worker is the baseline)");
     }
-    let agensh = crate::stats::agensh_binary(a.agensh.as_deref())?;
+    let agensh = crate::stats::agensh_binary(a.common.agensh.as_deref())?;
     // Agents whose node died are still ours to kill and reap (and to count as left over).
     agensh_process::group::become_subreaper()
         .context("cannot make the benchmark the reaper of its orphaned processes")?;
@@ -794,7 +790,7 @@ pub async fn run(a: Args) -> Result<()> {
     })
     .await;
     dir.finish();
-    print_result(a.json, &outcome?, print_table)?;
+    print_result(a.common.json, &outcome?, print_table)?;
     Ok(())
 }
 

@@ -37,6 +37,17 @@ pub fn cpu_secs(pid: &str) -> f64 {
 /// The `agensh` binary to benchmark, as an absolute path (benchmarks start it from other
 /// directories): `given`, else the one next to this benchmark binary; an error that says
 /// how to build it when it is not there.
+/// The flags of every benchmark that runs `agensh`.
+#[derive(clap::Args)]
+pub struct Common {
+    /// The `agensh` binary (default: next to this one).
+    #[arg(long)]
+    pub agensh: Option<std::path::PathBuf>,
+    /// Print the results as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
 pub fn agensh_binary(given: Option<&std::path::Path>) -> anyhow::Result<std::path::PathBuf> {
     let path = match given {
         Some(p) => std::path::absolute(p)?,

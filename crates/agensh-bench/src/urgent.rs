@@ -17,7 +17,7 @@
 //!    `--interrupt-after` + 15 s), whether the command was stopped, and how the turn ended.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use agensh_client::Client;
@@ -62,20 +62,16 @@ pub struct Args {
     /// Keep the organizations and print where.
     #[arg(long)]
     keep: bool,
-    /// The `agensh` binary (default: next to this one).
-    #[arg(long)]
-    agensh: Option<PathBuf>,
-    /// Print the results as JSON.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    common: crate::stats::Common,
 }
 
 pub async fn run(a: Args) -> Result<()> {
-    let agensh = crate::stats::agensh_binary(a.agensh.as_deref())?;
+    let agensh = crate::stats::agensh_binary(a.common.agensh.as_deref())?;
     let mut out = serde_json::Map::new();
     if !a.no_storm {
         let s = storm(&a, &agensh).await?;
-        if !a.json {
+        if !a.common.json {
             print_storm(&s, &a);
         }
         out.insert("storm".into(), serde_json::to_value(&s)?);
@@ -87,7 +83,7 @@ pub async fn run(a: Args) -> Result<()> {
             Ok(b) => serde_json::to_value(&b)?,
             Err(e) => serde_json::json!({ "agent": name, "error": format!("{e:#}") }),
         };
-        if !a.json {
+        if !a.common.json {
             print_busy(&row, &a);
         }
         rows.push(row);
@@ -95,7 +91,7 @@ pub async fn run(a: Args) -> Result<()> {
     if !rows.is_empty() {
         out.insert("busy".into(), Value::Array(rows));
     }
-    if a.json {
+    if a.common.json {
         println!("{}", serde_json::to_string_pretty(&Value::Object(out))?);
     }
     Ok(())

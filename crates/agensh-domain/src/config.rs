@@ -236,6 +236,13 @@ pub const DEFAULT_CPU_WEIGHT: u32 = 100;
 pub const MIN_WORKER_MEMORY: crate::size::MemorySize = crate::size::MemorySize::mib(16);
 
 impl RunConfig {
+    /// How long urgent news may wait unseen while a worker is in a turn before it
+    /// interrupts the turn; none when `interrupt_after_secs` is 0 (never).
+    pub fn interrupt_after(&self) -> Option<std::time::Duration> {
+        (self.interrupt_after_secs > 0)
+            .then(|| std::time::Duration::from_secs(self.interrupt_after_secs))
+    }
+
     /// `worker_memory` read: the limit, or none when it is empty. The error says what is
     /// wrong and how to write it.
     pub fn worker_memory_limit(&self) -> Result<Option<crate::size::MemorySize>> {
@@ -1544,10 +1551,14 @@ mod tests {
 
     #[test]
     fn the_interrupt_bound_is_two_minutes_by_default_zero_turns_it_off_and_a_day_at_most() {
-        assert_eq!(Config::with_goal("g").run.interrupt_after_secs, 120);
+        let default = Config::with_goal("g");
+        assert_eq!(
+            default.run.interrupt_after(),
+            Some(std::time::Duration::from_secs(120))
+        );
         let off = Config::parse("[organization]\ngoal = \"x\"\n[run]\ninterrupt_after_secs = 0\n")
             .unwrap();
-        assert_eq!(off.run.interrupt_after_secs, 0);
+        assert_eq!(off.run.interrupt_after(), None);
         let e =
             Config::parse("[organization]\ngoal = \"x\"\n[run]\ninterrupt_after_secs = 100000\n")
                 .unwrap_err();

@@ -382,8 +382,7 @@ pub fn plan(
         stagger: Duration::from_secs_f64(config.run.stagger_secs),
         idle_timeout: Duration::from_secs(config.run.idle_timeout_secs),
         park_idle: config.run.park_idle,
-        interrupt_after: (config.run.interrupt_after_secs > 0)
-            .then(|| Duration::from_secs(config.run.interrupt_after_secs)),
+        interrupt_after: config.run.interrupt_after(),
         ends_at,
         notices_before_end: minutes(&config.run.notices_minutes),
         pack: read_pack(config, dir)?,

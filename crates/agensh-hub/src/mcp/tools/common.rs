@@ -72,6 +72,18 @@ pub fn thread(a: &Args<'_>) -> Result<Option<i64>, Error> {
     .map(|n| i64::try_from(n).unwrap_or(i64::MAX)))
 }
 
+/// The schema of a comment tool: the `number` (described as `number`) and the comment's
+/// `text`, at most `limit` characters.
+pub fn comment_schema(number: &str, limit: usize) -> Value {
+    object(
+        json!({
+            "number": positive(number),
+            "text": string(&format!("the comment, at most {limit} characters"), limit),
+        }),
+        &["number", "text"],
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

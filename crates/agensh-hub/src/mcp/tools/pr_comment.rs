@@ -2,9 +2,9 @@
 
 use agensh_domain::pr::BODY_LIMIT;
 use agensh_domain::Error;
-use serde_json::{json, Value};
+use serde_json::Value;
 
-use super::common::{object, positive, string, PR_NUMBER};
+use super::common::{comment_schema, PR_NUMBER};
 use super::{Args, Done, Listing, Tool};
 use crate::auth::Caller;
 use crate::ops::prs;
@@ -27,13 +27,7 @@ fn description(_: &Listing) -> String {
 }
 
 fn schema(_: &Listing) -> Value {
-    object(
-        json!({
-            "number": positive(PR_NUMBER),
-            "text": string(&format!("the comment, at most {BODY_LIMIT} characters"), BODY_LIMIT),
-        }),
-        &["number", "text"],
-    )
+    comment_schema(PR_NUMBER, BODY_LIMIT)
 }
 
 async fn call(s: &AppState, caller: &Caller, a: Args<'_>) -> Result<Done, Error> {
