@@ -391,8 +391,9 @@ impl TurnLogs {
             if let Some(e) = v.get("error") {
                 bail!("a turn failed ({}): {e}", log.path.display());
             }
-            if v.get("carrying").is_some() {
-                // Written as a prompt is handed to the agent; its turn's entry follows.
+            if v.get("turn").is_none() {
+                // Not a turn: a prompt handed over (`carrying`; its turn's entry follows), the
+                // worker parked, a turn interrupted, a restart.
                 continue;
             }
             let started = v["started"]

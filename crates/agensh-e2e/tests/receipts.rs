@@ -101,3 +101,39 @@ async fn a_carried_dm_is_presented_as_its_turn_starts_and_acknowledged_when_it_e
     assert_eq!(summary.turns, 2);
     org.shutdown().await;
 }
+
+/// A prompt of normal events alone (a channel post) records nothing as it is handed over:
+/// the post is presented and acknowledged at once, with the poll after its turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_of_normal_events_alone_is_presented_with_its_acknowledgement() {
+    let org = Org::builder()
+        .file("README.md", "hello\n")
+        .workers(2)
+        .start()
+        .await;
+    let w02 = org.client("w02");
+    let (agent, mut gate) = Gated::new();
+    let running = worker::spawn(&org, worker::plan(&org, "w01", None), Box::new(agent));
+    assert_eq!(gate.next_prompt().await, "launch");
+    let post = w02
+        .send_message(&msg("#general", "release at noon"))
+        .await
+        .unwrap();
+    let id = format!("M{}", post.seq);
+    gate.end(End::Done);
+    let prompt = gate.next_prompt().await;
+    assert!(prompt.contains("release at noon"), "{prompt}");
+    assert_eq!(
+        of_w01(&w02.message_status(&id).await.unwrap()).0,
+        ReceiptState::Stored
+    );
+    gate.end(End::Done);
+    wait_until(Duration::from_secs(10), "the acknowledgement", async || {
+        of_w01(&w02.message_status(&id).await.unwrap()).0 == ReceiptState::Acknowledged
+    })
+    .await;
+    let (_, via, presented, acked) = of_w01(&w02.message_status(&id).await.unwrap());
+    assert_eq!((via, presented), (Some(Via::Prompt), acked));
+    running.stop().await;
+    org.shutdown().await;
+}
