@@ -27,14 +27,6 @@ use support::AgentOrg;
 
 const BOUND: Duration = Duration::from_secs(1);
 
-async fn org() -> Org {
-    Org::builder()
-        .file("README.md", "hello\n")
-        .workers(2)
-        .start()
-        .await
-}
-
 /// Sends `text` from `from` to `to` (a worker or a `#channel`); the message's id.
 async fn send(from: &Client, to: &str, text: &str) -> String {
     let m = from
@@ -88,14 +80,7 @@ impl Scene {
     /// w01 interrupted after `bound` (none: never), its plan changed by `tweak`, in its
     /// launch turn.
     async fn start(bound: Option<Duration>, tweak: impl FnOnce(&mut WorkerPlan)) -> Scene {
-        let org = org().await;
-        let w02 = org.client("w02");
-        let (agent, mut gate) = Gated::new();
-        let mut plan = worker::plan(&org, "w01", bound);
-        tweak(&mut plan);
-        let running = worker::spawn(&org, plan, Box::new(agent));
-        gate.starts.recv().await.expect("the agent starts");
-        assert_eq!(gate.next_prompt().await, "launch");
+        let (org, w02, gate, running) = worker::w01_in_its_launch_turn(bound, tweak).await;
         Scene {
             org,
             w02,

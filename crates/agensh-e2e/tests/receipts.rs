@@ -11,8 +11,8 @@ use std::time::Duration;
 use agensh_domain::event::kinds;
 use agensh_domain::message::NewMessage;
 use agensh_domain::receipt::{MessageStatus, ReceiptState, Via};
-use agensh_testkit::{wait_until, Org};
-use support::worker::{self, End, Gated};
+use agensh_testkit::wait_until;
+use support::worker::{self, End};
 
 fn msg(to: &str, text: &str) -> NewMessage {
     NewMessage {
@@ -34,17 +34,8 @@ fn of_w01(status: &MessageStatus) -> (ReceiptState, Option<Via>, Option<i64>, Op
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_carried_dm_is_presented_as_its_turn_starts_and_acknowledged_when_it_ends() {
-    let org = Org::builder()
-        .file("README.md", "hello\n")
-        .workers(2)
-        .start()
-        .await;
-    let w02 = org.client("w02");
-    let (agent, mut gate) = Gated::new();
-    let running = worker::spawn(&org, worker::plan(&org, "w01", None), Box::new(agent));
-
+    let (org, w02, mut gate, running) = worker::w01_in_its_launch_turn(None, |_| {}).await;
     // During the launch turn a DM and a channel post arrive: stored, not shown.
-    assert_eq!(gate.next_prompt().await, "launch");
     let dm = w02
         .send_message(&msg("w01", "can you review PR 3?"))
         .await
@@ -106,15 +97,7 @@ async fn a_carried_dm_is_presented_as_its_turn_starts_and_acknowledged_when_it_e
 /// the post is presented and acknowledged at once, with the poll after its turn.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_prompt_of_normal_events_alone_is_presented_with_its_acknowledgement() {
-    let org = Org::builder()
-        .file("README.md", "hello\n")
-        .workers(2)
-        .start()
-        .await;
-    let w02 = org.client("w02");
-    let (agent, mut gate) = Gated::new();
-    let running = worker::spawn(&org, worker::plan(&org, "w01", None), Box::new(agent));
-    assert_eq!(gate.next_prompt().await, "launch");
+    let (org, w02, mut gate, running) = worker::w01_in_its_launch_turn(None, |_| {}).await;
     let post = w02
         .send_message(&msg("#general", "release at noon"))
         .await

@@ -172,3 +172,25 @@ pub fn spawn(org: &Org, plan: WorkerPlan, agent: Box<dyn Agent>) -> Running {
     let task = tokio::spawn(run_worker(plan, agent, client, link, shutdown, progress));
     Running { task, stop }
 }
+
+/// An organization of two workers with w01 run by a [`Gated`] agent on its plan (interrupted
+/// after `bound`, changed by `tweak`), started and in its launch turn; w02's client to send
+/// it news.
+pub async fn w01_in_its_launch_turn(
+    bound: Option<Duration>,
+    tweak: impl FnOnce(&mut WorkerPlan),
+) -> (Org, Client, Gate, Running) {
+    let org = Org::builder()
+        .file("README.md", "hello\n")
+        .workers(2)
+        .start()
+        .await;
+    let w02 = org.client("w02");
+    let (agent, mut gate) = Gated::new();
+    let mut plan = plan(&org, "w01", bound);
+    tweak(&mut plan);
+    let running = spawn(&org, plan, Box::new(agent));
+    gate.starts.recv().await.expect("the agent starts");
+    assert_eq!(gate.next_prompt().await, "launch");
+    (org, w02, gate, running)
+}
