@@ -43,31 +43,22 @@ pub fn interrupts_sql(e: &str) -> String {
     )
 }
 
-/// The query of `Store::overdue_events`, in both engines: the events in worker `w`'s queue
-/// (above its cursor, not acknowledged) that interrupt a turn, stored before `before` and
-/// not presented to it, oldest first, at most `limit`. `param(n)` writes parameter `n` in
-/// the engine's syntax; the parameters are (1) the worker, (2) `before`, (3) `limit`.
+/// The query of `Store::overdue_events`, in both engines: the events addressed to worker
+/// `w` (not broadcasts: reading every broadcast above a busy worker's cursor, a board
+/// record each, cost the hub most of a core with 1,024 workers) above its cursor, not
+/// acknowledged, that interrupt a turn, stored before `before` and not presented to it,
+/// oldest first, at most `limit`. `param(n)` writes parameter `n` in the engine's syntax;
+/// the parameters are (1) the worker, (2) `before`, (3) `limit`.
 pub fn overdue_sql(param: fn(usize) -> String) -> String {
     let (w, before, limit) = (param(1), param(2), param(3));
-    // One branch per half of the queue (its own events, then broadcasts), so each reads
-    // the `(target, seq)` index from the worker's cursor on.
-    let branch = |whose: String| {
-        format!(
-            "SELECT {EVENT_COLUMNS} FROM events e \
-             WHERE {whose} AND e.seq > (SELECT c.event_cursor FROM workers c WHERE c.id = {w}) \
-               AND {interrupts} AND e.created_at < {before} \
-               AND NOT EXISTS (SELECT 1 FROM receipts r WHERE r.seq = e.seq AND r.worker = {w}) \
-               AND NOT EXISTS (SELECT 1 FROM event_acks a WHERE a.worker = {w} AND a.seq = e.seq)",
-            interrupts = interrupts_sql("e"),
-        )
-    };
     format!(
-        "SELECT * FROM ({} UNION ALL {}) AS o ORDER BY seq LIMIT {limit}",
-        branch(format!("e.target = {w}")),
-        branch(format!(
-            "e.target IS NULL AND coalesce(e.source, '') != {w} \
-             AND coalesce(e.except_worker, '') != {w}"
-        )),
+        "SELECT {EVENT_COLUMNS} FROM events e \
+         WHERE e.target = {w} AND e.seq > (SELECT c.event_cursor FROM workers c WHERE c.id = {w}) \
+           AND {interrupts} AND e.created_at < {before} \
+           AND NOT EXISTS (SELECT 1 FROM receipts r WHERE r.seq = e.seq AND r.worker = {w}) \
+           AND NOT EXISTS (SELECT 1 FROM event_acks a WHERE a.worker = {w} AND a.seq = e.seq) \
+         ORDER BY e.seq LIMIT {limit}",
+        interrupts = interrupts_sql("e"),
     )
 }
 
