@@ -815,7 +815,9 @@ async fn general_history(admin: &Client) -> Result<HashMap<i64, String>> {
 
 /// Check 3: no event seq shown by two prompts of one worker. A prompt's events are in its
 /// `carrying` entry (written before the agent sees them) and in the `carried` list of the
-/// turn when it completes; the two are one showing. The check and its counts.
+/// turn when it completes; the two are one showing. A turn whose agent died is recapped in
+/// the next prompt with news that came meanwhile (its own `carrying` entry): the completed
+/// turn's `carried` lists both, still one showing of each. The check and its counts.
 fn turns_shown(dir: &Path, ids: &[String]) -> Result<(Value, Value)> {
     let (mut turns, mut failed, mut carried, mut handed) = (0usize, 0usize, 0usize, 0usize);
     let mut twice: Vec<String> = Vec::new();
@@ -835,8 +837,8 @@ fn turns_shown(dir: &Path, ids: &[String]) -> Result<(Value, Value)> {
                 }
             }
         };
-        // The last `carrying` entry not yet matched by a completed turn.
-        let mut pending: Option<(usize, BTreeSet<i64>)> = None;
+        // The `carrying` entries since the last completed turn.
+        let mut pending: BTreeSet<i64> = BTreeSet::new();
         for (line_no, line) in text.lines().enumerate() {
             let Ok(v) = serde_json::from_str::<Value>(line) else {
                 continue;
@@ -854,7 +856,7 @@ fn turns_shown(dir: &Path, ids: &[String]) -> Result<(Value, Value)> {
                 for &seq in &set {
                     show(seq, line_no);
                 }
-                pending = Some((line_no, set));
+                pending.extend(set);
                 continue;
             }
             if v.get("error").is_some() {
@@ -867,12 +869,10 @@ fn turns_shown(dir: &Path, ids: &[String]) -> Result<(Value, Value)> {
             let set = seqs(&v["carried"]);
             turns += 1;
             carried += set.len();
-            match pending.take() {
-                Some((_, handed)) if !set.is_empty() && set.is_subset(&handed) => {}
-                _ => {
-                    for &seq in &set {
-                        show(seq, line_no);
-                    }
+            let handed = std::mem::take(&mut pending);
+            if !set.is_subset(&handed) {
+                for &seq in &set {
+                    show(seq, line_no);
                 }
             }
         }
@@ -1029,13 +1029,18 @@ mod tests {
             r#"{"error":"the agent was killed","started":3}"#,
             r#"{"turn":2,"carried":[{"seq":7,"created_at":0}]}"#,
             r#"{"turn":3,"carried":[]}"#,
+            // A failed turn recapped with news folded in: one showing of each.
+            r#"{"carrying":[9],"at":3}"#,
+            r#"{"error":"the agent was killed","started":4}"#,
+            r#"{"carrying":[10,11],"at":4}"#,
+            r#"{"turn":4,"carried":[{"seq":9,"created_at":0},{"seq":10,"created_at":0},{"seq":11,"created_at":0}]}"#,
         ];
         std::fs::write(log.join("turns.jsonl"), lines.join("\n") + "\n").unwrap();
         let ids = ["w01".to_string()];
         let (ok, counts) = turns_shown(tmp.path(), &ids).unwrap();
         assert_eq!(ok["pass"], json!(true), "{ok}");
-        assert_eq!(counts["turns"], 3);
-        assert_eq!(counts["failed_turns"], 1);
+        assert_eq!(counts["turns"], 4);
+        assert_eq!(counts["failed_turns"], 2);
 
         // Event 6 in a later prompt again (a node started again that did not know).
         let again = r#"{"carrying":[6,8],"at":4}"#;
