@@ -136,6 +136,17 @@ pub fn terminate_process(pid: u32) {
     }
 }
 
+/// Sets the nice value of the single process `pid` (the kernel caps it at 19), after it
+/// was spawned: unlike a `pre_exec` hook this keeps the spawn a `posix_spawn`, not a fork
+/// of a process that may hold thousands of files and workers. A process that is gone is
+/// not an error.
+pub fn renice(pid: u32, nice: i32) {
+    // SAFETY: setpriority takes plain integers and touches no memory of ours.
+    unsafe {
+        libc::setpriority(libc::PRIO_PROCESS, pid, nice);
+    }
+}
+
 /// Makes this process the reaper of its orphaned descendants (Linux), so that processes
 /// whose parent died are still its own to count, kill and reap.
 #[cfg(target_os = "linux")]

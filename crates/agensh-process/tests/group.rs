@@ -192,3 +192,14 @@ fn group_zero_is_refused() {
     assert_eq!(ProcessGroup::from_id(0), None);
     assert_eq!(ProcessGroup::from_id(42).map(ProcessGroup::id), Some(42));
 }
+
+#[tokio::test]
+async fn a_started_process_is_reniced_to_19_and_one_gone_is_no_error() {
+    let mut child = Command::new("sleep").arg("300").spawn().unwrap();
+    let pid = child.id().unwrap();
+    group::renice(pid, 19);
+    assert_eq!(stat(pid).unwrap()[19], "19");
+    child.kill().await.unwrap();
+    child.wait().await.unwrap();
+    group::renice(pid, 19); // reaped: nothing happens
+}

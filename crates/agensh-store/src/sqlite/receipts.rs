@@ -251,7 +251,10 @@ mod tests {
     fn receipts_are_written_by_looking_each_event_up_by_its_key_not_by_reading_broadcasts() {
         for sql in [acknowledge_sql(), present_sql()] {
             let plan = plan(&sql);
-            assert!(plan.contains("SEARCH e USING INTEGER PRIMARY KEY"), "{plan}");
+            assert!(
+                plan.contains("SEARCH e USING INTEGER PRIMARY KEY"),
+                "{plan}"
+            );
             assert!(!plan.contains("events_by_target"), "{plan}");
         }
     }
