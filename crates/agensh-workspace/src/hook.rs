@@ -226,7 +226,18 @@ mod tests {
         if let Some(p) = pusher {
             cmd.env("AGENSH_PUSHER", p);
         }
-        let mut child = cmd.spawn().unwrap();
+        // Another test's child, forked while the hook was being written, holds it open for
+        // writing until it execs: the hook is busy for that moment (ETXTBSY).
+        let mut tries = 0;
+        let mut child = loop {
+            match cmd.spawn() {
+                Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy && tries < 100 => {
+                    tries += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                r => break r.unwrap(),
+            }
+        };
         {
             use std::io::Write;
             let mut stdin = child.stdin.take().unwrap();
