@@ -63,25 +63,18 @@ impl Footprint {
     /// processes at the node's priority took 460 ms of CPU per post and put 20–30 ms on
     /// the p99 of the others' prompts (`agensh-bench node`).
     pub async fn of(dir: &std::path::Path) -> Footprint {
-        let mut cmd = Git::worktree(dir).command([
-            "status",
-            "--porcelain=v2",
-            "--branch",
-            "-z",
-            "--untracked-files=all",
-        ]);
-        cmd.stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null());
-        let Ok(child) = cmd.spawn() else {
-            return Footprint::default();
-        };
-        if let Some(pid) = child.id() {
-            agensh_process::group::renice(pid, 19);
-        }
-        match child.wait_with_output().await {
-            Ok(out) if out.status.success() => Footprint {
-                status: String::from_utf8_lossy(&out.stdout).into_owned(),
-            },
+        let out = Git::worktree(dir)
+            .background()
+            .output([
+                "status",
+                "--porcelain=v2",
+                "--branch",
+                "-z",
+                "--untracked-files=all",
+            ])
+            .await;
+        match out {
+            Ok(out) if out.success() => Footprint { status: out.stdout },
             _ => Footprint::default(),
         }
     }

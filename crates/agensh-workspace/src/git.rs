@@ -31,6 +31,8 @@ pub struct Git {
     bare: bool,
     /// Run as this worker's own git (see [`Git::as_worker`]).
     worker: Option<String>,
+    /// Run at nice 19 (see [`Git::background`]).
+    background: bool,
 }
 
 /// The e-mail address of `worker`'s commits.
@@ -130,6 +132,7 @@ impl Git {
             dir: git_dir.to_path_buf(),
             bare: true,
             worker: None,
+            background: false,
         }
     }
 
@@ -139,7 +142,16 @@ impl Git {
             dir: dir.to_path_buf(),
             bare: false,
             worker: None,
+            background: false,
         }
+    }
+
+    /// The same repository, its [`Git::output`]s reniced to 19 once started (not in a
+    /// `pre_exec` hook, which would make the spawn a fork of a process that may hold
+    /// thousands of files and workers): bookkeeping that gives way to everything else.
+    pub fn background(mut self) -> Self {
+        self.background = true;
+        self
     }
 
     /// The same repository, run as `worker`'s own git (the scripted agent's): the user's
@@ -213,6 +225,11 @@ impl Git {
                 self.dir.display()
             ))
         })?;
+        if self.background {
+            if let Some(pid) = child.id() {
+                agensh_process::group::renice(pid, 19);
+            }
+        }
         if let Some(bytes) = input {
             let mut stdin = child.stdin.take().expect("stdin is piped");
             stdin
